@@ -1,0 +1,18 @@
+r"""prefbo: learning from preferences and choices, and preferential BO.
+
+Built on PyTorch, GPyTorch and BoTorch: every model is a BoTorch ``Model``.
+"""
+
+from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
+from prefbo.mlls import PairwiseLaplaceMLL
+from prefbo.models import PairwiseLaplaceGP
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PairwiseLaplaceGP",
+    "PairwiseLaplaceMLL",
+    "PairwiseLogitLikelihood",
+    "PairwiseProbitLikelihood",
+    "__version__",
+]

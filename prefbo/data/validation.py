@@ -1,0 +1,154 @@
+r"""Validation of pairwise comparison data.
+
+Every check raises a typed prefbo error that names the argument, what was
+expected and what came. Nothing is dropped or repaired: repeated comparisons
+count every time.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from prefbo.exceptions import InputDataError, InputTypeError
+
+
+def validate_datapoints(datapoints: object, name: str = "datapoints") -> Tensor:
+    r"""Check designs and return them as a ``batch_shape x n x d`` tensor.
+
+    Args:
+        datapoints: A ``batch_shape x n x d`` floating tensor (a 1-d ``n``
+            tensor is read as ``n x 1``, as BoTorch does).
+        name: The argument's name, for messages.
+
+    Returns:
+        The designs, with a trailing feature dimension added if it was 1-d.
+    """
+    if not isinstance(datapoints, Tensor):
+        raise InputTypeError(
+            f"{name} must be a torch.Tensor of shape batch_shape x n x d; got "
+            f"{type(datapoints).__name__}."
+        )
+    if not datapoints.is_floating_point():
+        raise InputTypeError(
+            f"{name} must be a floating tensor (float32 or float64); got "
+            f"{datapoints.dtype}. Convert with {name}.double()."
+        )
+    if datapoints.ndim == 1:
+        datapoints = datapoints.unsqueeze(-1)
+    if datapoints.ndim < 2:
+        raise InputDataError(
+            f"{name} must have shape batch_shape x n x d; got {tuple(datapoints.shape)}."
+        )
+    n, d = datapoints.shape[-2:]
+    if n == 0 or d == 0:
+        raise InputDataError(
+            f"{name} must hold at least one design of at least one feature; got "
+            f"shape {tuple(datapoints.shape)}."
+        )
+    finite = torch.isfinite(datapoints)
+    if not bool(finite.all()):
+        bad = (~finite).nonzero()[0].tolist()
+        raise InputDataError(
+            f"{name} must be finite; got {datapoints[tuple(bad)].item()} at index "
+            f"{tuple(bad)} ({int((~finite).sum())} non-finite entries)."
+        )
+    return datapoints
+
+
+def validate_comparisons(
+    comparisons: object, n: int, name: str = "comparisons"
+) -> Tensor:
+    r"""Check ``[winner, loser]`` rows and return them as a long tensor.
+
+    Args:
+        comparisons: A ``batch_shape x m x 2`` tensor of indices into the
+            ``n`` designs; integer, or floating with integral values (BoTorch
+            examples build it with ``torch.Tensor``).
+        n: The number of designs.
+        name: The argument's name, for messages.
+
+    Returns:
+        A ``batch_shape x m x 2`` long tensor.
+    """
+    if not isinstance(comparisons, Tensor):
+        raise InputTypeError(
+            f"{name} must be a torch.Tensor of shape batch_shape x m x 2; got "
+            f"{type(comparisons).__name__}."
+        )
+    if comparisons.dtype == torch.bool or comparisons.is_complex():
+        raise InputTypeError(
+            f"{name} must be an integer tensor of indices; got {comparisons.dtype}."
+        )
+    if comparisons.ndim < 2 or comparisons.shape[-1] != 2:
+        raise InputDataError(
+            f"{name} must have shape batch_shape x m x 2 (rows [winner, loser]); "
+            f"got {tuple(comparisons.shape)}."
+        )
+    if comparisons.shape[-2] == 0:
+        raise InputDataError(
+            f"{name} must hold at least one comparison; got shape "
+            f"{tuple(comparisons.shape)}. Pass datapoints=None and comparisons=None "
+            "for a prior-only model."
+        )
+    if comparisons.is_floating_point():
+        if not bool(torch.isfinite(comparisons).all()) or not bool(
+            (comparisons == comparisons.round()).all()
+        ):
+            bad = comparisons[
+                ~(torch.isfinite(comparisons) & (comparisons == comparisons.round()))
+            ]
+            raise InputDataError(
+                f"{name} must hold integer indices; got non-integer value "
+                f"{bad[0].item()} (dtype {comparisons.dtype})."
+            )
+    comparisons = comparisons.long()
+    lo, hi = int(comparisons.min()), int(comparisons.max())
+    if lo < 0 or hi >= n:
+        raise InputDataError(
+            f"{name} must be indices into datapoints in [0, {n - 1}] (n={n}); got "
+            f"min {lo}, max {hi}."
+        )
+    same = comparisons[..., 0] == comparisons[..., 1]
+    if bool(same.any()):
+        where = same.nonzero()[0].tolist()
+        raise InputDataError(
+            f"{name} must compare two different designs; row {tuple(where)} compares "
+            f"design {int(comparisons[tuple(where)][0])} with itself."
+        )
+    return comparisons
+
+
+def validate_pairwise_data(
+    datapoints: object, comparisons: object
+) -> tuple[Tensor, Tensor]:
+    r"""Validate designs and comparisons together and broadcast their batches.
+
+    Args:
+        datapoints: ``batch_shape x n x d`` designs.
+        comparisons: ``batch_shape x m x 2`` ``[winner, loser]`` indices.
+
+    Returns:
+        ``(datapoints, comparisons)`` expanded to a common batch shape, the
+        comparisons as a long tensor.
+    """
+    datapoints = validate_datapoints(datapoints)
+    comparisons = validate_comparisons(comparisons, n=datapoints.shape[-2])
+    if comparisons.device != datapoints.device:
+        raise InputDataError(
+            "comparisons and datapoints must be on the same device; got "
+            f"{comparisons.device} and {datapoints.device}."
+        )
+    dp_batch, cp_batch = datapoints.shape[:-2], comparisons.shape[:-2]
+    try:
+        batch = torch.broadcast_shapes(dp_batch, cp_batch)
+    except RuntimeError:
+        raise InputDataError(
+            "datapoints and comparisons must have broadcastable batch shapes; got "
+            f"datapoints batch {tuple(dp_batch)} and comparisons batch "
+            f"{tuple(cp_batch)}."
+        ) from None
+    return (
+        datapoints.expand(batch + datapoints.shape[-2:]),
+        comparisons.expand(batch + comparisons.shape[-2:]),
+    )

@@ -1,0 +1,21 @@
+r"""Inference engines: Laplace (Newton), and shared linear algebra."""
+
+from prefbo.inference.cholesky import jittered_cholesky
+from prefbo.inference.laplace import (
+    LaplaceEvidence,
+    LaplaceState,
+    comparison_laplacian,
+    find_mode,
+    laplace_evidence,
+    scatter_pairs,
+)
+
+__all__ = [
+    "LaplaceEvidence",
+    "LaplaceState",
+    "comparison_laplacian",
+    "find_mode",
+    "jittered_cholesky",
+    "laplace_evidence",
+    "scatter_pairs",
+]

@@ -1,0 +1,1 @@
+r"""Numerical and testing utilities shared across prefbo."""
