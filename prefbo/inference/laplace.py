@@ -170,14 +170,24 @@ def _find_mode(L, comparisons, likelihood, init, max_iter, tol, num_halvings,
     eye = torch.eye(n, dtype=dtype, device=device)
     steps = 2.0 ** -torch.arange(num_halvings + 1, dtype=dtype, device=device)
     steps_b = steps.view((-1,) + (1,) * (len(batch) + 1))  # J x 1.. x 1
-    if init is None:
-        f = torch.zeros(batch + (n,), dtype=dtype, device=device)
-        v = torch.zeros_like(f)
-    else:
-        f = init.to(L).expand(batch + (n,))
-        v = torch.linalg.solve_triangular(L, f.unsqueeze(-1), upper=False).squeeze(-1)
-        f = (L @ v.unsqueeze(-1)).squeeze(-1)
     comps_j = comparisons.expand(batch + comparisons.shape[-2:])
+    v = torch.zeros(batch + (n,), dtype=dtype, device=device)
+    f = torch.zeros_like(v)
+    if init is not None:
+        # Warm start at f0 = K ∇ℓ(init), i.e. v0 = Lᵀ ∇ℓ(init): exact at a
+        # previous mode under the same K, and always well scaled under a new K
+        # (unlike L⁻¹ init). Kept per batch element only where Ψ beats f = 0.
+        _, g0, _, _ = likelihood.derivatives(init.to(L).expand(batch + (n,)), comps_j)
+        v0 = (L.transpose(-1, -2) @ scatter_pairs(g0, comps_j, n).unsqueeze(-1))
+        v0 = v0.squeeze(-1)
+        f0 = (L @ v0.unsqueeze(-1)).squeeze(-1)
+        psi_init = likelihood.log_prob_answers(f0, comps_j).sum(-1) - 0.5 * v0.pow(
+            2
+        ).sum(-1)
+        psi_zero = likelihood.log_prob_answers(f, comps_j).sum(-1)
+        better = (psi_init > psi_zero).unsqueeze(-1)
+        v = torch.where(better, v0, v)
+        f = torch.where(better, f0, f)
     converged = torch.zeros(batch, dtype=torch.bool, device=device)
     it = 0
     for it in range(1, max_iter + 1):
@@ -204,7 +214,9 @@ def _find_mode(L, comparisons, likelihood, init, max_iter, tol, num_halvings,
         first = torch.argmax(ok.to(torch.uint8), dim=0)  # batch
         t = torch.where(ok.any(0), steps[first], torch.zeros_like(steps[first]))
         scale = 1.0 + f.abs().amax(-1)
-        converged = (df.abs().amax(-1) <= tol * scale) & (info == 0)
+        # converged: a negligible Newton step, or no step size that increases Ψ
+        # (stationary to working precision)
+        converged = ((df.abs().amax(-1) <= tol * scale) | ~ok.any(0)) & (info == 0)
         v = v + t.unsqueeze(-1) * dv
         f = f + t.unsqueeze(-1) * df
         if it % sync_every == 0 and bool(converged.all()):

@@ -117,7 +117,11 @@ class PairwiseLikelihood(Likelihood, ABC):
         delta = utility.gather(-1, comparisons[..., 0]) - utility.gather(
             -1, comparisons[..., 1]
         )
-        return self._terms(delta / self.scale)[0]
+        return self._log_prob(delta / self.scale)
+
+    def _log_prob(self, z: Tensor) -> Tensor:
+        r"""``log F(z)`` alone (override when cheaper than :meth:`_terms`)."""
+        return self._terms(z)[0]
 
     def forward(self, function_samples: Tensor, comparisons: Tensor) -> Bernoulli:
         r"""Distribution of the answers given sampled utilities.
@@ -151,7 +155,7 @@ class PairwiseLikelihood(Likelihood, ABC):
         """
         nodes, weights = _gauss_hermite(40, mean.dtype, mean.device)
         delta = mean.unsqueeze(-1) + var.clamp_min(0).sqrt().unsqueeze(-1) * nodes
-        logp = self._terms(delta / self.scale)[0]
+        logp = self._log_prob(delta / self.scale)
         return (logp.exp() * weights).sum(-1)
 
     def _logits(self, utility: Tensor, comparisons: Tensor) -> Tensor:
@@ -166,6 +170,9 @@ class PairwiseProbitLikelihood(PairwiseLikelihood):
     def _terms(self, z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         return probit_terms(z)
 
+    def _log_prob(self, z: Tensor) -> Tensor:
+        return torch.special.log_ndtr(z)
+
     def predictive_probability(self, mean: Tensor, var: Tensor) -> Tensor:
         r"""Closed form ``Φ(mean / √(s² + var))``."""
         return torch.special.ndtr(mean / (self.scale**2 + var.clamp_min(0)).sqrt())
@@ -176,6 +183,9 @@ class PairwiseLogitLikelihood(PairwiseLikelihood):
 
     def _terms(self, z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         return logit_terms(z)
+
+    def _log_prob(self, z: Tensor) -> Tensor:
+        return torch.nn.functional.logsigmoid(z)
 
 
 def as_prefbo_likelihood(likelihood: object | None) -> PairwiseLikelihood:

@@ -1,14 +1,18 @@
 r"""Stable standard-normal functions for probit likelihoods.
 
 ``log Φ`` comes from :func:`torch.special.log_ndtr`. The inverse Mills ratio
-``λ(z) = φ(z)/Φ(z)`` and the probit curvature ``w(z) = λ(z)(z + λ(z))`` are
-computed directly for ``z ≥ -5`` and, below, from the Laplace continued fraction
-of the Mills ratio, which gives ``z + λ(z)`` without the catastrophic
-cancellation of ``z + λ`` when ``λ ≈ -z`` (see Abramowitz & Stegun 26.2.14):
+``λ(z) = φ(z)/Φ(z)``, the probit curvature ``w(z) = λ(z)(z + λ(z))`` and its
+derivative are computed in three regions, all in float64 whatever the input
+dtype, so that ``z + λ`` never suffers the cancellation of ``λ ≈ -z``:
 
-    z + λ(z) = 1 / (t + 2 / (t + 3 / (t + 4 / ...))),   t = -z.
+- ``z ≥ -5``: directly from ``exp(log φ - log Φ)``;
+- ``-100 ≤ z < -5``: from the Laplace continued fraction of the Mills ratio,
+  ``z + λ(z) = 1 / (t + 2 / (t + 3 / (t + …)))`` with ``t = -z``;
+- ``z < -100``: from the asymptotic series
+  ``z + λ = 1/t - 2/t³ + 10/t⁵ - 74/t⁷ + 706/t⁹`` and
+  ``w' = -(2/t³)(1 - 12/t² + 150/t⁴ - 2072/t⁶)``.
 
-Nothing is clamped: the derivatives are exact for any finite ``z``.
+Nothing is clamped: the derivatives are accurate for any finite ``z``.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ import torch
 from torch import Tensor
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-_TAIL_Z = -5.0
-_CF_DEPTH = 60
+_CF_Z = -5.0
+_SERIES_Z = -100.0
+_CF_DEPTH = 48
 
 
 def log_phi(z: Tensor) -> Tensor:
@@ -28,8 +33,8 @@ def log_phi(z: Tensor) -> Tensor:
     return -0.5 * z * z - _LOG_SQRT_2PI
 
 
-def _tail_z_plus_lambda(t: Tensor) -> Tensor:
-    r"""``z + λ(z)`` at ``z = -t`` for ``t ≥ 5`` by the continued fraction."""
+def _cf_z_plus_lambda(t: Tensor) -> Tensor:
+    r"""``z + λ(z)`` at ``z = -t`` (``t ≥ 5``) by the continued fraction."""
     acc = t
     for k in range(_CF_DEPTH, 1, -1):
         acc = t + k / acc
@@ -43,25 +48,32 @@ def probit_terms(z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         z: A tensor of any shape (any floating dtype).
 
     Returns:
-        A tuple ``(log Φ(z), λ(z), w(z), w'(z))`` where ``λ = d/dz log Φ``,
-        ``w = -d²/dz² log Φ = λ(z + λ)`` (in ``(0, 1)``) and
-        ``w' = dw/dz = -d³/dz³ log Φ = λ - w (z + 2λ)``; all of ``z``'s shape.
+        A tuple ``(log Φ(z), λ(z), w(z), w'(z))`` in ``z``'s dtype, where
+        ``λ = d/dz log Φ``, ``w = -d²/dz² log Φ = λ(z + λ)`` (in ``(0, 1)``) and
+        ``w' = dw/dz = -d³/dz³ log Φ = λ - w (z + 2λ)``.
     """
+    dtype = z.dtype
+    z = z.to(torch.float64)
     logcdf = torch.special.log_ndtr(z)
-    tail = z < _TAIL_Z
-    # Direct branch (evaluated on a safe value where the tail branch is used).
+    tail = z < _CF_Z
     z_direct = torch.where(tail, torch.zeros_like(z), z)
-    lam_direct = torch.exp(log_phi(z_direct) - torch.special.log_ndtr(z_direct))
-    zl_direct = z_direct + lam_direct
-    # Tail branch (evaluated on a safe value where the direct branch is used).
-    t = torch.where(tail, -z, torch.full_like(z, -_TAIL_Z))
-    zl_tail = _tail_z_plus_lambda(t)
-    lam_tail = t + zl_tail
-    lam = torch.where(tail, lam_tail, lam_direct)
-    zl = torch.where(tail, zl_tail, zl_direct)
+    lam = torch.exp(log_phi(z_direct) - torch.special.log_ndtr(z_direct))
+    zl = z_direct + lam
+    if z.device.type != "cpu" or bool(tail.any()):
+        far = z < _SERIES_Z
+        t = torch.where(tail, -z, torch.full_like(z, -_CF_Z))
+        t_cf = torch.where(far, torch.full_like(z, -_CF_Z), t)
+        u = 1.0 / (t * t)
+        zl_series = (1.0 + u * (-2.0 + u * (10.0 + u * (-74.0 + u * 706.0)))) / t
+        zl_tail = torch.where(far, zl_series, _cf_z_plus_lambda(t_cf))
+        zl = torch.where(tail, zl_tail, zl)
+        lam = torch.where(tail, t + zl_tail, lam)
     w = lam * zl
     dw = lam - w * (zl + lam)
-    return logcdf, lam, w, dw
+    if z.device.type != "cpu" or bool(tail.any()):
+        dw_series = -2.0 * u / t * (1.0 + u * (-12.0 + u * (150.0 - 2072.0 * u)))
+        dw = torch.where(far, dw_series, dw)
+    return logcdf.to(dtype), lam.to(dtype), w.to(dtype), dw.to(dtype)
 
 
 def logit_terms(z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
