@@ -32,6 +32,7 @@ from botorch.posteriors.posterior import Posterior
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.models import GP
+from linear_operator import to_linear_operator
 from linear_operator.operators import RootLinearOperator
 from torch import Tensor
 
@@ -45,6 +46,31 @@ from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.laplace import LaplaceState, find_mode, laplace_evidence
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, as_prefbo_likelihood
+
+
+def _mvn(mean: Tensor, covariance: Tensor) -> MultivariateNormal:
+    r"""A GPyTorch MVN with a lazily factorised (possibly singular) covariance."""
+    return MultivariateNormal(mean, to_linear_operator(covariance))
+
+
+class _Snapshot:
+    r"""A value snapshot of a small tensor that compares equal to an identical one."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, t: Tensor) -> None:
+        self.value = t.detach().clone()
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Snapshot)
+            and self.value.shape == other.value.shape
+            and self.value.dtype == other.value.dtype
+            and self.value.device == other.value.device
+            and bool(torch.equal(self.value, other.value))
+        )
+
+    __hash__ = None
 
 
 class PairwiseLaplaceGP(Model, GP):
@@ -72,7 +98,7 @@ class PairwiseLaplaceGP(Model, GP):
         max_iter: int = 100,
         tol: float | None = None,
         consolidate_rtol: float = 0.0,
-        consolidate_atol: float = 0.0,
+        consolidate_atol: float = 1e-10,
         xtol: float | None = None,
         maxfev: int | None = None,
         jitter: float | None = None,
@@ -98,7 +124,8 @@ class PairwiseLaplaceGP(Model, GP):
                 ``1 + max|f|``.
             consolidate_rtol: Designs equal within ``rtol``/``atol`` (unbatched
                 data only) are merged into one design, as BoTorch does; the
-                default merges exact duplicates only (BoTorch: ``atol=1e-4``).
+                default merges (numerically) identical designs only, atol=1e-10
+                (BoTorch: ``atol=1e-4``).
             consolidate_atol: See ``consolidate_rtol``.
             xtol: Alias of ``tol`` for BoTorch compatibility.
             maxfev: Alias of ``max_iter`` for BoTorch compatibility.
@@ -267,13 +294,24 @@ class PairwiseLaplaceGP(Model, GP):
 
     # ---------------------------------------------------------------- state
     def _cache_key(self) -> tuple:
+        r"""What the Laplace state depends on: hyperparameter values, data, likelihood.
+
+        Hyperparameters are compared by value (small tensors are snapshotted),
+        since GPyTorch's setters write through ``.data`` without bumping the
+        tensors' version counters.
+        """
         mods = [self.covar_module]
         if hasattr(self, "input_transform"):
             mods.append(self.input_transform)
         tensors = chain.from_iterable(
             chain(m.parameters(), m.buffers()) for m in mods
         )
-        key = [(id(t), t._version, t.dtype, t.device) for t in tensors]
+        key: list = []
+        for t in tensors:
+            if t.numel() <= 4096:
+                key.append(_Snapshot(t))
+            else:
+                key.append((id(t), t._version, t.data_ptr()))
         key += [
             (id(self.datapoints), self.datapoints._version),
             (id(self.comparisons), self.comparisons._version),
@@ -357,7 +395,7 @@ class PairwiseLaplaceGP(Model, GP):
         r"""Joint predictive distribution at transformed ``batch_shape x q x d``."""
         if self._has_no_data():
             mean = torch.zeros(X.shape[:-1], dtype=X.dtype, device=X.device)
-            return MultivariateNormal(mean, self._prior_covariance(X))
+            return _mvn(mean, self._prior_covariance(X))
         state = self._get_state()
         Xtr = self._train_inputs()
         mb = self.batch_shape
@@ -391,9 +429,7 @@ class PairwiseLaplaceGP(Model, GP):
         )  # inner x E x q x q
         cov = k_ss + red.movedim(-3, 0)
         cov = 0.5 * (cov + cov.transpose(-1, -2))
-        return MultivariateNormal(
-            mean.reshape(out_batch + (q,)), cov.reshape(out_batch + (q, q))
-        )
+        return _mvn(mean.reshape(out_batch + (q,)), cov.reshape(out_batch + (q, q)))
 
     # ------------------------------------------------------------ posterior
     def _validate_X(self, X: Tensor, name: str = "X") -> Tensor:
@@ -454,7 +490,7 @@ class PairwiseLaplaceGP(Model, GP):
                 )
             else:
                 noise = observation_noise.to(cov).squeeze(-1).expand(cov.shape[:-1])
-            mvn = MultivariateNormal(mvn.mean, cov + torch.diag_embed(noise))
+            mvn = _mvn(mvn.mean, cov + torch.diag_embed(noise))
         posterior = GPyTorchPosterior(mvn)
         if posterior_transform is not None:
             return posterior_transform(posterior)
@@ -526,7 +562,7 @@ class PairwiseLaplaceGP(Model, GP):
         )  # q x (q + r)
         mean = mvn.mean @ T.transpose(-1, -2)
         cov = T @ mvn.covariance_matrix @ T.transpose(-1, -2)
-        return GPyTorchPosterior(MultivariateNormal(mean, 0.5 * (cov + cov.transpose(-1, -2))))
+        return GPyTorchPosterior(_mvn(mean, 0.5 * (cov + cov.transpose(-1, -2))))
 
     # -------------------------------------------------------- conditioning
     def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:

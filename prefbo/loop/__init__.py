@@ -1,0 +1,1 @@
+r"""The preference-elicitation loop: ask, fit, choose the next question."""

@@ -1,0 +1,124 @@
+import math
+
+import pytest
+import torch
+from scipy import optimize, special
+
+from prefbo.inference import find_mode, jittered_cholesky, laplace_evidence
+from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
+from prefbo.utils.testing import make_pairwise_data, tolerance
+
+
+def _rbf(X, lengthscale, outputscale):
+    return outputscale * torch.exp(-torch.cdist(X, X).pow(2) / (2 * lengthscale**2))
+
+
+def test_mode_is_stationary_point_of_log_posterior(tkwargs):
+    X, comp, _ = make_pairwise_data(25, 60, **tkwargs)
+    K = _rbf(X, 0.4, 2.0) + 1e-4 * torch.eye(25, **tkwargs)
+    lik = PairwiseProbitLikelihood()
+    state = find_mode(torch.linalg.cholesky(K), comp, lik)
+    assert bool(state.converged)
+    f = state.mode.double().clone().requires_grad_(True)
+    Kd = K.double()
+    psi = lik.log_prob_answers(f, comp).sum() - 0.5 * f @ torch.linalg.solve(Kd, f)
+    (grad,) = torch.autograd.grad(psi, f)
+    assert grad.abs().max().item() < tolerance(tkwargs["dtype"], 1e-7, 2e-2)
+    # alpha is K^-1 f
+    torch.testing.assert_close(
+        state.alpha.double(), torch.linalg.solve(Kd, state.mode.double()),
+        rtol=tolerance(tkwargs["dtype"], 1e-8, 5e-2), atol=tolerance(tkwargs["dtype"], 1e-6, 1e-2),
+    )
+
+
+@pytest.mark.parametrize("sigma", [1.0, 0.1, 0.01, 0.001])
+def test_single_answer_mode_matches_scalar_root_beyond_clamp(sigma):
+    """Two designs, one answer: the mode solves Δ = v0 λ(Δ/s)/s (scalar root)."""
+    K = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    v0 = 4.0 + 3.0 - 2.0
+    s = math.sqrt(2) * sigma
+    lik = PairwiseProbitLikelihood(noise_std=sigma)
+    state = find_mode(torch.linalg.cholesky(K), torch.tensor([[0, 1]]), lik)
+
+    def eq(delta):  # independent: scipy's log_ndtr
+        z = delta / s
+        lam = math.exp(-0.5 * z * z - 0.5 * math.log(2 * math.pi) - special.log_ndtr(z))
+        return delta - v0 * lam / s
+
+    delta = optimize.brentq(eq, 0.0, 100.0, xtol=1e-14)
+    a = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    expected = (delta / v0) * (K @ a)
+    torch.testing.assert_close(state.mode, expected, rtol=1e-8, atol=1e-10)
+    if sigma <= 0.01:  # decisive: beyond BoTorch's clamp |z| <= 3
+        assert delta / s > 3
+
+
+def test_evidence_equals_quadrature_on_one_answer():
+    """log Z_Laplace for one answer vs its closed form in the scalar difference."""
+    K = torch.tensor([[2.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
+    lik = PairwiseProbitLikelihood(noise_std=0.5)
+    ev, state = laplace_evidence(K, torch.tensor([[1, 0]]), lik)
+    v0, s = 2.0 + 1.0 - 1.0, math.sqrt(2) * 0.5
+    d = (state.mode[1] - state.mode[0]).item()
+    z = d / s
+    lam = math.exp(-0.5 * z * z - 0.5 * math.log(2 * math.pi) - special.log_ndtr(z))
+    w = lam * (z + lam) / s**2
+    expected = special.log_ndtr(z) - 0.5 * d * d / v0 - 0.5 * math.log1p(v0 * w)
+    assert ev.item() == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("lik", [PairwiseProbitLikelihood(0.7), PairwiseLogitLikelihood()])
+def test_evidence_gradient_matches_finite_differences(lik):
+    X, comp, _ = make_pairwise_data(20, 45, seed=3)
+    theta = torch.tensor([0.35, 2.5], dtype=torch.float64, requires_grad=True)
+
+    def K_of(t):
+        return _rbf(X, t[0], t[1]) + 1e-6 * torch.eye(20, dtype=torch.float64)
+
+    ev, _ = laplace_evidence(K_of(theta), comp, lik)
+    (grad,) = torch.autograd.grad(ev, theta)
+    eps = 1e-6
+    for k in range(2):
+        e = torch.zeros(2, dtype=torch.float64)
+        e[k] = eps
+        plus, _ = laplace_evidence(K_of(theta.detach() + e), comp, lik)
+        minus, _ = laplace_evidence(K_of(theta.detach() - e), comp, lik)
+        fd = (plus - minus).item() / (2 * eps)
+        assert grad[k].item() == pytest.approx(fd, rel=1e-5, abs=1e-7)
+
+
+def test_batched_mode_equals_loop(tkwargs):
+    X, comp, _ = make_pairwise_data(15, 30, batch_shape=torch.Size([2, 3]), **tkwargs)
+    K = _rbf(X, 0.5, 1.5) + 1e-3 * torch.eye(15, **tkwargs)
+    L = torch.linalg.cholesky(K)
+    lik = PairwiseProbitLikelihood()
+    batched = find_mode(L, comp, lik)
+    for i in range(2):
+        for j in range(3):
+            single = find_mode(L[i, j], comp[i, j], lik)
+            torch.testing.assert_close(
+                batched.mode[i, j], single.mode,
+                rtol=tolerance(tkwargs["dtype"], 1e-9, 1e-3), atol=1e-5,
+            )
+            torch.testing.assert_close(batched.evidence[i, j], single.evidence,
+                                       rtol=1e-6, atol=1e-4)
+
+
+def test_warm_start_reaches_same_mode():
+    X, comp, _ = make_pairwise_data(30, 80, seed=1)
+    lik = PairwiseProbitLikelihood()
+    L1 = torch.linalg.cholesky(_rbf(X, 0.3, 1.0) + 1e-6 * torch.eye(30, dtype=torch.float64))
+    L2 = torch.linalg.cholesky(_rbf(X, 0.6, 20.0) + 1e-6 * torch.eye(30, dtype=torch.float64))
+    old = find_mode(L1, comp, lik).mode
+    cold, warm = find_mode(L2, comp, lik), find_mode(L2, comp, lik, init=old)
+    torch.testing.assert_close(cold.mode, warm.mode, rtol=1e-8, atol=1e-9)
+
+
+def test_jittered_cholesky_warns_and_factorises():
+    X = torch.zeros(4, 1, dtype=torch.float64)  # identical rows: singular K
+    K = _rbf(X, 1.0, 1.0)
+    with pytest.warns(UserWarning, match="added jitter"):
+        L = jittered_cholesky(K, name="K")
+    assert torch.isfinite(L).all()
+    with pytest.raises(RuntimeError, match="non-finite"):
+        jittered_cholesky(K * float("nan"), name="K")

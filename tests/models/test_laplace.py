@@ -1,0 +1,297 @@
+import math
+import warnings
+
+import pytest
+import torch
+from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
+from botorch.acquisition.preference import (
+    AnalyticExpectedUtilityOfBestOption,
+    PairwiseBayesianActiveLearningByDisagreement,
+    qExpectedUtilityOfBestOption,
+)
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import PairwiseGP
+from botorch.models.likelihoods.pairwise import (
+    PairwiseLogitLikelihood as BoTorchLogit,
+)
+from botorch.models.pairwise_gp import PairwiseLaplaceMarginalLogLikelihood
+from botorch.sampling import SobolQMCNormalSampler
+from linear_operator.utils.warnings import NumericalWarning
+
+from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
+from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.utils.testing import make_pairwise_data, tolerance
+
+
+def _pair(n=20, m=30, seed=0, **kw):
+    X, comp, _ = make_pairwise_data(n, m, seed=seed, **kw)
+    return X, comp
+
+
+def _set_hypers(model, outputscale, lengthscale):
+    with torch.no_grad():
+        model.covar_module.outputscale = outputscale
+        model.covar_module.base_kernel.lengthscale = lengthscale
+
+
+@pytest.mark.parametrize("likelihood", [None, BoTorchLogit()])
+def test_posterior_and_evidence_equal_botorch(likelihood):
+    X, comp = _pair(25, 40, seed=1)
+    bt = PairwiseGP(X, comp, likelihood=likelihood)
+    pb = PairwiseLaplaceGP(X, comp, likelihood=likelihood)
+    for model in (bt, pb):
+        _set_hypers(model, 1.3, torch.tensor([[0.3, 0.5]], dtype=torch.float64))
+    bt.set_train_data(X, comp, update_model=True)  # BoTorch needs a manual refresh
+    zmax = ((pb.utility[comp[:, 0]] - pb.utility[comp[:, 1]]) / math.sqrt(2)).abs().max()
+    assert zmax < 3  # inside BoTorch's clamp, so both are the exact Laplace
+    Xt = torch.rand(4, 3, 2, dtype=torch.float64)
+    post_bt, post_pb = bt.posterior(Xt), pb.posterior(Xt)
+    torch.testing.assert_close(post_pb.mean, post_bt.mean, rtol=0, atol=1e-6)
+    torch.testing.assert_close(
+        post_pb.covariance_matrix, post_bt.covariance_matrix, rtol=0, atol=1e-6
+    )
+    bt.train(), pb.train()
+    ev_bt = PairwiseLaplaceMarginalLogLikelihood(bt.likelihood, bt)(
+        bt(*bt.train_inputs), bt.train_targets
+    )
+    ev_pb = PairwiseLaplaceMLL(pb.likelihood, pb)(pb(*pb.train_inputs), pb.train_targets)
+    assert ev_pb.item() == pytest.approx(ev_bt.item(), abs=1e-6)
+
+
+def test_fit_matches_botorch_hyperparameters():
+    X, comp = _pair(30, 60, seed=2)
+    bt, pb = PairwiseGP(X, comp), PairwiseLaplaceGP(X, comp)
+    with warnings.catch_warnings():  # BoTorch's own jitter warnings
+        warnings.simplefilter("ignore")
+        fit_gpytorch_mll(PairwiseLaplaceMarginalLogLikelihood(bt.likelihood, bt))
+    fit_gpytorch_mll(PairwiseLaplaceMLL(pb.likelihood, pb))
+    torch.testing.assert_close(
+        pb.covar_module.outputscale, bt.covar_module.outputscale, rtol=2e-3, atol=1e-4
+    )
+    torch.testing.assert_close(
+        pb.covar_module.base_kernel.lengthscale,
+        bt.covar_module.base_kernel.lengthscale, rtol=2e-3, atol=1e-4,
+    )
+
+
+def test_posterior_refreshes_when_hyperparameters_change():
+    X, comp = _pair()
+    model = PairwiseLaplaceGP(X, comp)
+    Xt = torch.rand(5, 2, dtype=torch.float64)
+    before = model.posterior(Xt).mean
+    _set_hypers(model, 4.0, torch.tensor([[0.2, 0.2]], dtype=torch.float64))
+    fresh = PairwiseLaplaceGP(X, comp)
+    _set_hypers(fresh, 4.0, torch.tensor([[0.2, 0.2]], dtype=torch.float64))
+    torch.testing.assert_close(model.posterior(Xt).mean, fresh.posterior(Xt).mean)
+    assert not torch.allclose(before, fresh.posterior(Xt).mean)
+
+
+@pytest.mark.parametrize(
+    "x_batch", [(), (5,), (2, 3)], ids=["q", "b-q", "b1-b2-q"]
+)
+def test_joint_posterior_shapes_and_blocks(tkwargs, x_batch):
+    X, comp = _pair(**tkwargs)
+    model = PairwiseLaplaceGP(X, comp)
+    Xt = torch.rand(x_batch + (3, 2), **tkwargs)
+    post = model.posterior(Xt)
+    assert post.mean.shape == x_batch + (3, 1)
+    assert post.covariance_matrix.shape == x_batch + (3, 3)
+    # each q-batch block equals the posterior of those points alone
+    flat = Xt.reshape(-1, 3, 2)
+    for k in range(flat.shape[0]):
+        single = model.posterior(flat[k])
+        torch.testing.assert_close(
+            post.covariance_matrix.reshape(-1, 3, 3)[k], single.covariance_matrix,
+            rtol=tolerance(tkwargs["dtype"], 1e-9, 1e-3), atol=1e-5,
+        )
+
+
+def test_batched_model_equals_separate_models(tkwargs):
+    X, comp = _pair(12, 25, batch_shape=torch.Size([3]), **tkwargs)
+    batched = PairwiseLaplaceGP(X, comp)
+    Xt = torch.rand(4, 3, 2, 2, **tkwargs)  # 4 x (model batch 3) x q=2
+    post = batched.posterior(Xt)
+    assert post.mean.shape == (4, 3, 2, 1)
+    for b in range(3):
+        single = PairwiseLaplaceGP(X[b], comp[b])
+        ps = single.posterior(Xt[:, b])
+        tol = tolerance(tkwargs["dtype"], 1e-8, 1e-3)
+        torch.testing.assert_close(post.mean[:, b], ps.mean, rtol=tol, atol=tol)
+        torch.testing.assert_close(
+            post.covariance_matrix[:, b], ps.covariance_matrix, rtol=tol, atol=tol
+        )
+
+
+def test_batched_fit_equals_loop_of_fits():
+    X, comp = _pair(15, 30, batch_shape=torch.Size([2]), seed=4)
+    batched = PairwiseLaplaceGP(X, comp)
+    fit_gpytorch_mll(PairwiseLaplaceMLL(batched.likelihood, batched))
+    for b in range(2):
+        single = PairwiseLaplaceGP(X[b], comp[b])
+        fit_gpytorch_mll(PairwiseLaplaceMLL(single.likelihood, single))
+        torch.testing.assert_close(
+            batched.covar_module.outputscale[b], single.covar_module.outputscale,
+            rtol=5e-3, atol=1e-3,
+        )
+
+
+def test_observation_noise_adds_utility_variance():
+    X, comp = _pair()
+    model = PairwiseLaplaceGP(X, comp)
+    Xt = torch.rand(3, 2, dtype=torch.float64)
+    plain = model.posterior(Xt).covariance_matrix
+    noisy = model.posterior(Xt, observation_noise=True).covariance_matrix
+    torch.testing.assert_close(noisy - plain, torch.eye(3, dtype=torch.float64))
+
+
+def test_predict_preference_matches_monte_carlo(tkwargs64):
+    X, comp = _pair(**tkwargs64)
+    model = PairwiseLaplaceGP(X, comp)
+    X1, X2 = torch.rand(2, 4, 2, **tkwargs64).unbind(0)
+    p = model.predict_preference(X1, X2)
+    assert p.shape == (4,)
+    torch.testing.assert_close(p + model.predict_preference(X2, X1), torch.ones_like(p))
+    # independent: sample utilities jointly, then answers by the probit
+    samples = model.posterior(torch.stack([X1, X2], -2)).rsample(
+        torch.Size([200_000])
+    ).squeeze(-1)  # S x 4 x 2
+    mc = torch.special.ndtr((samples[..., 0] - samples[..., 1]) / math.sqrt(2)).mean(0)
+    torch.testing.assert_close(p, mc, rtol=0, atol=5e-3)
+
+
+def test_centred_posterior():
+    X, comp = _pair()
+    model = PairwiseLaplaceGP(X, comp)
+    post = model.centred_posterior(model.datapoints)
+    assert post.mean.sum().abs().item() < 1e-8  # centred over the reference
+    Xt = torch.rand(3, 2, dtype=torch.float64)
+    joint = model.posterior(torch.cat([Xt, model.datapoints]))
+    with warnings.catch_warnings():  # the joint covariance is near-singular
+        warnings.simplefilter("ignore", NumericalWarning)
+        samples = joint.rsample(torch.Size([100_000])).squeeze(-1)
+    centred = samples[:, :3] - samples[:, 3:].mean(-1, keepdim=True)
+    cp = model.centred_posterior(Xt)
+    torch.testing.assert_close(cp.mean.squeeze(-1), centred.mean(0), rtol=0, atol=2e-2)
+    torch.testing.assert_close(cp.variance.squeeze(-1), centred.var(0), rtol=3e-2, atol=1e-3)
+    # centring removes the unidentified level: the band is narrower
+    assert (cp.variance < model.posterior(Xt).variance).all()
+
+
+def test_condition_on_observations_equals_refit_on_all_data():
+    X, comp = _pair(20, 30)
+    model = PairwiseLaplaceGP(X, comp)
+    Xnew = torch.tensor([[0.123, 0.456], [0.789, 0.012]], dtype=torch.float64)
+    cond = model.condition_on_observations(Xnew, torch.tensor([[1, 0]]))
+    full = PairwiseLaplaceGP(
+        torch.cat([X, Xnew]), torch.cat([comp, torch.tensor([[21, 20]])])
+    )
+    Xt = torch.rand(5, 2, dtype=torch.float64)
+    torch.testing.assert_close(cond.posterior(Xt).mean, full.posterior(Xt).mean)
+    assert model.n == 20 and cond.n == 22  # the original is untouched
+
+
+def test_state_dict_round_trip():
+    X, comp = _pair(seed=5)
+    model = PairwiseLaplaceGP(X, comp)
+    fit_gpytorch_mll(PairwiseLaplaceMLL(model.likelihood, model))
+    other = PairwiseLaplaceGP(X, comp)
+    other.load_state_dict(model.state_dict())
+    Xt = torch.rand(4, 2, dtype=torch.float64)
+    torch.testing.assert_close(other.posterior(Xt).mean, model.posterior(Xt).mean)
+    assert "datapoints" not in model.state_dict()
+
+
+def test_duplicate_designs_are_merged_and_comparisons_all_count():
+    X = torch.tensor([[0.1, 0.2], [0.5, 0.5], [0.1, 0.2], [0.9, 0.1]], dtype=torch.float64)
+    comp = torch.tensor([[0, 1], [1, 2], [3, 2], [3, 2]])
+    model = PairwiseLaplaceGP(X, comp)
+    assert model.n == 3 and model.m == 4
+    merged = PairwiseLaplaceGP(X[[0, 1, 3]], torch.tensor([[0, 1], [1, 0], [2, 0], [2, 0]]))
+    torch.testing.assert_close(model.utility, merged.utility)
+
+
+def test_botorch_acquisition_functions_run_and_agree(tkwargs64):
+    X, comp = _pair(**tkwargs64)
+    bt, pb = PairwiseGP(X, comp), PairwiseLaplaceGP(X, comp)
+    cand = torch.rand(6, 2, 2, **tkwargs64)
+    eubo_bt = AnalyticExpectedUtilityOfBestOption(pref_model=bt)(cand)
+    eubo_pb = AnalyticExpectedUtilityOfBestOption(pref_model=pb)(cand)
+    torch.testing.assert_close(eubo_pb, eubo_bt, rtol=0, atol=1e-6)
+    sampler = SobolQMCNormalSampler(torch.Size([256]), seed=0)
+    q = qExpectedUtilityOfBestOption(pref_model=pb, sampler=sampler)(cand)
+    assert torch.isfinite(q).all() and (q >= eubo_pb - 0.05).all()
+    bald = PairwiseBayesianActiveLearningByDisagreement(pref_model=pb)(cand)
+    assert torch.isfinite(bald).all() and (bald >= -1e-6).all()
+    mes = qMaxValueEntropy(pb, candidate_set=torch.rand(100, 2, **tkwargs64))
+    val = mes(torch.rand(5, 1, 2, **tkwargs64))
+    assert val.shape == (5,) and torch.isfinite(val).all()
+
+
+def test_float32_agrees_with_float64():
+    X, comp = _pair(20, 40)
+    m64 = PairwiseLaplaceGP(X, comp)
+    m32 = PairwiseLaplaceGP(X.float(), comp)
+    Xt = torch.rand(5, 2, dtype=torch.float64)
+    p64, p32 = m64.posterior(Xt), m32.posterior(Xt.float())
+    assert p32.mean.dtype == torch.float32
+    torch.testing.assert_close(p32.mean.double(), p64.mean, rtol=0, atol=2e-3)
+    torch.testing.assert_close(p32.variance.double(), p64.variance, rtol=0, atol=2e-3)
+
+
+def test_prior_only_model():
+    from gpytorch.kernels import RBFKernel
+
+    model = PairwiseLaplaceGP(None, None, covar_module=RBFKernel())
+    post = model.posterior(torch.rand(3, 1))
+    assert post.mean.abs().max() == 0
+    with pytest.raises(InputDataError, match="explicit covar_module"):
+        PairwiseLaplaceGP(None, None)
+
+
+@pytest.mark.parametrize(
+    "datapoints, comparisons, error, match",
+    [
+        ("x", torch.tensor([[0, 1]]), InputTypeError, "datapoints must be a torch.Tensor"),
+        (torch.rand(3, 2).long(), torch.tensor([[0, 1]]), InputTypeError, "floating tensor"),
+        (torch.tensor([[0.0, float("nan")], [1, 1]]), torch.tensor([[0, 1]]),
+         InputDataError, "datapoints must be finite; got nan at index \\(0, 1\\)"),
+        (torch.rand(0, 2), torch.tensor([[0, 1]]), InputDataError, "at least one design"),
+        (torch.rand(3, 2), torch.tensor([[0, 3]]), InputDataError,
+         r"indices into datapoints in \[0, 2\] \(n=3\); got min 0, max 3"),
+        (torch.rand(3, 2), torch.tensor([[0, -1]]), InputDataError, "got min -1"),
+        (torch.rand(3, 2), torch.tensor([[0.0, 1.5]]), InputDataError,
+         "non-integer value 1.5"),
+        (torch.rand(3, 2), torch.tensor([[0, 1, 2]]), InputDataError,
+         r"shape batch_shape x m x 2 \(rows \[winner, loser\]\); got \(1, 3\)"),
+        (torch.rand(3, 2), torch.zeros(0, 2, dtype=torch.long), InputDataError,
+         "at least one comparison"),
+        (torch.rand(3, 2), torch.tensor([[0, 1], [2, 2]]), InputDataError,
+         r"row \(1,\) compares design 2 with itself"),
+        (torch.rand(2, 3, 2), torch.tensor([[0, 1]]).expand(3, 1, 2), InputDataError,
+         "broadcastable batch shapes"),
+        (torch.rand(3, 2), torch.tensor([[True, False]]), InputTypeError, "integer tensor"),
+        (torch.rand(3, 2), None, InputDataError, "both be tensors"),
+    ],
+)
+def test_bad_input_raises_typed_errors(datapoints, comparisons, error, match):
+    if isinstance(datapoints, torch.Tensor) and datapoints.is_floating_point():
+        datapoints = datapoints.double()
+    with pytest.raises(error, match=match):
+        PairwiseLaplaceGP(datapoints, comparisons)
+
+
+def test_bad_posterior_and_conditioning_input():
+    X, comp = _pair()
+    model = PairwiseLaplaceGP(X, comp)
+    with pytest.raises(InputDataError, match="d=2 features in its last dimension"):
+        model.posterior(torch.rand(3, 5, dtype=torch.float64))
+    with pytest.raises(UnsupportedError, match="output_indices"):
+        model.posterior(torch.rand(3, 2, dtype=torch.float64), output_indices=[1])
+    with pytest.raises(InputDataError, match="Y must be a batch_shape x m x 2"):
+        model.condition_on_observations(torch.rand(2, 2, dtype=torch.float64),
+                                        torch.rand(2, 1))
+    with pytest.raises(InputDataError, match="X1 and X2 must have the same shape"):
+        model.predict_preference(torch.rand(2, 2).double(), torch.rand(3, 2).double())
+    model.train()
+    with pytest.raises(InputDataError, match="training designs"):
+        model(torch.rand(4, 2, dtype=torch.float64))
