@@ -2,15 +2,19 @@ r"""Inference engines: Laplace (Newton), and shared linear algebra."""
 
 from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.laplace import (
+    FORMS,
     LaplaceEvidence,
     LaplaceState,
     comparison_laplacian,
     find_mode,
     laplace_evidence,
+    laplacian_matmul,
     scatter_pairs,
 )
 
 __all__ = [
+    "FORMS",
+    "laplacian_matmul",
     "LaplaceEvidence",
     "LaplaceState",
     "comparison_laplacian",

@@ -33,7 +33,6 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.models import GP
 from linear_operator import to_linear_operator
-from linear_operator.operators import RootLinearOperator
 from torch import Tensor
 
 from prefbo.data.validation import (
@@ -43,7 +42,7 @@ from prefbo.data.validation import (
 )
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inference.cholesky import jittered_cholesky
-from prefbo.inference.laplace import LaplaceState, find_mode, laplace_evidence
+from prefbo.inference.laplace import FORMS, LaplaceState, find_mode, laplace_evidence
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, as_prefbo_likelihood
 
@@ -102,6 +101,7 @@ class PairwiseLaplaceGP(Model, GP):
         xtol: float | None = None,
         maxfev: int | None = None,
         jitter: float | None = None,
+        fit_form: str = "auto",
     ) -> None:
         r"""
         Args:
@@ -131,6 +131,12 @@ class PairwiseLaplaceGP(Model, GP):
             maxfev: Alias of ``max_iter`` for BoTorch compatibility.
             jitter: First relative jitter tried when ``K`` is not numerically
                 positive definite (a warning says when it is used).
+            fit_form: Newton form used while fitting hyperparameters (training
+                mode): ``"auto"`` (the cheap precision form ``K⁻¹ + W`` in
+                float64 when ``K`` is not near-singular, else whitened),
+                ``"whitened"`` or ``"precision"``; see
+                :func:`prefbo.inference.find_mode`. Predictions always use the
+                state found in the stable whitened form ``I + Lᵀ W L``.
         """
         super().__init__()
         if (datapoints is None) != (comparisons is None):
@@ -144,6 +150,9 @@ class PairwiseLaplaceGP(Model, GP):
             "max_iter": int(maxfev if maxfev is not None else max_iter),
             "tol": xtol if xtol is not None else tol,
         }
+        if fit_form not in FORMS:
+            raise InputDataError(f"fit_form must be one of {FORMS}; got {fit_form!r}.")
+        self._fit_form = fit_form
         self._jitter = jitter
         self._consolidate = (float(consolidate_rtol), float(consolidate_atol))
         self.register_buffer("datapoints", None, persistent=False)
@@ -334,7 +343,7 @@ class PairwiseLaplaceGP(Model, GP):
             K = self._prior_covariance(self._train_inputs())
             L = jittered_cholesky(K, name="prior covariance K", jitter=self._jitter)
             state = find_mode(L, self.comparisons, self.likelihood, self._warm,
-                              **self._options)
+                              form="whitened", **self._options)
         self._store_state(state, key)
         return state
 
@@ -382,12 +391,12 @@ class PairwiseLaplaceGP(Model, GP):
             )
         K = self._prior_covariance(self._train_inputs())
         evidence, state = laplace_evidence(
-            K, self.comparisons, self.likelihood, self._warm, **self._options
+            K, self.comparisons, self.likelihood, self._warm, form=self._fit_form,
+            **self._options,
         )
-        self._store_state(state, self._cache_key())
-        mvn = MultivariateNormal(
-            state.mode, RootLinearOperator(state.covariance_root())
-        )
+        # the predictive state is recomputed in the whitened form on first use
+        self._warm = state.mode.detach()
+        mvn = _mvn(state.mode, state.posterior_covariance())
         mvn.laplace_evidence = evidence
         return mvn
 

@@ -111,5 +111,6 @@ def test_failure_and_warnings_are_reported_not_raised(
     assert row[3] == "error: RuntimeError: boom / bang"
     assert row[12].startswith("n/a")
     assert "## Batched fits" not in text
-    assert "- BoTorch: 2" in text  # one in the warm-up is counted separately
+    assert "- BoTorch: 1\n" in text  # the warm-up one is counted separately
+    assert "- warm-up: 1\n" in text
     assert "RuntimeWarning: about to fail" in text
