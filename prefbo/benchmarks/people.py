@@ -87,8 +87,11 @@ class SimulatedPerson:
             raise InputDataError(
                 f"utility must map X of shape {tuple(X.shape)} to shape "
                 f"{tuple(X.shape[:-1])}; got "
-                + (f"shape {tuple(u.shape)}." if isinstance(u, Tensor) else
-                   f"{type(u).__name__}.")
+                + (
+                    f"shape {tuple(u.shape)}."
+                    if isinstance(u, Tensor)
+                    else f"{type(u).__name__}."
+                )
             )
         u = u.detach()
         if self.noise_std > 0:
@@ -113,8 +116,11 @@ class SimulatedPerson:
             if not isinstance(x, Tensor) or x.ndim != 1:
                 raise InputDataError(
                     f"{name} must be a 1-d tensor of d features; got "
-                    + (f"shape {tuple(x.shape)}." if isinstance(x, Tensor) else
-                       f"{type(x).__name__}.")
+                    + (
+                        f"shape {tuple(x.shape)}."
+                        if isinstance(x, Tensor)
+                        else f"{type(x).__name__}."
+                    )
                 )
         if x1.shape != x2.shape:
             raise InputDataError(

@@ -131,7 +131,9 @@ class Branin(UtilityProblem):
         x2 = 15.0 * X[..., 1]
         b, c = 5.1 / (4.0 * math.pi**2), 5.0 / math.pi
         t = 1.0 / (8.0 * math.pi)
-        branin = (x2 - b * x1**2 + c * x1 - 6.0) ** 2 + 10.0 * (1.0 - t) * torch.cos(
-            x1
-        ) + 10.0
+        branin = (
+            (x2 - b * x1**2 + c * x1 - 6.0) ** 2
+            + 10.0 * (1.0 - t) * torch.cos(x1)
+            + 10.0
+        )
         return (self._OFFSET - branin) / self._SCALE

@@ -38,7 +38,8 @@ def validate_datapoints(datapoints: object, name: str = "datapoints") -> Tensor:
         datapoints = datapoints.unsqueeze(-1)
     if datapoints.ndim < 2:
         raise InputDataError(
-            f"{name} must have shape batch_shape x n x d; got {tuple(datapoints.shape)}."
+            f"{name} must have shape batch_shape x n x d; got "
+            f"{tuple(datapoints.shape)}."
         )
     n, d = datapoints.shape[-2:]
     if n == 0 or d == 0:

@@ -46,8 +46,11 @@ def jittered_cholesky(
         )
     if jitter is None:
         jitter = 1e-8 if matrix.dtype == torch.float64 else 1e-6
-    scale = matrix.diagonal(dim1=-2, dim2=-1).mean(-1).abs().clamp_min(
-        torch.finfo(matrix.dtype).tiny
+    scale = (
+        matrix.diagonal(dim1=-2, dim2=-1)
+        .mean(-1)
+        .abs()
+        .clamp_min(torch.finfo(matrix.dtype).tiny)
     )  # batch
     eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
     for i in range(max_tries):

@@ -226,8 +226,16 @@ def find_mode(
                 ratio = d.amax(-1) / d.amin(-1).clamp_min(1e-300)
                 if bool((ratio <= 1e5).all()):
                     form = "precision"
-        args = (chol_prior, comparisons, likelihood, init, max_iter, tol,
-                num_halvings, sync_every)
+        args = (
+            chol_prior,
+            comparisons,
+            likelihood,
+            init,
+            max_iter,
+            tol,
+            num_halvings,
+            sync_every,
+        )
         if form == "precision":
             state = _find_mode(*args, precision=True)
             if state is not None:
@@ -235,8 +243,9 @@ def find_mode(
         return _find_mode(*args, precision=False)
 
 
-def _find_mode(L, comparisons, likelihood, init, max_iter, tol, num_halvings,
-               sync_every, precision) -> LaplaceState | None:
+def _find_mode(
+    L, comparisons, likelihood, init, max_iter, tol, num_halvings, sync_every, precision
+) -> LaplaceState | None:
     n = L.shape[-1]
     dtype, device = L.dtype, L.device
     tol = _default_tol(dtype) if tol is None else tol
@@ -398,9 +407,7 @@ class LaplaceEvidence(torch.autograd.Function):
         WSW = laplacian_matmul(omega, comps, WS.transpose(-1, -2))  # Ŵ Σ Ŵ
         b = s - (WS @ s.unsqueeze(-1)).squeeze(-1)
         a = state.alpha
-        R = comparison_laplacian(omega, comps, n) - 0.5 * (
-            WSW + WSW.transpose(-1, -2)
-        )
+        R = comparison_laplacian(omega, comps, n) - 0.5 * (WSW + WSW.transpose(-1, -2))
         ab = a.unsqueeze(-1) * b.unsqueeze(-2)
         M = a.unsqueeze(-1) * a.unsqueeze(-2) - R + ab + ab.transpose(-1, -2)
         grad_K = 0.5 * grad_out[..., None, None] * M

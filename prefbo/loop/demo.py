@@ -67,7 +67,8 @@ def _expected_warnings():
     """
     with warnings.catch_warnings():
         warnings.filterwarnings(
-            "ignore", message=r".*not numerically positive definite",
+            "ignore",
+            message=r".*not numerically positive definite",
             category=NumericalWarning,
         )
         warnings.filterwarnings("ignore", category=OptimizationWarning)
@@ -115,11 +116,19 @@ def _random_pairs(problem: UtilityProblem, k: int, gen: torch.Generator) -> Tens
     return lo + (hi - lo) * u
 
 
-def _start(name: str, problem: UtilityProblem, args, person: SimulatedPerson,
-           gen: torch.Generator) -> Arm:
+def _start(
+    name: str,
+    problem: UtilityProblem,
+    args,
+    person: SimulatedPerson,
+    gen: torch.Generator,
+) -> Arm:
     r"""An arm holding the initial random pairs and their answers."""
-    arm = Arm(name, torch.empty(0, problem.dim, dtype=torch.float64),
-              torch.empty(0, 2, dtype=torch.long))
+    arm = Arm(
+        name,
+        torch.empty(0, problem.dim, dtype=torch.float64),
+        torch.empty(0, 2, dtype=torch.long),
+    )
     for pair in _random_pairs(problem, args.initial_pairs, gen):
         _append(arm, pair, person)
     _fit(arm)
@@ -133,7 +142,10 @@ def _next_eubo_pair(model, problem, args, it: int) -> tuple[Tensor, float]:
     acq = AnalyticExpectedUtilityOfBestOption(pref_model=model)
     with _expected_warnings():
         cand, _ = optimize_acqf(
-            acq, bounds=problem.bounds, q=2, num_restarts=args.num_restarts,
+            acq,
+            bounds=problem.bounds,
+            q=2,
+            num_restarts=args.num_restarts,
             raw_samples=args.raw_samples,
             options={"seed": 1000 * args.seed + it, "maxiter": args.maxiter},
         )
@@ -159,17 +171,30 @@ def run(args: argparse.Namespace) -> dict:
             _fit(arm)
             _recommend(problem, arm)
             if name == "eubo":
-                print(f"iter {it:>3d}/{args.iterations}  answers {arm.answers[-1]:>3d}"
-                      f"  best utility {arm.best_utility[-1]:.4f}"
-                      f"  regret {arm.regret[-1]:.4f}  fit {arm.fit_seconds:.2f}s"
-                      f"  acq {acq_s:.2f}s", flush=True)
+                print(
+                    f"iter {it:>3d}/{args.iterations}  answers {arm.answers[-1]:>3d}"
+                    f"  best utility {arm.best_utility[-1]:.4f}"
+                    f"  regret {arm.regret[-1]:.4f}  fit {arm.fit_seconds:.2f}s"
+                    f"  acq {acq_s:.2f}s",
+                    flush=True,
+                )
         arms[name] = arm
     return {
         "problem": problem.name,
         "optimal_value": problem.optimal_value,
-        "settings": {k: getattr(args, k) for k in (
-            "iterations", "initial_pairs", "noise", "seed", "smoke",
-            "num_restarts", "raw_samples", "maxiter")},
+        "settings": {
+            k: getattr(args, k)
+            for k in (
+                "iterations",
+                "initial_pairs",
+                "noise",
+                "seed",
+                "smoke",
+                "num_restarts",
+                "raw_samples",
+                "maxiter",
+            )
+        },
         "answers": arms["eubo"].answers,
         "regret": {k: a.regret for k, a in arms.items()},
         "best_utility": {k: a.best_utility for k, a in arms.items()},
@@ -198,30 +223,63 @@ def plot(summary: dict, path: Path, grid_size: int = 60) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     opt = problem.optimizers
-    for ax, Z, title in ((axes[0], true, f"true utility ({problem.name})"),
-                         (axes[1], mean, "EUBO: posterior mean (final model)")):
+    for ax, Z, title in (
+        (axes[0], true, f"true utility ({problem.name})"),
+        (axes[1], mean, "EUBO: posterior mean (final model)"),
+    ):
         cs = ax.contourf(G0.numpy(), G1.numpy(), Z.numpy(), levels=25, cmap="viridis")
         fig.colorbar(cs, ax=ax)
-        ax.scatter(opt[:, 0], opt[:, 1], marker="*", s=180, c="red",
-                   edgecolors="white", label="true optima", zorder=4)
+        ax.scatter(
+            opt[:, 0],
+            opt[:, 1],
+            marker="*",
+            s=180,
+            c="red",
+            edgecolors="white",
+            label="true optima",
+            zorder=4,
+        )
         ax.set(title=title, xlabel="$x_1$", ylabel="$x_2$", aspect="equal")
     X, C, ax = arm.designs, arm.comparisons, axes[1]
     for k, (w, l) in enumerate(C.tolist()):
         ax.plot([X[w, 0], X[l, 0]], [X[w, 1], X[l, 1]], c="white", lw=0.8, alpha=0.7)
-        ax.scatter(X[l, 0], X[l, 1], s=14, facecolors="none", edgecolors="white",
-                   label="loser" if k == 0 else None, zorder=3)
-        ax.scatter(X[w, 0], X[w, 1], s=18, c="orange", edgecolors="black",
-                   linewidths=0.4, label="winner" if k == 0 else None, zorder=3)
+        ax.scatter(
+            X[l, 0],
+            X[l, 1],
+            s=14,
+            facecolors="none",
+            edgecolors="white",
+            label="loser" if k == 0 else None,
+            zorder=3,
+        )
+        ax.scatter(
+            X[w, 0],
+            X[w, 1],
+            s=18,
+            c="orange",
+            edgecolors="black",
+            linewidths=0.4,
+            label="winner" if k == 0 else None,
+            zorder=3,
+        )
     ax.legend(loc="lower left", fontsize=8, framealpha=0.8)
 
     ax = axes[2]
     for name, style in (("eubo", "o-"), ("random", "s--")):
-        ax.plot(summary["answers"], summary["regret"][name], style, ms=3,
-                label=name.upper() if name == "eubo" else "random pairs")
+        ax.plot(
+            summary["answers"],
+            summary["regret"][name],
+            style,
+            ms=3,
+            label=name.upper() if name == "eubo" else "random pairs",
+        )
     positive = all(r > 0 for v in summary["regret"].values() for r in v)
     ax.set_yscale("log" if positive else "linear")
-    ax.set(title="regret of the recommendation", xlabel="answers",
-           ylabel="optimal value - utility(recommended)")
+    ax.set(
+        title="regret of the recommendation",
+        xlabel="answers",
+        ylabel="optimal value - utility(recommended)",
+    )
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -231,17 +289,29 @@ def plot(summary: dict, path: Path, grid_size: int = 60) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     r"""Parse the command line (``--smoke`` shrinks everything for tests)."""
-    p = argparse.ArgumentParser(prog="python -m prefbo.loop.demo",
-                                description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m prefbo.loop.demo", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--iterations", type=int, default=25, help="EUBO questions")
-    p.add_argument("--initial-pairs", type=int, default=4,
-                   help="random questions answered before the first EUBO one")
-    p.add_argument("--noise", type=float, default=0.1,
-                   help="the person's utility noise std σ (0: noiseless)")
+    p.add_argument(
+        "--initial-pairs",
+        type=int,
+        default=4,
+        help="random questions answered before the first EUBO one",
+    )
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=0.1,
+        help="the person's utility noise std σ (0: noiseless)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", type=Path, default=Path("demo_output"))
-    p.add_argument("--smoke", action="store_true",
-                   help="tiny run (3 iterations, cheap optimiser) for tests")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny run (3 iterations, cheap optimiser) for tests",
+    )
     args = p.parse_args(argv)
     if args.iterations < 0 or args.initial_pairs < 1:
         p.error("--iterations must be >= 0 and --initial-pairs >= 1")
@@ -257,9 +327,12 @@ def main(argv: Sequence[str] | None = None) -> dict:
     r"""Run the demo; return the summary (as written to ``demo_summary.json``)."""
     args = parse_args(argv)
     t0 = time.perf_counter()
-    print(f"Branin utility, person noise σ={args.noise}, seed {args.seed}: "
-          f"{args.initial_pairs} random pairs, then {args.iterations} EUBO pairs "
-          f"(baseline: {args.iterations} more random pairs)", flush=True)
+    print(
+        f"Branin utility, person noise σ={args.noise}, seed {args.seed}: "
+        f"{args.initial_pairs} random pairs, then {args.iterations} EUBO pairs "
+        f"(baseline: {args.iterations} more random pairs)",
+        flush=True,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(args.seed)
         summary = run(args)
@@ -271,10 +344,14 @@ def main(argv: Sequence[str] | None = None) -> dict:
     with open(args.output / "demo_summary.json", "w") as f:
         json.dump(summary, f, indent=2)
     final = {k: v[-1] for k, v in summary["regret"].items()}
-    print(f"final regret after {summary['answers'][-1]} answers: "
-          f"EUBO {final['eubo']:.4f}  vs  random {final['random']:.4f}")
-    print(f"wrote {args.output / 'demo.png'} and "
-          f"{args.output / 'demo_summary.json'} ({summary['wall_seconds']:.1f}s)")
+    print(
+        f"final regret after {summary['answers'][-1]} answers: "
+        f"EUBO {final['eubo']:.4f}  vs  random {final['random']:.4f}"
+    )
+    print(
+        f"wrote {args.output / 'demo.png'} and "
+        f"{args.output / 'demo_summary.json'} ({summary['wall_seconds']:.1f}s)"
+    )
     return summary
 
 

@@ -25,8 +25,13 @@ class PairwiseLaplaceMLL(MarginalLogLikelihood):
         >>> fit_gpytorch_mll(mll)
     """
 
-    def forward(self, function_dist: MultivariateNormal, target: Tensor,
-                *args: Any, **kwargs: Any) -> Tensor:
+    def forward(
+        self,
+        function_dist: MultivariateNormal,
+        target: Tensor,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Tensor:
         r"""Evaluate the evidence.
 
         Args:
@@ -53,7 +58,11 @@ class PairwiseLaplaceMLL(MarginalLogLikelihood):
             raise InputDataError(
                 "target must be the model's training comparisons "
                 "(model.train_targets); got a different tensor"
-                + (f" of shape {tuple(target.shape)}" if isinstance(target, Tensor) else "")
+                + (
+                    f" of shape {tuple(target.shape)}"
+                    if isinstance(target, Tensor)
+                    else ""
+                )
                 + "."
             )
         res = evidence.sum()

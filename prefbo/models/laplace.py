@@ -224,7 +224,8 @@ class PairwiseLaplaceGP(Model, GP):
                     if getattr(new, attr) != getattr(old, attr):
                         raise InputDataError(
                             f"strict=True: cannot change the {attr} of {name} "
-                            f"(expected {getattr(old, attr)}, got {getattr(new, attr)})."
+                            f"(expected {getattr(old, attr)}, got "
+                            f"{getattr(new, attr)})."
                         )
         self.unconsolidated_datapoints = datapoints
         self.unconsolidated_comparisons = comparisons
@@ -312,9 +313,7 @@ class PairwiseLaplaceGP(Model, GP):
         mods = [self.covar_module]
         if hasattr(self, "input_transform"):
             mods.append(self.input_transform)
-        tensors = chain.from_iterable(
-            chain(m.parameters(), m.buffers()) for m in mods
-        )
+        tensors = chain.from_iterable(chain(m.parameters(), m.buffers()) for m in mods)
         key: list = []
         for t in tensors:
             if t.numel() <= 4096:
@@ -342,8 +341,14 @@ class PairwiseLaplaceGP(Model, GP):
         with torch.no_grad():
             K = self._prior_covariance(self._train_inputs())
             L = jittered_cholesky(K, name="prior covariance K", jitter=self._jitter)
-            state = find_mode(L, self.comparisons, self.likelihood, self._warm,
-                              form="whitened", **self._options)
+            state = find_mode(
+                L,
+                self.comparisons,
+                self.likelihood,
+                self._warm,
+                form="whitened",
+                **self._options,
+            )
         self._store_state(state, key)
         return state
 
@@ -391,7 +396,11 @@ class PairwiseLaplaceGP(Model, GP):
             )
         K = self._prior_covariance(self._train_inputs())
         evidence, state = laplace_evidence(
-            K, self.comparisons, self.likelihood, self._warm, form=self._fit_form,
+            K,
+            self.comparisons,
+            self.likelihood,
+            self._warm,
+            form=self._fit_form,
             **self._options,
         )
         # the predictive state is recomputed in the whitened form on first use
@@ -494,8 +503,10 @@ class PairwiseLaplaceGP(Model, GP):
             cov = mvn.covariance_matrix
             if observation_noise is True:
                 noise = torch.full(
-                    cov.shape[:-1], self.likelihood.noise_std**2,
-                    dtype=cov.dtype, device=cov.device,
+                    cov.shape[:-1],
+                    self.likelihood.noise_std**2,
+                    dtype=cov.dtype,
+                    device=cov.device,
                 )
             else:
                 noise = observation_noise.to(cov).squeeze(-1).expand(cov.shape[:-1])
@@ -558,7 +569,10 @@ class PairwiseLaplaceGP(Model, GP):
         batch = torch.broadcast_shapes(X.shape[:-2], reference.shape[:-2])
         q, r = X.shape[-2], reference.shape[-2]
         joint = torch.cat(
-            [X.expand(batch + X.shape[-2:]), reference.expand(batch + reference.shape[-2:])],
+            [
+                X.expand(batch + X.shape[-2:]),
+                reference.expand(batch + reference.shape[-2:]),
+            ],
             dim=-2,
         )
         mvn = self.posterior(joint).mvn
@@ -618,8 +632,12 @@ class PairwiseLaplaceGP(Model, GP):
         # warm start at [current mode, predicted mean] unless designs were merged
         same_layout = new_model.n == self.n + X.shape[-2] and (
             self.consolidated_indices is None
-            or bool((self.consolidated_indices == torch.arange(
-                len(self.consolidated_indices), device=X.device)).all())
+            or bool(
+                (
+                    self.consolidated_indices
+                    == torch.arange(len(self.consolidated_indices), device=X.device)
+                ).all()
+            )
         )
         new_model._warm = init if same_layout else None
         new_model._get_state()

@@ -26,8 +26,10 @@ def test_mode_is_stationary_point_of_log_posterior(tkwargs):
     assert grad.abs().max().item() < tolerance(tkwargs["dtype"], 1e-7, 2e-2)
     # alpha is K^-1 f
     torch.testing.assert_close(
-        state.alpha.double(), torch.linalg.solve(Kd, state.mode.double()),
-        rtol=tolerance(tkwargs["dtype"], 1e-8, 5e-2), atol=tolerance(tkwargs["dtype"], 1e-6, 1e-2),
+        state.alpha.double(),
+        torch.linalg.solve(Kd, state.mode.double()),
+        rtol=tolerance(tkwargs["dtype"], 1e-8, 5e-2),
+        atol=tolerance(tkwargs["dtype"], 1e-6, 1e-2),
     )
 
 
@@ -67,8 +69,12 @@ def test_evidence_equals_quadrature_on_one_answer():
     assert ev.item() == pytest.approx(expected, rel=1e-9)
 
 
-@pytest.mark.parametrize("form, eps, rel", [("whitened", 1e-6, 1e-5), ("precision", 1e-4, 1e-4)])
-@pytest.mark.parametrize("lik", [PairwiseProbitLikelihood(0.7), PairwiseLogitLikelihood()])
+@pytest.mark.parametrize(
+    "form, eps, rel", [("whitened", 1e-6, 1e-5), ("precision", 1e-4, 1e-4)]
+)
+@pytest.mark.parametrize(
+    "lik", [PairwiseProbitLikelihood(0.7), PairwiseLogitLikelihood()]
+)
 def test_evidence_gradient_matches_finite_differences(lik, form, eps, rel):
     X, comp, _ = make_pairwise_data(20, 45, seed=3)
     theta = torch.tensor([0.35, 2.5], dtype=torch.float64, requires_grad=True)
@@ -90,7 +96,7 @@ def test_evidence_gradient_matches_finite_differences(lik, form, eps, rel):
 
 def test_precision_and_whitened_forms_agree():
     X, comp, _ = make_pairwise_data(60, 200, d=3, seed=7)
-    K = (_rbf(X, 0.8, 5.0) + 1e-6 * torch.eye(60, dtype=torch.float64))
+    K = _rbf(X, 0.8, 5.0) + 1e-6 * torch.eye(60, dtype=torch.float64)
     lik = PairwiseProbitLikelihood()
     out = {}
     for form in ("whitened", "precision"):
@@ -114,18 +120,25 @@ def test_batched_mode_equals_loop(tkwargs):
         for j in range(3):
             single = find_mode(L[i, j], comp[i, j], lik)
             torch.testing.assert_close(
-                batched.mode[i, j], single.mode,
-                rtol=tolerance(tkwargs["dtype"], 1e-9, 1e-3), atol=1e-5,
+                batched.mode[i, j],
+                single.mode,
+                rtol=tolerance(tkwargs["dtype"], 1e-9, 1e-3),
+                atol=1e-5,
             )
-            torch.testing.assert_close(batched.evidence[i, j], single.evidence,
-                                       rtol=1e-6, atol=1e-4)
+            torch.testing.assert_close(
+                batched.evidence[i, j], single.evidence, rtol=1e-6, atol=1e-4
+            )
 
 
 def test_warm_start_reaches_same_mode():
     X, comp, _ = make_pairwise_data(30, 80, seed=1)
     lik = PairwiseProbitLikelihood()
-    L1 = torch.linalg.cholesky(_rbf(X, 0.3, 1.0) + 1e-6 * torch.eye(30, dtype=torch.float64))
-    L2 = torch.linalg.cholesky(_rbf(X, 0.6, 20.0) + 1e-6 * torch.eye(30, dtype=torch.float64))
+    L1 = torch.linalg.cholesky(
+        _rbf(X, 0.3, 1.0) + 1e-6 * torch.eye(30, dtype=torch.float64)
+    )
+    L2 = torch.linalg.cholesky(
+        _rbf(X, 0.6, 20.0) + 1e-6 * torch.eye(30, dtype=torch.float64)
+    )
     old = find_mode(L1, comp, lik).mode
     cold, warm = find_mode(L2, comp, lik), find_mode(L2, comp, lik, init=old)
     torch.testing.assert_close(cold.mode, warm.mode, rtol=1e-8, atol=1e-9)

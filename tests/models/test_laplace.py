@@ -42,7 +42,9 @@ def test_posterior_and_evidence_equal_botorch(likelihood):
     for model in (bt, pb):
         _set_hypers(model, 1.3, torch.tensor([[0.3, 0.5]], dtype=torch.float64))
     bt.set_train_data(X, comp, update_model=True)  # BoTorch needs a manual refresh
-    zmax = ((pb.utility[comp[:, 0]] - pb.utility[comp[:, 1]]) / math.sqrt(2)).abs().max()
+    zmax = (
+        ((pb.utility[comp[:, 0]] - pb.utility[comp[:, 1]]) / math.sqrt(2)).abs().max()
+    )
     assert zmax < 3  # inside BoTorch's clamp, so both are the exact Laplace
     Xt = torch.rand(4, 3, 2, dtype=torch.float64)
     post_bt, post_pb = bt.posterior(Xt), pb.posterior(Xt)
@@ -54,7 +56,9 @@ def test_posterior_and_evidence_equal_botorch(likelihood):
     ev_bt = PairwiseLaplaceMarginalLogLikelihood(bt.likelihood, bt)(
         bt(*bt.train_inputs), bt.train_targets
     )
-    ev_pb = PairwiseLaplaceMLL(pb.likelihood, pb)(pb(*pb.train_inputs), pb.train_targets)
+    ev_pb = PairwiseLaplaceMLL(pb.likelihood, pb)(
+        pb(*pb.train_inputs), pb.train_targets
+    )
     assert ev_pb.item() == pytest.approx(ev_bt.item(), abs=1e-6)
 
 
@@ -70,7 +74,9 @@ def test_fit_matches_botorch_hyperparameters():
     )
     torch.testing.assert_close(
         pb.covar_module.base_kernel.lengthscale,
-        bt.covar_module.base_kernel.lengthscale, rtol=2e-3, atol=1e-4,
+        bt.covar_module.base_kernel.lengthscale,
+        rtol=2e-3,
+        atol=1e-4,
     )
 
 
@@ -86,9 +92,7 @@ def test_posterior_refreshes_when_hyperparameters_change():
     assert not torch.allclose(before, fresh.posterior(Xt).mean)
 
 
-@pytest.mark.parametrize(
-    "x_batch", [(), (5,), (2, 3)], ids=["q", "b-q", "b1-b2-q"]
-)
+@pytest.mark.parametrize("x_batch", [(), (5,), (2, 3)], ids=["q", "b-q", "b1-b2-q"])
 def test_joint_posterior_shapes_and_blocks(tkwargs, x_batch):
     X, comp = _pair(**tkwargs)
     model = PairwiseLaplaceGP(X, comp)
@@ -101,8 +105,10 @@ def test_joint_posterior_shapes_and_blocks(tkwargs, x_batch):
     for k in range(flat.shape[0]):
         single = model.posterior(flat[k])
         torch.testing.assert_close(
-            post.covariance_matrix.reshape(-1, 3, 3)[k], single.covariance_matrix,
-            rtol=tolerance(tkwargs["dtype"], 1e-9, 1e-3), atol=1e-5,
+            post.covariance_matrix.reshape(-1, 3, 3)[k],
+            single.covariance_matrix,
+            rtol=tolerance(tkwargs["dtype"], 1e-9, 1e-3),
+            atol=1e-5,
         )
 
 
@@ -130,8 +136,10 @@ def test_batched_fit_equals_loop_of_fits():
         single = PairwiseLaplaceGP(X[b], comp[b])
         fit_gpytorch_mll(PairwiseLaplaceMLL(single.likelihood, single))
         torch.testing.assert_close(
-            batched.covar_module.outputscale[b], single.covar_module.outputscale,
-            rtol=5e-3, atol=1e-3,
+            batched.covar_module.outputscale[b],
+            single.covar_module.outputscale,
+            rtol=5e-3,
+            atol=1e-3,
         )
 
 
@@ -152,9 +160,11 @@ def test_predict_preference_matches_monte_carlo(tkwargs64):
     assert p.shape == (4,)
     torch.testing.assert_close(p + model.predict_preference(X2, X1), torch.ones_like(p))
     # independent: sample utilities jointly, then answers by the probit
-    samples = model.posterior(torch.stack([X1, X2], -2)).rsample(
-        torch.Size([200_000])
-    ).squeeze(-1)  # S x 4 x 2
+    samples = (
+        model.posterior(torch.stack([X1, X2], -2))
+        .rsample(torch.Size([200_000]))
+        .squeeze(-1)
+    )  # S x 4 x 2
     mc = torch.special.ndtr((samples[..., 0] - samples[..., 1]) / math.sqrt(2)).mean(0)
     torch.testing.assert_close(p, mc, rtol=0, atol=5e-3)
 
@@ -172,7 +182,9 @@ def test_centred_posterior():
     centred = samples[:, :3] - samples[:, 3:].mean(-1, keepdim=True)
     cp = model.centred_posterior(Xt)
     torch.testing.assert_close(cp.mean.squeeze(-1), centred.mean(0), rtol=0, atol=2e-2)
-    torch.testing.assert_close(cp.variance.squeeze(-1), centred.var(0), rtol=3e-2, atol=1e-3)
+    torch.testing.assert_close(
+        cp.variance.squeeze(-1), centred.var(0), rtol=3e-2, atol=1e-3
+    )
     # centring removes the unidentified level: the band is narrower
     assert (cp.variance < model.posterior(Xt).variance).all()
 
@@ -202,11 +214,15 @@ def test_state_dict_round_trip():
 
 
 def test_duplicate_designs_are_merged_and_comparisons_all_count():
-    X = torch.tensor([[0.1, 0.2], [0.5, 0.5], [0.1, 0.2], [0.9, 0.1]], dtype=torch.float64)
+    X = torch.tensor(
+        [[0.1, 0.2], [0.5, 0.5], [0.1, 0.2], [0.9, 0.1]], dtype=torch.float64
+    )
     comp = torch.tensor([[0, 1], [1, 2], [3, 2], [3, 2]])
     model = PairwiseLaplaceGP(X, comp)
     assert model.n == 3 and model.m == 4
-    merged = PairwiseLaplaceGP(X[[0, 1, 3]], torch.tensor([[0, 1], [1, 0], [2, 0], [2, 0]]))
+    merged = PairwiseLaplaceGP(
+        X[[0, 1, 3]], torch.tensor([[0, 1], [1, 0], [2, 0], [2, 0]])
+    )
     torch.testing.assert_close(model.utility, merged.utility)
 
 
@@ -251,25 +267,73 @@ def test_prior_only_model():
 @pytest.mark.parametrize(
     "datapoints, comparisons, error, match",
     [
-        ("x", torch.tensor([[0, 1]]), InputTypeError, "datapoints must be a torch.Tensor"),
-        (torch.rand(3, 2).long(), torch.tensor([[0, 1]]), InputTypeError, "floating tensor"),
-        (torch.tensor([[0.0, float("nan")], [1, 1]]), torch.tensor([[0, 1]]),
-         InputDataError, "datapoints must be finite; got nan at index \\(0, 1\\)"),
-        (torch.rand(0, 2), torch.tensor([[0, 1]]), InputDataError, "at least one design"),
-        (torch.rand(3, 2), torch.tensor([[0, 3]]), InputDataError,
-         r"indices into datapoints in \[0, 2\] \(n=3\); got min 0, max 3"),
+        (
+            "x",
+            torch.tensor([[0, 1]]),
+            InputTypeError,
+            "datapoints must be a torch.Tensor",
+        ),
+        (
+            torch.rand(3, 2).long(),
+            torch.tensor([[0, 1]]),
+            InputTypeError,
+            "floating tensor",
+        ),
+        (
+            torch.tensor([[0.0, float("nan")], [1, 1]]),
+            torch.tensor([[0, 1]]),
+            InputDataError,
+            "datapoints must be finite; got nan at index \\(0, 1\\)",
+        ),
+        (
+            torch.rand(0, 2),
+            torch.tensor([[0, 1]]),
+            InputDataError,
+            "at least one design",
+        ),
+        (
+            torch.rand(3, 2),
+            torch.tensor([[0, 3]]),
+            InputDataError,
+            r"indices into datapoints in \[0, 2\] \(n=3\); got min 0, max 3",
+        ),
         (torch.rand(3, 2), torch.tensor([[0, -1]]), InputDataError, "got min -1"),
-        (torch.rand(3, 2), torch.tensor([[0.0, 1.5]]), InputDataError,
-         "non-integer value 1.5"),
-        (torch.rand(3, 2), torch.tensor([[0, 1, 2]]), InputDataError,
-         r"shape batch_shape x m x 2 \(rows \[winner, loser\]\); got \(1, 3\)"),
-        (torch.rand(3, 2), torch.zeros(0, 2, dtype=torch.long), InputDataError,
-         "at least one comparison"),
-        (torch.rand(3, 2), torch.tensor([[0, 1], [2, 2]]), InputDataError,
-         r"row \(1,\) compares design 2 with itself"),
-        (torch.rand(2, 3, 2), torch.tensor([[0, 1]]).expand(3, 1, 2), InputDataError,
-         "broadcastable batch shapes"),
-        (torch.rand(3, 2), torch.tensor([[True, False]]), InputTypeError, "integer tensor"),
+        (
+            torch.rand(3, 2),
+            torch.tensor([[0.0, 1.5]]),
+            InputDataError,
+            "non-integer value 1.5",
+        ),
+        (
+            torch.rand(3, 2),
+            torch.tensor([[0, 1, 2]]),
+            InputDataError,
+            r"shape batch_shape x m x 2 \(rows \[winner, loser\]\); got \(1, 3\)",
+        ),
+        (
+            torch.rand(3, 2),
+            torch.zeros(0, 2, dtype=torch.long),
+            InputDataError,
+            "at least one comparison",
+        ),
+        (
+            torch.rand(3, 2),
+            torch.tensor([[0, 1], [2, 2]]),
+            InputDataError,
+            r"row \(1,\) compares design 2 with itself",
+        ),
+        (
+            torch.rand(2, 3, 2),
+            torch.tensor([[0, 1]]).expand(3, 1, 2),
+            InputDataError,
+            "broadcastable batch shapes",
+        ),
+        (
+            torch.rand(3, 2),
+            torch.tensor([[True, False]]),
+            InputTypeError,
+            "integer tensor",
+        ),
         (torch.rand(3, 2), None, InputDataError, "both be tensors"),
     ],
 )
@@ -288,8 +352,9 @@ def test_bad_posterior_and_conditioning_input():
     with pytest.raises(UnsupportedError, match="output_indices"):
         model.posterior(torch.rand(3, 2, dtype=torch.float64), output_indices=[1])
     with pytest.raises(InputDataError, match="Y must be a batch_shape x m x 2"):
-        model.condition_on_observations(torch.rand(2, 2, dtype=torch.float64),
-                                        torch.rand(2, 1))
+        model.condition_on_observations(
+            torch.rand(2, 2, dtype=torch.float64), torch.rand(2, 1)
+        )
     with pytest.raises(InputDataError, match="X1 and X2 must have the same shape"):
         model.predict_preference(torch.rand(2, 2).double(), torch.rand(3, 2).double())
     model.train()

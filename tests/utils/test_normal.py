@@ -18,10 +18,13 @@ def _reference(z: float) -> tuple[float, float, float, float]:
 
 
 @pytest.mark.parametrize(
-    "z", [8.0, 3.0, 0.5, 0.0, -2.0, -4.99, -5.01, -7.5, -30.0, -99.9, -100.1, -1e3, -1e5]
+    "z",
+    [8.0, 3.0, 0.5, 0.0, -2.0, -4.99, -5.01, -7.5, -30.0, -99.9, -100.1, -1e3, -1e5],
 )
 def test_probit_terms_match_high_precision_reference(z):
-    logcdf, lam, w, dw = (t.item() for t in probit_terms(torch.tensor([z], dtype=torch.float64)))
+    logcdf, lam, w, dw = (
+        t.item() for t in probit_terms(torch.tensor([z], dtype=torch.float64))
+    )
     ref = _reference(z)
     assert logcdf == pytest.approx(ref[0], rel=1e-13, abs=1e-300)
     assert lam == pytest.approx(ref[1], rel=1e-12)
