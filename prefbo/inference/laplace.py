@@ -249,6 +249,7 @@ def _find_mode(
     n = L.shape[-1]
     dtype, device = L.dtype, L.device
     tol = _default_tol(dtype) if tol is None else tol
+    psi_tol = 1e-13 if dtype == torch.float64 else 1e-6
     if sync_every is None:
         sync_every = 1 if device.type == "cpu" else 4
     batch = L.shape[:-2]
@@ -317,7 +318,14 @@ def _find_mode(
         scale = 1.0 + f.abs().amax(-1)
         # converged: a negligible Newton step, or no step size that increases Ψ
         # (stationary to working precision)
-        converged = ((df.abs().amax(-1) <= tol * scale) | ~ok.any(0)) & (info == 0)
+        # or a Newton decrement ½ΔfᵀHΔf (the predicted gain in Ψ) at the level
+        # of rounding in Ψ, below which the precision form cannot improve
+        diff = df.gather(-1, comps_j[..., 0]) - df.gather(-1, comps_j[..., 1])
+        decrement = 0.5 * (c + (omega * diff * diff).sum(-1))
+        flat = decrement <= psi_tol * (1.0 + psi0.abs())
+        converged = (
+            (df.abs().amax(-1) <= tol * scale) | flat | ~ok.any(0)
+        ) & (info == 0)
         tt = t.unsqueeze(-1)
         f, p, pm = f + tt * df, p + tt * dp, pm + tt * dpm
         if it % sync_every == 0 and bool(converged.all()):

@@ -32,7 +32,7 @@ from botorch.optim import optimize_acqf
 from torch import Tensor
 
 from prefbo.benchmarks import Branin, SimulatedPerson, UtilityProblem
-from prefbo.exceptions import NumericalWarning
+from prefbo.exceptions import ConvergenceWarning, NumericalWarning
 from prefbo.mlls import PairwiseLaplaceMLL
 from prefbo.models import PairwiseLaplaceGP
 
@@ -54,22 +54,33 @@ class Arm:
 
 @contextmanager
 def _expected_warnings():
-    r"""Silence the two warnings this loop triggers by design, and only those.
+    r"""Silence the warnings this loop triggers by design, and only those.
 
-    - prefbo's ``NumericalWarning`` from the Cholesky of ``K``: once the
-      questions concentrate near the optimum, nearby designs make ``K``
-      numerically singular and a little announced jitter is added. Inside
-      ``fit_gpytorch_mll`` an unhandled warning would also trigger refits from
-      random hyperparameters, so it must be ignored, not just recorded.
+    - prefbo's ``NumericalWarning`` from the Cholesky of ``K``: once questions
+      concentrate near the optimum (or repeat a design), ``K`` becomes
+      numerically singular and a little announced jitter is added.
+    - prefbo's ``ConvergenceWarning`` from Newton's mode search: at some
+      hyperparameters visited by L-BFGS-B with a near-singular ``K`` the
+      step test (``tol=1e-9``) is not met within ``max_iter``; the mode is
+      then accurate to about the precision ``K`` allows, which is enough here.
     - BoTorch's ``OptimizationWarning`` from L-BFGS-B (hyperparameters or
       acquisition) stopping on its iteration or line-search limits; the point
       reached is still used, as BoTorch does.
+
+    Inside ``fit_gpytorch_mll`` an unfiltered warning would also abort the
+    attempt and refit from hyperparameters sampled from their priors (slow and
+    random), so these are ignored rather than recorded.
     """
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore",
             message=r".*not numerically positive definite",
             category=NumericalWarning,
+        )
+        warnings.filterwarnings(
+            "ignore",
+            message=r"Laplace mode finding stopped",
+            category=ConvergenceWarning,
         )
         warnings.filterwarnings("ignore", category=OptimizationWarning)
         yield
@@ -262,7 +273,21 @@ def plot(summary: dict, path: Path, grid_size: int = 60) -> None:
             label="winner" if k == 0 else None,
             zorder=3,
         )
-    ax.legend(loc="lower left", fontsize=8, framealpha=0.8)
+    with torch.no_grad(), _expected_warnings():
+        rec = X[arm.model.posterior(X.unsqueeze(-2)).mean.reshape(-1).argmax()]
+    ax.scatter(
+        rec[0],
+        rec[1],
+        marker="X",
+        s=120,
+        c="cyan",
+        edgecolors="black",
+        label="recommended",
+        zorder=5,
+    )
+    ax.legend(loc="lower left", fontsize=8, facecolor="0.55", framealpha=0.9)
+    for ax in axes[:2]:
+        ax.set(xlim=(lo[0] - 0.02, hi[0] + 0.02), ylim=(lo[1] - 0.02, hi[1] + 0.02))
 
     ax = axes[2]
     for name, style in (("eubo", "o-"), ("random", "s--")):
