@@ -126,7 +126,10 @@ def test_batched_mode_equals_loop(tkwargs):
                 atol=1e-5,
             )
             torch.testing.assert_close(
-                batched.evidence[i, j], single.evidence, rtol=tolerance(tkwargs["dtype"], 1e-9, 1e-4), atol=1e-4
+                batched.evidence[i, j],
+                single.evidence,
+                rtol=tolerance(tkwargs["dtype"], 1e-9, 1e-4),
+                atol=1e-4,
             )
 
 
