@@ -309,10 +309,21 @@ def _find_mode(
         # vectorised damping: Ψ(t) = Σ log p(f + tΔf) - ½(a + 2tb + t²c)
         a, b, c = (p * pm).sum(-1), (p * dpm).sum(-1), (dp * dpm).sum(-1)
         psi0 = logp.sum(-1) - 0.5 * a  # batch
-        psi = likelihood.log_prob_answers(f + steps_b * df, comps_ls).sum(-1) - 0.5 * (
-            a + 2 * steps_b.squeeze(-1) * b + steps_b.squeeze(-1) ** 2 * c
-        )  # J x batch
-        ok = psi >= psi0
+        # on CPU try the full step alone first (the usual case); else all at once
+        full_ok = None
+        if device.type == "cpu":
+            psi1 = likelihood.log_prob_answers(f + df, comps_j).sum(-1) - 0.5 * (
+                a + 2 * b + c
+            )
+            full_ok = psi1 >= psi0
+        if full_ok is not None and bool(full_ok.all()):
+            ok = full_ok.unsqueeze(0)
+        else:
+            t_b = steps_b.squeeze(-1)
+            psi = likelihood.log_prob_answers(f + steps_b * df, comps_ls).sum(
+                -1
+            ) - 0.5 * (a + 2 * t_b * b + t_b**2 * c)  # J x batch
+            ok = psi >= psi0
         first = torch.argmax(ok.to(torch.int8), dim=0)  # batch
         t = torch.where(ok.any(0), steps[first], torch.zeros_like(steps[first]))
         scale = 1.0 + f.abs().amax(-1)
@@ -323,9 +334,9 @@ def _find_mode(
         diff = df.gather(-1, comps_j[..., 0]) - df.gather(-1, comps_j[..., 1])
         decrement = 0.5 * (c + (omega * diff * diff).sum(-1))
         flat = decrement <= psi_tol * (1.0 + psi0.abs())
-        converged = (
-            (df.abs().amax(-1) <= tol * scale) | flat | ~ok.any(0)
-        ) & (info == 0)
+        converged = ((df.abs().amax(-1) <= tol * scale) | flat | ~ok.any(0)) & (
+            info == 0
+        )
         tt = t.unsqueeze(-1)
         f, p, pm = f + tt * df, p + tt * dp, pm + tt * dpm
         if it % sync_every == 0 and bool(converged.all()):
@@ -411,11 +422,12 @@ class LaplaceEvidence(torch.autograd.Function):
             - 2 * flat.gather(-1, w * n + l)
         )  # batch x m: a_kᵀ Σ a_k
         s = -0.5 * scatter_pairs(q * domega, comps, n)  # batch x n
-        WS = laplacian_matmul(omega, comps, S)  # Ŵ Σ
-        WSW = laplacian_matmul(omega, comps, WS.transpose(-1, -2))  # Ŵ Σ Ŵ
+        W = comparison_laplacian(omega, comps, n)
+        WS = W @ S  # Ŵ Σ (dense products beat gathers on CPU and GPU)
+        WSW = WS @ W  # Ŵ Σ Ŵ
         b = s - (WS @ s.unsqueeze(-1)).squeeze(-1)
         a = state.alpha
-        R = comparison_laplacian(omega, comps, n) - 0.5 * (WSW + WSW.transpose(-1, -2))
+        R = W - 0.5 * (WSW + WSW.transpose(-1, -2))
         ab = a.unsqueeze(-1) * b.unsqueeze(-2)
         M = a.unsqueeze(-1) * a.unsqueeze(-2) - R + ab + ab.transpose(-1, -2)
         grad_K = 0.5 * grad_out[..., None, None] * M

@@ -36,6 +36,8 @@ from prefbo.exceptions import ConvergenceWarning, NumericalWarning
 from prefbo.mlls import PairwiseLaplaceMLL
 from prefbo.models import PairwiseLaplaceGP
 
+REPEAT_ATOL = 0.02  # two questions closer than this (max-norm) count as a repeat
+
 
 @dataclass
 class Arm:
@@ -50,6 +52,7 @@ class Arm:
     model: PairwiseLaplaceGP | None = None
     fit_seconds: float = 0.0
     failed_fits: int = 0
+    repeats: int = 0  # questions (near-)identical to an earlier one
 
 
 @contextmanager
@@ -113,6 +116,12 @@ def _recommend(problem: UtilityProblem, arm: Arm) -> None:
 
 def _append(arm: Arm, pair: Tensor, person: SimulatedPerson) -> None:
     r"""Ask ``person`` about a ``2 x d`` pair and append it to the arm."""
+    if arm.designs.shape[0]:
+        asked = arm.designs.reshape(-1, 2, arm.designs.shape[-1])  # m x 2 x d
+        for p in (pair, pair.flip(0)):
+            if bool(((asked - p).abs().amax((-2, -1)) <= REPEAT_ATOL).any()):
+                arm.repeats += 1
+                break
     winner = person.compare(pair[0], pair[1])  # 0: pair[0] preferred
     n = arm.designs.shape[0]
     row = torch.tensor([[n + winner, n + 1 - winner]], dtype=torch.long)
@@ -210,6 +219,7 @@ def run(args: argparse.Namespace) -> dict:
         "regret": {k: a.regret for k, a in arms.items()},
         "best_utility": {k: a.best_utility for k, a in arms.items()},
         "failed_fits": {k: a.failed_fits for k, a in arms.items()},
+        "repeated_questions": {k: a.repeats for k, a in arms.items()},
         "_arms": arms,
         "_problem": problem,
     }
@@ -223,22 +233,22 @@ def plot(summary: dict, path: Path, grid_size: int = 60) -> None:
     import matplotlib.pyplot as plt
 
     problem, arm = summary["_problem"], summary["_arms"]["eubo"]
-    lo, hi = problem.bounds
-    g0 = torch.linspace(lo[0], hi[0], grid_size, dtype=torch.float64)
-    g1 = torch.linspace(lo[1], hi[1], grid_size, dtype=torch.float64)
-    G0, G1 = torch.meshgrid(g0, g1, indexing="xy")
-    grid = torch.stack([G0, G1], dim=-1)  # grid_size x grid_size x 2
+    (x0, y0), (x1, y1) = problem.bounds.tolist()  # lower, upper
+    g0 = torch.linspace(x0, x1, grid_size, dtype=torch.float64)
+    g1 = torch.linspace(y0, y1, grid_size, dtype=torch.float64)
+    grid = torch.stack(torch.meshgrid(g0, g1, indexing="xy"), dim=-1)  # g x g x 2
     with torch.no_grad(), _expected_warnings():
-        mean = arm.model.posterior(grid.reshape(-1, 1, 2)).mean.reshape(G0.shape)
-    true = problem(grid)
+        mean = arm.model.posterior(grid.reshape(-1, 1, 2)).mean.reshape(grid.shape[:2])
+        rec = arm.model.posterior(arm.designs.unsqueeze(-2)).mean.reshape(-1).argmax()
+    G0, G1 = grid[..., 0].numpy(), grid[..., 1].numpy()
+    opt, X = problem.optimizers.numpy(), arm.designs.numpy()
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
-    opt = problem.optimizers
     for ax, Z, title in (
-        (axes[0], true, f"true utility ({problem.name})"),
+        (axes[0], problem(grid), f"true utility ({problem.name})"),
         (axes[1], mean, "EUBO: posterior mean (final model)"),
     ):
-        cs = ax.contourf(G0.numpy(), G1.numpy(), Z.numpy(), levels=25, cmap="viridis")
+        cs = ax.contourf(G0, G1, Z.numpy(), levels=25, cmap="viridis")
         fig.colorbar(cs, ax=ax)
         ax.scatter(
             opt[:, 0],
@@ -251,33 +261,33 @@ def plot(summary: dict, path: Path, grid_size: int = 60) -> None:
             zorder=4,
         )
         ax.set(title=title, xlabel="$x_1$", ylabel="$x_2$", aspect="equal")
-    X, C, ax = arm.designs, arm.comparisons, axes[1]
-    for k, (w, l) in enumerate(C.tolist()):
-        ax.plot([X[w, 0], X[l, 0]], [X[w, 1], X[l, 1]], c="white", lw=0.8, alpha=0.7)
-        ax.scatter(
-            X[l, 0],
-            X[l, 1],
-            s=14,
-            facecolors="none",
-            edgecolors="white",
-            label="loser" if k == 0 else None,
-            zorder=3,
-        )
-        ax.scatter(
-            X[w, 0],
-            X[w, 1],
-            s=18,
-            c="orange",
-            edgecolors="black",
-            linewidths=0.4,
-            label="winner" if k == 0 else None,
-            zorder=3,
-        )
-    with torch.no_grad(), _expected_warnings():
-        rec = X[arm.model.posterior(X.unsqueeze(-2)).mean.reshape(-1).argmax()]
+        ax.set(xlim=(x0 - 0.02, x1 + 0.02), ylim=(y0 - 0.02, y1 + 0.02))
+    ax = axes[1]
+    W, L = X[arm.comparisons[:, 0].numpy()], X[arm.comparisons[:, 1].numpy()]
+    for w, l in zip(W, L):
+        ax.plot([w[0], l[0]], [w[1], l[1]], c="white", lw=0.8, alpha=0.7)
     ax.scatter(
-        rec[0],
-        rec[1],
+        L[:, 0],
+        L[:, 1],
+        s=14,
+        facecolors="none",
+        edgecolors="white",
+        label="loser",
+        zorder=3,
+    )
+    ax.scatter(
+        W[:, 0],
+        W[:, 1],
+        s=18,
+        c="orange",
+        edgecolors="black",
+        linewidths=0.4,
+        label="winner",
+        zorder=3,
+    )
+    ax.scatter(
+        X[rec, 0],
+        X[rec, 1],
         marker="X",
         s=120,
         c="cyan",
@@ -286,18 +296,10 @@ def plot(summary: dict, path: Path, grid_size: int = 60) -> None:
         zorder=5,
     )
     ax.legend(loc="lower left", fontsize=8, facecolor="0.55", framealpha=0.9)
-    for ax in axes[:2]:
-        ax.set(xlim=(lo[0] - 0.02, hi[0] + 0.02), ylim=(lo[1] - 0.02, hi[1] + 0.02))
 
     ax = axes[2]
-    for name, style in (("eubo", "o-"), ("random", "s--")):
-        ax.plot(
-            summary["answers"],
-            summary["regret"][name],
-            style,
-            ms=3,
-            label=name.upper() if name == "eubo" else "random pairs",
-        )
+    for name, style, label in (("eubo", "o-", "EUBO"), ("random", "s--", "random")):
+        ax.plot(summary["answers"], summary["regret"][name], style, ms=3, label=label)
     positive = all(r > 0 for v in summary["regret"].values() for r in v)
     ax.set_yscale("log" if positive else "linear")
     ax.set(
@@ -372,6 +374,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
     print(
         f"final regret after {summary['answers'][-1]} answers: "
         f"EUBO {final['eubo']:.4f}  vs  random {final['random']:.4f}"
+    )
+    reps = summary["repeated_questions"]
+    print(
+        f"questions repeating an earlier one (within {REPEAT_ATOL}): "
+        f"EUBO {reps['eubo']}  random {reps['random']}"
     )
     print(
         f"wrote {args.output / 'demo.png'} and "
