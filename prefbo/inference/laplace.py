@@ -24,6 +24,7 @@ including the dependence of ``f̂`` on ``K`` (implicit function theorem).
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -77,7 +78,9 @@ class LaplaceState:
         r"""``batch_shape x n x n`` lower factor ``C`` of ``A = I + Lᵀ Ŵ L``."""
         if self._chol_post is None:
             L = self.chol_prior
-            A = L.transpose(-1, -2) @ (self.laplacian() @ L)
+            A = L.transpose(-1, -2) @ laplacian_matmul(
+                self.curvature, self.comparisons, L
+            )
             A.diagonal(dim1=-2, dim2=-1).add_(1.0)
             self._chol_post, _ = torch.linalg.cholesky_ex(A)
         return self._chol_post
@@ -123,23 +126,37 @@ def scatter_pairs(values: Tensor, comparisons: Tensor, n: int) -> Tensor:
     return out
 
 
-def comparison_laplacian(weights: Tensor, comparisons: Tensor, n: int) -> Tensor:
+def _pair_diff(f: Tensor, comparisons: Tensor) -> Tensor:
+    r"""``D f``: ``f_w - f_l`` per comparison (``batch_shape x m``)."""
+    return f.gather(-1, comparisons[..., 0]) - f.gather(-1, comparisons[..., 1])
+
+
+def comparison_laplacian(
+    weights: Tensor, comparisons: Tensor, n: int, base: Tensor | None = None
+) -> Tensor:
     r"""Dense weighted comparison Laplacian ``W = Dᵀ diag(weights) D``.
 
     Args:
         weights: ``batch_shape x m`` non-negative weights.
         comparisons: ``batch_shape x m x 2`` long ``[w, l]`` rows.
         n: number of designs.
+        base: Optional ``batch_shape x n x n`` matrix to add ``W`` to (a new
+            tensor is returned; ``base`` is not modified).
 
     Returns:
-        ``batch_shape x n x n`` symmetric PSD matrix with ``W·1 = 0``.
+        ``batch_shape x n x n`` symmetric PSD matrix with ``W·1 = 0`` (plus
+        ``base``).
     """
     w, l = comparisons[..., 0], comparisons[..., 1]
     index = torch.cat([w * n + w, l * n + l, w * n + l, l * n + w], dim=-1)
     src = torch.cat([weights, weights, -weights, -weights], dim=-1)
-    out = weights.new_zeros(weights.shape[:-1] + (n * n,))
+    batch = weights.shape[:-1]
+    if base is None:
+        out = weights.new_zeros(batch + (n * n,))
+    else:
+        out = base.expand(batch + (n, n)).reshape(batch + (n * n,)).clone()
     out.scatter_add_(-1, index, src)
-    return out.view(weights.shape[:-1] + (n, n))
+    return out.view(batch + (n, n))
 
 
 def _default_tol(dtype: torch.dtype) -> float:
@@ -147,7 +164,11 @@ def _default_tol(dtype: torch.dtype) -> float:
 
 
 def laplacian_matmul(weights: Tensor, comparisons: Tensor, M: Tensor) -> Tensor:
-    r"""``W @ M`` for ``W = Dᵀ diag(weights) D`` without forming ``W``.
+    r"""``W @ M`` for ``W = Dᵀ diag(weights) D``.
+
+    Small problems use a dense ``W``; from ``n ≥ 256`` on, ``W`` (``n + 2m``
+    non-zeros) is assembled as a block-diagonal sparse CSR matrix over the
+    batch, an order of magnitude faster than the dense ``n³`` product.
 
     Args:
         weights: ``batch_shape x m``.
@@ -155,16 +176,33 @@ def laplacian_matmul(weights: Tensor, comparisons: Tensor, M: Tensor) -> Tensor:
         M: ``batch_shape x n x k``.
 
     Returns:
-        ``batch_shape x n x k``, in ``O(m k)``.
+        ``batch_shape x n x k``.
     """
-    k = M.shape[-1]
-    w_idx = comparisons[..., 0].unsqueeze(-1).expand(comparisons.shape[:-1] + (k,))
-    l_idx = comparisons[..., 1].unsqueeze(-1).expand(comparisons.shape[:-1] + (k,))
-    rows = (M.gather(-2, w_idx) - M.gather(-2, l_idx)) * weights.unsqueeze(-1)
-    out = torch.zeros_like(M)
-    out.scatter_add_(-2, w_idx, rows)
-    out.scatter_add_(-2, l_idx, -rows)
-    return out
+    n, k = M.shape[-2:]
+    if n < 256:
+        return comparison_laplacian(weights, comparisons, n) @ M
+    batch = torch.broadcast_shapes(weights.shape[:-1], M.shape[:-2])
+    m = weights.shape[-1]
+    B = math.prod(batch)
+    offset = (torch.arange(B, device=M.device) * n).unsqueeze(-1)  # B x 1
+    w = comparisons[..., 0].expand(batch + (m,)).reshape(B, m) + offset
+    l = comparisons[..., 1].expand(batch + (m,)).reshape(B, m) + offset
+    om = weights.expand(batch + (m,)).reshape(B, m)
+    index = torch.stack(
+        [torch.cat([w, l, w, l], -1).flatten(), torch.cat([w, l, l, w], -1).flatten()]
+    )
+    values = torch.cat([om, om, -om, -om], -1).flatten()
+    with warnings.catch_warnings():  # "sparse CSR support is in beta"
+        warnings.simplefilter("ignore", UserWarning)
+        W = (
+            torch.sparse_coo_tensor(
+                index, values, (B * n, B * n), check_invariants=False
+            )
+            .coalesce()
+            .to_sparse_csr()
+        )
+        out = W @ M.expand(batch + (n, k)).reshape(B * n, k)
+    return out.reshape(batch + (n, k))
 
 
 FORMS = ("auto", "whitened", "precision")
@@ -191,7 +229,8 @@ def find_mode(
       per iteration.
     - ``"precision"``: ``B = K⁻¹ + W`` with ``K⁻¹`` formed once from ``L``;
       only a Cholesky per iteration (about 6x cheaper), accurate in float64
-      unless ``K`` is near-singular (checked: ``cond(L)² ≤ 1e10``).
+      unless ``K`` is near-singular (checked: the ratio of the extreme
+      diagonal entries of ``L``, a lower bound on ``cond(L)``, is ``≤ 1e6``).
 
     ``"auto"`` (default) takes ``"precision"`` in float64 when the check
     passes and ``"whitened"`` otherwise; ``"precision"`` also falls back to
@@ -224,7 +263,7 @@ def find_mode(
             if chol_prior.dtype == torch.float64:
                 d = chol_prior.diagonal(dim1=-2, dim2=-1).abs()
                 ratio = d.amax(-1) / d.amin(-1).clamp_min(1e-300)
-                if bool((ratio <= 1e5).all()):
+                if bool((ratio <= 1e6).all()):
                     form = "precision"
         args = (
             chol_prior,
@@ -289,14 +328,15 @@ def _find_mode(
     for it in range(1, max_iter + 1):
         logp, grad_k, omega, _ = likelihood.derivatives(f, comps_j)
         grad = scatter_pairs(grad_k, comps_j, n)  # batch x n
-        W = comparison_laplacian(omega, comps_j, n)  # batch x n x n
         if precision:
-            C, info = torch.linalg.cholesky_ex(Kinv + W)
-            f_new = torch.cholesky_solve((mv(W, f) + grad).unsqueeze(-1), C)
+            B = comparison_laplacian(omega, comps_j, n, base=Kinv)  # K⁻¹ + W
+            C, info = torch.linalg.cholesky_ex(B)
+            Wf = scatter_pairs(omega * _pair_diff(f, comps_j), comps_j, n)
+            f_new = torch.cholesky_solve((Wf + grad).unsqueeze(-1), C)
             df = f_new.squeeze(-1) - f
             dp, dpm = df, mv(Kinv, df)
         else:
-            LtWL = Lt @ (W @ L)
+            LtWL = Lt @ laplacian_matmul(omega, comps_j, L)
             C, info = torch.linalg.cholesky_ex(LtWL + eye)
             rhs = mv(LtWL, p) + mv(Lt, grad)
             dp = torch.cholesky_solve(rhs.unsqueeze(-1), C).squeeze(-1) - p
@@ -423,14 +463,19 @@ class LaplaceEvidence(torch.autograd.Function):
         )  # batch x m: a_kᵀ Σ a_k
         s = -0.5 * scatter_pairs(q * domega, comps, n)  # batch x n
         W = comparison_laplacian(omega, comps, n)
-        WS = W @ S  # Ŵ Σ (dense products beat gathers on CPU and GPU)
-        WSW = WS @ W  # Ŵ Σ Ŵ
+        WS = laplacian_matmul(omega, comps, S)  # Ŵ Σ
+        WSW = laplacian_matmul(omega, comps, WS.transpose(-1, -2))  # Ŵ Σ Ŵ
         b = s - (WS @ s.unsqueeze(-1)).squeeze(-1)
         a = state.alpha
-        R = W - 0.5 * (WSW + WSW.transpose(-1, -2))
-        ab = a.unsqueeze(-1) * b.unsqueeze(-2)
-        M = a.unsqueeze(-1) * a.unsqueeze(-2) - R + ab + ab.transpose(-1, -2)
-        grad_K = 0.5 * grad_out[..., None, None] * M
+        # M = ααᵀ + αbᵀ + bαᵀ - R = [α, b] [α + b, α]ᵀ - Ŵ + ŴΣŴ
+        U = torch.stack([a, b], dim=-1)  # batch x n x 2
+        V = torch.stack([a + b, a], dim=-1)
+        M = torch.baddbmm(
+            (WSW - W).reshape((-1, n, n)),
+            U.reshape((-1, n, 2)),
+            V.reshape((-1, n, 2)).transpose(-1, -2),
+        ).reshape(WSW.shape)
+        grad_K = (0.5 * grad_out)[..., None, None] * M
         return grad_K, None, None, None, None, None
 
 

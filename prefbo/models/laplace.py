@@ -102,6 +102,8 @@ class PairwiseLaplaceGP(Model, GP):
         maxfev: int | None = None,
         jitter: float | None = None,
         fit_form: str = "auto",
+        fit_tol: float | None = None,
+        nugget: float | None = None,
     ) -> None:
         r"""
         Args:
@@ -137,6 +139,16 @@ class PairwiseLaplaceGP(Model, GP):
                 ``"whitened"`` or ``"precision"``; see
                 :func:`prefbo.inference.find_mode`. Predictions always use the
                 state found in the stable whitened form ``I + Lᵀ W L``.
+            fit_tol: Newton step tolerance while fitting (training mode);
+                default ``1e-6`` (float64) / ``1e-4`` (float32). The evidence
+                error is first order in the last step, far below the
+                optimiser's tolerance; predictions use ``tol``.
+            nugget: Relative diagonal term always added to the training
+                covariance, ``K + nugget · mean(diag K) · I``; default ``1e-8``
+                (float64) / ``1e-6`` (float32). It keeps ``K`` factorisable when
+                designs nearly repeat (routine in a PBO loop) without changing
+                predictions measurably; escalating jitter with a
+                ``NumericalWarning`` remains the fallback beyond it.
         """
         super().__init__()
         if (datapoints is None) != (comparisons is None):
@@ -153,7 +165,9 @@ class PairwiseLaplaceGP(Model, GP):
         if fit_form not in FORMS:
             raise InputDataError(f"fit_form must be one of {FORMS}; got {fit_form!r}.")
         self._fit_form = fit_form
+        self._fit_tol = fit_tol
         self._jitter = jitter
+        self._nugget = nugget
         self._consolidate = (float(consolidate_rtol), float(consolidate_atol))
         self.register_buffer("datapoints", None, persistent=False)
         self.register_buffer("comparisons", None, persistent=False)
@@ -331,6 +345,19 @@ class PairwiseLaplaceGP(Model, GP):
     def _prior_covariance(self, X: Tensor) -> Tensor:
         return self.covar_module(X).to_dense()
 
+    def _train_covariance(self, X: Tensor) -> Tensor:
+        r"""``K + nugget · mean(diag K) · I`` at the training designs."""
+        K = self._prior_covariance(X)
+        nugget = self._nugget
+        if nugget is None:
+            nugget = 1e-8 if K.dtype == torch.float64 else 1e-6
+        if nugget:
+            diag = K.diagonal(dim1=-2, dim2=-1)
+            K = K + torch.diag_embed(
+                (nugget * diag.mean(-1, keepdim=True)).expand_as(diag)
+            )
+        return K
+
     def _get_state(self) -> LaplaceState:
         r"""The Laplace state at the current data and hyperparameters."""
         if self._has_no_data():
@@ -339,7 +366,7 @@ class PairwiseLaplaceGP(Model, GP):
         if self._state is not None and self._state_key == key:
             return self._state
         with torch.no_grad():
-            K = self._prior_covariance(self._train_inputs())
+            K = self._train_covariance(self._train_inputs())
             L = jittered_cholesky(K, name="prior covariance K", jitter=self._jitter)
             state = find_mode(
                 L,
@@ -394,14 +421,11 @@ class PairwiseLaplaceGP(Model, GP):
                 "(model.train_inputs[0]); got other inputs of shape "
                 f"{tuple(datapoints.shape)}."
             )
-        K = self._prior_covariance(self._train_inputs())
+        K = self._train_covariance(self._train_inputs())
+        options = dict(self._options, form=self._fit_form)
+        options["tol"] = self._fit_tol or (1e-6 if K.dtype == torch.float64 else 1e-4)
         evidence, state = laplace_evidence(
-            K,
-            self.comparisons,
-            self.likelihood,
-            self._warm,
-            form=self._fit_form,
-            **self._options,
+            K, self.comparisons, self.likelihood, self._warm, **options
         )
         # the predictive state is recomputed in the whitened form on first use
         self._warm = state.mode.detach()
