@@ -307,6 +307,9 @@ def _find_mode(
     # form), pm: the prior metric applied to p (v, or K⁻¹ f): prior = ½ p·pm
     f = torch.zeros(batch + (n,), dtype=dtype, device=device)
     p, pm = f.clone(), f.clone()
+    prev = init if isinstance(init, LaplaceState) else None
+    if prev is not None:
+        init = prev.mode
     if init is not None:
         # Warm start at f0 = K ∇ℓ(init), i.e. v0 = Lᵀ ∇ℓ(init): exact at a
         # previous mode under the same K, and always well scaled under a new K
@@ -315,14 +318,27 @@ def _find_mode(
         v0 = mv(Lt, scatter_pairs(g0, comps_j, n))
         f0 = mv(L, v0)
         p0, pm0 = (f0, mv(Kinv, f0)) if precision else (v0, v0)
-        psi_init = likelihood.log_prob_answers(f0, comps_j).sum(-1) - 0.5 * (
-            p0 * pm0
-        ).sum(-1)
-        psi_zero = likelihood.log_prob_answers(f, comps_j).sum(-1)
-        better = (psi_init > psi_zero).unsqueeze(-1)
-        f = torch.where(better, f0, f)
-        p = torch.where(better, p0, p)
-        pm = torch.where(better, pm0, pm)
+        candidates = [(f0, p0, pm0)]
+        if precision and prev is not None and prev._post_cov is not None:
+            # first-order (implicit-function) prediction of the new mode from the
+            # previous state: f̂ + (I + K W)⁻¹ δK α = f̂ + r - Σ W r with
+            # r = K_new α_old - f̂_old (= δK α_old) and Σ, W the old ones
+            fo = prev.mode.to(L).expand(batch + (n,))
+            r = mv(L, mv(Lt, prev.alpha.to(L).expand(batch + (n,)))) - fo
+            Wr = scatter_pairs(prev.curvature * _pair_diff(r, comps_j), comps_j, n)
+            f1 = fo + r - mv(prev._post_cov, Wr)
+            candidates.append((f1, f1, mv(Kinv, f1)))
+        best = likelihood.log_prob_answers(f, comps_j).sum(-1)  # Ψ at f = 0
+        for fc, pc, pmc in candidates:
+            psi_c = likelihood.log_prob_answers(fc, comps_j).sum(-1) - 0.5 * (
+                pc * pmc
+            ).sum(-1)
+            better = psi_c > best
+            best = torch.where(better, psi_c, best)
+            better = better.unsqueeze(-1)
+            f = torch.where(better, fc, f)
+            p = torch.where(better, pc, p)
+            pm = torch.where(better, pmc, pm)
     converged = torch.zeros(batch, dtype=torch.bool, device=device)
     it = 0
     for it in range(1, max_iter + 1):

@@ -173,7 +173,7 @@ class PairwiseLaplaceGP(Model, GP):
         self.register_buffer("comparisons", None, persistent=False)
         self._state: LaplaceState | None = None
         self._state_key: tuple | None = None
-        self._warm: Tensor | None = None
+        self._warm: Tensor | LaplaceState | None = None
         self.unconsolidated_datapoints: Tensor | None = None
         self.unconsolidated_comparisons: Tensor | None = None
         self.consolidated_indices: Tensor | None = None
@@ -250,7 +250,10 @@ class PairwiseLaplaceGP(Model, GP):
             )
         else:
             dp, cp, idx = datapoints, comparisons, None
-        if self._warm is not None and self._warm.shape[-1] != dp.shape[-2]:
+        warm = self._warm
+        if isinstance(warm, LaplaceState):
+            warm = warm.mode
+        if warm is not None and warm.shape != dp.shape[:-1]:
             self._warm = None
         self.datapoints = dp
         self.comparisons = cp
@@ -427,8 +430,9 @@ class PairwiseLaplaceGP(Model, GP):
         evidence, state = laplace_evidence(
             K, self.comparisons, self.likelihood, self._warm, **options
         )
-        # the predictive state is recomputed in the whitened form on first use
-        self._warm = state.mode.detach()
+        # the predictive state is recomputed in the whitened form on first use;
+        # the next fit step warm-starts from this state (first-order prediction)
+        self._warm = state
         mvn = _mvn(state.mode, state.posterior_covariance())
         mvn.laplace_evidence = evidence
         return mvn
