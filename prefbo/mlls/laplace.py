@@ -42,10 +42,10 @@ class PairwiseLaplaceMLL(MarginalLogLikelihood):
         Returns:
             A scalar: the summed evidence plus hyperparameter log priors.
         """
-        evidence = getattr(function_dist, "laplace_evidence", None)
+        evidence = getattr(function_dist, "evidence", None)
         if evidence is None:
             raise UnsupportedError(
-                "PairwiseLaplaceMLL needs the output of the model called in training "
+                f"{type(self).__name__} needs the output of the model called in training "
                 "mode on its training designs: mll(model(*model.train_inputs), "
                 "model.train_targets) after model.train()."
             )
