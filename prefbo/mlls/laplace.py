@@ -45,9 +45,10 @@ class PairwiseLaplaceMLL(MarginalLogLikelihood):
         evidence = getattr(function_dist, "evidence", None)
         if evidence is None:
             raise UnsupportedError(
-                f"{type(self).__name__} needs the output of the model called in training "
-                "mode on its training designs: mll(model(*model.train_inputs), "
-                "model.train_targets) after model.train()."
+                f"{type(self).__name__} needs the output of the model called in "
+                "training mode on its training designs: "
+                "mll(model(*model.train_inputs), model.train_targets) after "
+                "model.train()."
             )
         expected = self.model.train_targets
         if target is not expected and not (

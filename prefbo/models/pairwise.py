@@ -16,9 +16,9 @@ likelihood curvature at the mode; EP: the site precisions), so they share
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from copy import deepcopy
 from itertools import chain
-from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
