@@ -4,12 +4,14 @@ Built on PyTorch, GPyTorch and BoTorch: every model is a BoTorch ``Model``.
 """
 
 from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
-from prefbo.mlls import PairwiseLaplaceMLL
-from prefbo.models import PairwiseLaplaceGP
+from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
+from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "PairwiseEPGP",
+    "PairwiseEPMLL",
     "PairwiseLaplaceGP",
     "PairwiseLaplaceMLL",
     "PairwiseLogitLikelihood",

@@ -1,6 +1,7 @@
 r"""Inference engines: Laplace (Newton), and shared linear algebra."""
 
 from prefbo.inference.cholesky import jittered_cholesky
+from prefbo.inference.ep import EPEvidence, EPState, ep_evidence, run_ep
 from prefbo.inference.laplace import (
     FORMS,
     LaplaceEvidence,
@@ -13,6 +14,10 @@ from prefbo.inference.laplace import (
 )
 
 __all__ = [
+    "EPEvidence",
+    "EPState",
+    "ep_evidence",
+    "run_ep",
     "FORMS",
     "laplacian_matmul",
     "LaplaceEvidence",

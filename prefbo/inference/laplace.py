@@ -468,31 +468,70 @@ class LaplaceEvidence(torch.autograd.Function):
         state: LaplaceState = ctx.state
         comps = state.comparisons
         _, _, omega, domega = ctx.likelihood.derivatives(state.mode, comps)
-        S = state.posterior_covariance()  # Σ
-        n = S.shape[-1]
-        flat = S.flatten(-2)
-        w, l = comps[..., 0], comps[..., 1]
-        q = (
-            flat.gather(-1, w * n + w)
-            + flat.gather(-1, l * n + l)
-            - 2 * flat.gather(-1, w * n + l)
-        )  # batch x m: a_kᵀ Σ a_k
+        n = state.mode.shape[-1]
+        q = pair_quadratic(state.posterior_covariance(), comps)  # a_kᵀ Σ a_k
         s = -0.5 * scatter_pairs(q * domega, comps, n)  # batch x n
-        W = comparison_laplacian(omega, comps, n)
-        WS = laplacian_matmul(omega, comps, S)  # Ŵ Σ
-        WSW = laplacian_matmul(omega, comps, WS.transpose(-1, -2))  # Ŵ Σ Ŵ
-        b = s - (WS @ s.unsqueeze(-1)).squeeze(-1)
-        a = state.alpha
-        # M = ααᵀ + αbᵀ + bαᵀ - R = [α, b] [α + b, α]ᵀ - Ŵ + ŴΣŴ
-        U = torch.stack([a, b], dim=-1)  # batch x n x 2
-        V = torch.stack([a + b, a], dim=-1)
-        M = torch.baddbmm(
-            (WSW - W).reshape((-1, n, n)),
-            U.reshape((-1, n, 2)),
-            V.reshape((-1, n, 2)).transpose(-1, -2),
-        ).reshape(WSW.shape)
-        grad_K = (0.5 * grad_out)[..., None, None] * M
-        return grad_K, None, None, None, None, None
+        M = evidence_kernel_gradient(state, omega, s)
+        return (0.5 * grad_out)[..., None, None] * M, None, None, None, None, None
+
+
+def pair_quadratic(S: Tensor, comparisons: Tensor) -> Tensor:
+    r"""``a_kᵀ S a_k = S_ww + S_ll - 2 S_wl`` for every comparison.
+
+    Args:
+        S: ``batch_shape x n x n`` symmetric matrix.
+        comparisons: ``batch_shape x m x 2`` long ``[w, l]`` rows.
+
+    Returns:
+        ``batch_shape x m``.
+    """
+    n = S.shape[-1]
+    flat = S.flatten(-2)
+    w, l = comparisons[..., 0], comparisons[..., 1]
+    return (
+        flat.gather(-1, w * n + w)
+        + flat.gather(-1, l * n + l)
+        - 2 * flat.gather(-1, w * n + l)
+    )
+
+
+def evidence_kernel_gradient(
+    state: LaplaceState, omega: Tensor, implicit: Tensor | None = None
+) -> Tensor:
+    r"""``2 ∂ log Z / ∂K = ααᵀ - R + αbᵀ + bαᵀ`` for a Gaussian approximation.
+
+    ``R = (K + W⁻¹)⁻¹ = W - WΣW`` with ``W = Dᵀ diag(ω) D`` and
+    ``Σ = (K⁻¹ + W)⁻¹``; ``b = (I + WK)⁻¹ s = s - WΣs`` carries the implicit
+    dependence of the approximation on ``K`` (Laplace: ``s = -½ ∂ log|I+KW| /
+    ∂f̂``; EP at convergence: none, ``implicit=None``).
+
+    Args:
+        state: The approximation (``alpha`` = ``K⁻¹`` times its mean).
+        omega: ``batch_shape x m`` weights of ``W``.
+        implicit: Optional ``batch_shape x n`` vector ``s``.
+
+    Returns:
+        ``batch_shape x n x n``.
+    """
+    comps = state.comparisons
+    S = state.posterior_covariance()
+    n = S.shape[-1]
+    W = comparison_laplacian(omega, comps, n)
+    WS = laplacian_matmul(omega, comps, S)  # W Σ
+    WSW = laplacian_matmul(omega, comps, WS.transpose(-1, -2))  # W Σ W
+    a = state.alpha
+    if implicit is None:
+        b = torch.zeros_like(a)
+    else:
+        b = implicit - (WS @ implicit.unsqueeze(-1)).squeeze(-1)
+    # M = ααᵀ + αbᵀ + bαᵀ - R = [α, b] [α + b, α]ᵀ - W + WΣW
+    U = torch.stack([a, b], dim=-1)  # batch x n x 2
+    V = torch.stack([a + b, a], dim=-1)
+    return torch.baddbmm(
+        (WSW - W).reshape((-1, n, n)),
+        U.reshape((-1, n, 2)),
+        V.reshape((-1, n, 2)).transpose(-1, -2),
+    ).reshape(WSW.shape)
 
 
 def laplace_evidence(

@@ -1,5 +1,5 @@
 r"""Marginal log likelihoods (evidence) for fitting preference models."""
 
-from prefbo.mlls.laplace import PairwiseLaplaceMLL
+from prefbo.mlls.laplace import PairwiseEPMLL, PairwiseLaplaceMLL
 
-__all__ = ["PairwiseLaplaceMLL"]
+__all__ = ["PairwiseEPMLL", "PairwiseLaplaceMLL"]

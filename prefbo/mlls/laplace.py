@@ -70,3 +70,12 @@ class PairwiseLaplaceMLL(MarginalLogLikelihood):
         for _, module, prior, closure, _ in self.named_priors():
             res = res.add(prior.log_prob(closure(module)).sum())
         return res
+
+
+class PairwiseEPMLL(PairwiseLaplaceMLL):
+    r"""EP evidence ``log Z_EP`` of a :class:`~prefbo.models.PairwiseEPGP` (SPEC §4).
+
+    Summed over batch elements, plus the hyperparameter log priors. Its
+    gradient is the explicit one, exact at the EP fixed point. Works with
+    ``botorch.fit.fit_gpytorch_mll``.
+    """

@@ -79,6 +79,7 @@ class PairwisePreferenceGP(Model, GP, ABC):
     """
 
     _num_outputs = 1
+    _default_max_iter = 100
 
     def __init__(
         self,
@@ -88,7 +89,7 @@ class PairwisePreferenceGP(Model, GP, ABC):
         covar_module: Kernel | None = None,
         input_transform: InputTransform | None = None,
         *,
-        max_iter: int = 100,
+        max_iter: int | None = None,
         tol: float | None = None,
         consolidate_rtol: float = 0.0,
         consolidate_atol: float = 1e-10,
@@ -112,8 +113,9 @@ class PairwisePreferenceGP(Model, GP, ABC):
                 (BoTorch ``PairwiseGP``'s). Any kernel works (no ScaleKernel
                 requirement).
             input_transform: An input transform applied to designs.
-            max_iter: Iteration budget of the approximation (Newton steps or
-                EP sweeps; BoTorch name: ``maxfev``).
+            max_iter: Iteration budget of the approximation (Newton steps,
+                default 100, or EP sweeps, default 200; BoTorch name:
+                ``maxfev``).
             tol: Its tolerance (BoTorch name: ``xtol``); default ``1e-9``
                 (float64) or ``1e-4`` (float32).
             consolidate_rtol: Designs equal within ``rtol``/``atol`` (unbatched
@@ -141,7 +143,11 @@ class PairwisePreferenceGP(Model, GP, ABC):
             )
         self.likelihood: PairwiseLikelihood = as_prefbo_likelihood(likelihood)
         self._options = {
-            "max_iter": int(maxfev if maxfev is not None else max_iter),
+            "max_iter": int(
+                maxfev
+                if maxfev is not None
+                else (max_iter if max_iter is not None else self._default_max_iter)
+            ),
             "tol": xtol if xtol is not None else tol,
         }
         self._jitter = jitter

@@ -1,0 +1,143 @@
+import math
+
+import pytest
+import torch
+from scipy import integrate, special
+
+from prefbo.exceptions import UnsupportedError
+from prefbo.inference import ep_evidence, find_mode, run_ep
+from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
+from prefbo.utils.testing import make_pairwise_data, tolerance
+
+
+def _rbf(X, lengthscale, outputscale):
+    return outputscale * torch.exp(-torch.cdist(X, X).pow(2) / (2 * lengthscale**2))
+
+
+def _difference_moments(state):
+    mu = state.mode[..., 0] - state.mode[..., 1]
+    S = state.posterior_covariance()
+    return mu, S[..., 0, 0] + S[..., 1, 1] - 2 * S[..., 0, 1]
+
+
+@pytest.mark.parametrize("sigma", [1.0, 0.3, 0.1, 0.03, 0.01])
+@pytest.mark.parametrize("form", ["whitened", "precision"])
+def test_single_answer_is_exact(sigma, form, tkwargs):
+    """One answer, prior Var(Δ) = 1: closed-form posterior moments and Z = 1/2."""
+    K = torch.eye(2, **tkwargs) * 0.5
+    lik = PairwiseProbitLikelihood(noise_std=sigma)
+    state = run_ep(torch.linalg.cholesky(K), torch.tensor([[0, 1]]), lik, form=form)
+    mean, var = _difference_moments(state)
+    s2 = 2 * sigma**2
+    exact_mean = math.sqrt(2 / math.pi) / math.sqrt(1 + s2)
+    exact_var = 1 - (2 / math.pi) / (1 + s2)
+    tol = tolerance(tkwargs["dtype"], 1e-9, 1e-4)
+    assert mean.item() == pytest.approx(exact_mean, abs=tol)
+    assert var.item() == pytest.approx(exact_var, abs=tol)
+    assert state.evidence.item() == pytest.approx(math.log(0.5), abs=tol)
+
+
+def test_repeated_answers_close_to_quadrature():
+    """Four answers on one pair: EP vs the exact 1-D posterior of Δ."""
+    K = torch.tensor([[1.0, 0.2], [0.2, 0.8]], dtype=torch.float64)
+    v0, s = 1.0 + 0.8 - 0.4, math.sqrt(2) * 0.4
+    comp = torch.tensor([[0, 1], [0, 1], [0, 1], [1, 0]])
+    lik = PairwiseProbitLikelihood(noise_std=0.4)
+
+    def post(d, k):
+        z = d / s
+        return (
+            d**k
+            * math.exp(
+                -0.5 * d * d / v0 + 3 * special.log_ndtr(z) + special.log_ndtr(-z)
+            )
+            / math.sqrt(2 * math.pi * v0)
+        )
+
+    Z = integrate.quad(post, -12, 12, args=(0,))[0]
+    m1 = integrate.quad(post, -12, 12, args=(1,))[0] / Z
+    m2 = integrate.quad(post, -12, 12, args=(2,))[0] / Z
+    ep = run_ep(torch.linalg.cholesky(K), comp, lik)
+    mean, var = _difference_moments(ep)
+    assert mean.item() == pytest.approx(m1, rel=0.03)
+    assert var.item() == pytest.approx(m2 - m1**2, rel=0.05)
+    assert ep.evidence.item() == pytest.approx(math.log(Z), abs=0.02)
+    # and EP is closer to the exact mean than the Laplace mode is
+    lap = find_mode(torch.linalg.cholesky(K), comp, lik)
+    assert abs(mean.item() - m1) < abs((lap.mode[0] - lap.mode[1]).item() - m1)
+
+
+def test_ep_evidence_gradient_matches_finite_differences():
+    X, comp, _ = make_pairwise_data(20, 45, seed=3)
+    theta = torch.tensor([0.35, 2.5], dtype=torch.float64, requires_grad=True)
+
+    def K_of(t):
+        return _rbf(X, t[0], t[1]) + 1e-6 * torch.eye(20, dtype=torch.float64)
+
+    lik = PairwiseProbitLikelihood(0.7)
+    opts = {"tol": 1e-12, "max_iter": 500}
+    ev, state = ep_evidence(K_of(theta), comp, lik, **opts)
+    assert bool(state.converged)
+    (grad,) = torch.autograd.grad(ev, theta)
+    for k in range(2):
+        e = torch.zeros(2, dtype=torch.float64)
+        e[k] = 1e-5
+        plus, _ = ep_evidence(K_of(theta.detach() + e), comp, lik, **opts)
+        minus, _ = ep_evidence(K_of(theta.detach() - e), comp, lik, **opts)
+        fd = (plus - minus).item() / 2e-5
+        assert grad[k].item() == pytest.approx(fd, rel=1e-5, abs=1e-7)
+
+
+def test_batched_ep_equals_loop(tkwargs):
+    X, comp, _ = make_pairwise_data(12, 30, batch_shape=torch.Size([3]), **tkwargs)
+    K = _rbf(X, 0.5, 3.0) + 1e-3 * torch.eye(12, **tkwargs)
+    L = torch.linalg.cholesky(K)
+    lik = PairwiseProbitLikelihood()
+    batched = run_ep(L, comp, lik)
+    tol = tolerance(tkwargs["dtype"], 1e-7, 2e-3)
+    for b in range(3):
+        single = run_ep(L[b], comp[b], lik)
+        torch.testing.assert_close(batched.mode[b], single.mode, rtol=tol, atol=tol)
+        torch.testing.assert_close(
+            batched.evidence[b], single.evidence, rtol=tol, atol=tol
+        )
+
+
+def test_forms_agree_and_warm_start_reaches_same_sites():
+    X, comp, _ = make_pairwise_data(40, 120, d=3, seed=2)
+    K = _rbf(X, 0.6, 8.0) + 1e-6 * torch.eye(40, dtype=torch.float64)
+    L = torch.linalg.cholesky(K)
+    lik = PairwiseProbitLikelihood()
+    w = run_ep(L, comp, lik, form="whitened")
+    p = run_ep(L, comp, lik, form="precision")
+    torch.testing.assert_close(w.mode, p.mode, rtol=1e-6, atol=1e-7)
+    assert w.evidence.item() == pytest.approx(p.evidence.item(), rel=1e-9)
+    K2 = _rbf(X, 0.62, 8.5) + 1e-6 * torch.eye(40, dtype=torch.float64)
+    L2 = torch.linalg.cholesky(K2)
+    cold, warm = run_ep(L2, comp, lik), run_ep(L2, comp, lik, init=w)
+    torch.testing.assert_close(cold.site_nu, warm.site_nu, rtol=1e-6, atol=1e-8)
+    assert warm.iterations < cold.iterations
+
+
+def test_site_precisions_are_non_negative_under_contradictions():
+    # contradictory answers (a cycle and its reversal) stress the cavities
+    comp = torch.tensor([[0, 1], [1, 2], [2, 0], [1, 0], [0, 1], [0, 1]])
+    K = 5.0 * torch.eye(3, dtype=torch.float64) + 1.0
+    state = run_ep(torch.linalg.cholesky(K), comp, PairwiseProbitLikelihood(0.2))
+    assert (state.curvature >= 0).all() and bool(state.converged)
+    assert int(state.invalid_cavities) == 0
+
+
+def test_ep_needs_probit():
+    K = torch.eye(2, dtype=torch.float64)
+    with pytest.raises(UnsupportedError, match="probit likelihood"):
+        run_ep(
+            torch.linalg.cholesky(K), torch.tensor([[0, 1]]), PairwiseLogitLikelihood()
+        )
+    with pytest.raises(ValueError, match="damping must be in"):
+        run_ep(
+            torch.linalg.cholesky(K),
+            torch.tensor([[0, 1]]),
+            PairwiseProbitLikelihood(),
+            damping=1.5,
+        )
