@@ -360,3 +360,19 @@ def test_bad_posterior_and_conditioning_input():
     model.train()
     with pytest.raises(InputDataError, match="training designs"):
         model(torch.rand(4, 2, dtype=torch.float64))
+
+
+def test_input_transform_matches_botorch():
+    from botorch.models.transforms.input import Normalize
+
+    X, comp = _pair(20, 30, seed=6)
+    X = X * 10 + 3
+    bounds = torch.tensor([[3.0, 3.0], [13.0, 13.0]], dtype=torch.float64)
+    bt = PairwiseGP(X, comp, input_transform=Normalize(d=2, bounds=bounds))
+    pb = PairwiseLaplaceGP(X, comp, input_transform=Normalize(d=2, bounds=bounds))
+    Xt = torch.rand(3, 2, dtype=torch.float64) * 10 + 3
+    torch.testing.assert_close(
+        pb.posterior(Xt).mean, bt.posterior(Xt).mean, rtol=0, atol=1e-6
+    )
+    fit_gpytorch_mll(PairwiseLaplaceMLL(pb.likelihood, pb))
+    assert torch.isfinite(pb.posterior(Xt).mean).all()
