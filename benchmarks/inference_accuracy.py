@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         "# Accuracy of the posterior approximations",
         "",
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- command: `python benchmarks/inference_accuracy.py {' '.join(argv or sys.argv[1:])}`",
+        "- command: `python benchmarks/inference_accuracy.py "
+        f"{' '.join(argv or sys.argv[1:])}`",
         "",
         "## (a) One pair, one answer, prior Var(Δ) = 1",
         "",
