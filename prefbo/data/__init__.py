@@ -1,9 +1,33 @@
 r"""Containers, validation and conversions for preference data."""
 
+from prefbo.data.containers import (
+    ChoiceSets,
+    LabelComparisons,
+    PairwiseComparisons,
+    Rankings,
+    choices_to_pairs,
+    orderings_to_pairs,
+    validate_orderings,
+)
+from prefbo.data.minibatch import AnswerLoader, Minibatch, iter_minibatches
 from prefbo.data.validation import (
     validate_comparisons,
     validate_datapoints,
     validate_pairwise_data,
 )
 
-__all__ = ["validate_comparisons", "validate_datapoints", "validate_pairwise_data"]
+__all__ = [
+    "AnswerLoader",
+    "ChoiceSets",
+    "LabelComparisons",
+    "Minibatch",
+    "PairwiseComparisons",
+    "Rankings",
+    "choices_to_pairs",
+    "iter_minibatches",
+    "orderings_to_pairs",
+    "validate_comparisons",
+    "validate_datapoints",
+    "validate_orderings",
+    "validate_pairwise_data",
+]

@@ -1,5 +1,15 @@
 r"""Kernels for preference models."""
 
 from prefbo.kernels.defaults import default_preference_covar_module
+from prefbo.kernels.pairs import (
+    NonTransitivePreferenceKernel,
+    PreferenceKernel,
+    concatenate_pairs,
+)
 
-__all__ = ["default_preference_covar_module"]
+__all__ = [
+    "NonTransitivePreferenceKernel",
+    "PreferenceKernel",
+    "concatenate_pairs",
+    "default_preference_covar_module",
+]
