@@ -3,9 +3,10 @@ r"""prefbo: learning from preferences and choices, and preferential BO.
 Built on PyTorch, GPyTorch and BoTorch: every model is a BoTorch ``Model``.
 """
 
+import prefbo.acquisition  # noqa: F401  (registers pathwise sampling with BoTorch)
 from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
-from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP
+from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP, SkewGP
 
 __version__ = "0.1.0"
 
@@ -16,5 +17,6 @@ __all__ = [
     "PairwiseLaplaceMLL",
     "PairwiseLogitLikelihood",
     "PairwiseProbitLikelihood",
+    "SkewGP",
     "__version__",
 ]

@@ -17,6 +17,10 @@ class InputDataError(PrefboError, ValueError):
     r"""Training data (designs, comparisons) are malformed or inconsistent."""
 
 
+class InfeasibleConstraintsError(InputDataError):
+    r"""Linear constraints (e.g. hard preference constraints) admit no point."""
+
+
 class InputTypeError(PrefboError, TypeError):
     r"""An argument has the wrong type or dtype."""
 

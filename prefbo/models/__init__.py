@@ -3,5 +3,6 @@ r"""Preference models: each is a BoTorch ``Model`` and a GPyTorch module."""
 from prefbo.models.ep import PairwiseEPGP
 from prefbo.models.laplace import PairwiseLaplaceGP
 from prefbo.models.pairwise import PairwisePreferenceGP
+from prefbo.models.skew import SkewGP
 
-__all__ = ["PairwiseEPGP", "PairwiseLaplaceGP", "PairwisePreferenceGP"]
+__all__ = ["PairwiseEPGP", "PairwiseLaplaceGP", "PairwisePreferenceGP", "SkewGP"]

@@ -1,0 +1,6 @@
+r"""Acquisition helpers for preference models (BoTorch's own functions run on
+prefbo models unchanged)."""
+
+from prefbo.acquisition.thompson import maximize_paths, thompson_batch, thompson_pairs
+
+__all__ = ["maximize_paths", "thompson_batch", "thompson_pairs"]

@@ -1,0 +1,435 @@
+r"""The exact skew-GP posterior of pairwise preferences, by sampling (SPEC §5).
+
+Probit answers (``noise="probit"``, Benavoli et al. 2021): with
+``Σ = D K Dᵀ + s² I`` (``m x m``) and ``C* = K(X*, X) Dᵀ`` the posterior utility
+at any ``X*`` is
+
+    f* = C* Σ⁻¹ r1 + r0,   r1 ~ N(0, Σ) truncated to r1 > 0,
+                          r0 ~ N(0, K** - C* Σ⁻¹ C*ᵀ),
+
+so one ``m``-dimensional truncated-normal sample (drawn by
+:class:`~prefbo.sampling.GibbsSampler` or :class:`~prefbo.sampling.LinESS`)
+serves every test point. The hard-constraint
+models sample the utilities at the designs instead (``f ~ N(0, K)`` restricted
+to a polytope) and predict by Gaussian conditioning:
+
+- ``noise="none"``: consistent preferences, ``f_w - f_l > 0``;
+- ``noise="jnd"``: just-noticeable difference ``δ``: ``f_w - f_l > δ`` for
+  answers and ``|f_i - f_j| ≤ δ`` for indiscernible pairs;
+- ``noise="shared"``: one noise draw per design, ``[f; v]`` with
+  ``v ~ N(0, σ² I)`` and ``f_w + v_w - f_l - v_l > 0``.
+
+In all cases the test-point posterior is ``K(X*, X) w_s + r0`` with a stored
+weight vector ``w_s`` per draw and ``Cov(r0) = K** - K(X*, X) Q K(X, X*)``; the
+sample-based :class:`~prefbo.posteriors.SkewGPPosterior` carries both.
+Hyperparameters are not learnt from the (orthant-probability) evidence:
+:meth:`SkewGP.fit_hyperparameters` fits them by the EP or Laplace evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from botorch.models.model import Model
+from botorch.models.transforms.input import InputTransform
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from prefbo.data.validation import validate_datapoints, validate_pairwise_data
+from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.inference.cholesky import jittered_cholesky
+from prefbo.kernels.defaults import default_preference_covar_module
+from prefbo.likelihoods.pairwise import PairwiseProbitLikelihood
+from prefbo.posteriors.samples import SkewGPPosterior
+from prefbo.sampling import GibbsSampler, InfeasibleConstraintsError, LinESS
+
+NOISE_MODELS = ("probit", "none", "jnd", "shared")
+
+
+def find_preference_cycle(comparisons: Tensor, n: int) -> list[int] | None:
+    r"""A directed cycle ``[a, b, …, a]`` in "winner beats loser" edges, if any."""
+    succ: dict[int, list[int]] = {i: [] for i in range(n)}
+    for w, l in comparisons.tolist():
+        succ[w].append(l)
+    state = [0] * n  # 0 new, 1 on stack, 2 done
+    parent = [-1] * n
+    for root in range(n):
+        if state[root]:
+            continue
+        stack = [(root, iter(succ[root]))]
+        state[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+            elif state[nxt] == 1:  # back edge: a cycle
+                cycle, cur = [nxt], node
+                while cur != nxt:
+                    cycle.append(cur)
+                    cur = parent[cur]
+                cycle.append(nxt)
+                return cycle[::-1]
+            elif state[nxt] == 0:
+                parent[nxt] = node
+                state[nxt] = 1
+                stack.append((nxt, iter(succ[nxt])))
+    return None
+
+
+class SkewGP(Model):
+    r"""Exact (sampled) posterior of a GP utility given pairwise answers.
+
+    Example:
+        >>> model = SkewGP(datapoints, comparisons)
+        >>> model.fit_hyperparameters()          # EP evidence, then resample
+        >>> qEUBO = qExpectedUtilityOfBestOption(pref_model=model)
+    """
+
+    _num_outputs = 1
+
+    def __init__(
+        self,
+        datapoints: Tensor,
+        comparisons: Tensor,
+        covar_module: Kernel | None = None,
+        noise: str = "probit",
+        *,
+        noise_std: float = 1.0,
+        jnd_threshold: float | None = None,
+        indiscernible: Tensor | None = None,
+        input_transform: InputTransform | None = None,
+        num_samples: int = 2048,
+        num_chains: int = 16,
+        burnin: int | None = None,
+        thinning: int | None = None,
+        sampler: str = "gibbs",
+        seed: int | None = None,
+        nugget: float | None = None,
+    ) -> None:
+        r"""
+        Args:
+            datapoints: ``n x d`` designs (batched data are not supported).
+            comparisons: ``m x 2`` ``[winner, loser]`` indices.
+            covar_module: GPyTorch kernel; default BoTorch ``PairwiseGP``'s.
+            noise: ``"probit"``, ``"none"``, ``"jnd"`` or ``"shared"``.
+            noise_std: σ of the probit / shared-noise models (``s = √2σ``).
+            jnd_threshold: δ of ``noise="jnd"``.
+            indiscernible: ``m_b x 2`` pairs answered "no noticeable
+                difference" (``noise="jnd"`` only).
+            input_transform: An input transform applied to designs.
+            num_samples: Stored exact draws (rounded up to whole chains).
+            num_chains: Chains run in parallel.
+            burnin: Transitions discarded per chain (default 200 Gibbs sweeps,
+                1000 LinESS steps).
+            thinning: Transitions skipped between kept draws (default 8 Gibbs
+                sweeps, 4 LinESS steps).
+            sampler: ``"gibbs"`` (exact coordinate-wise conditionals; by far
+                the most effective samples per second on these targets, see
+                ``benchmarks/sampler_throughput.py``) or ``"lin_ess"``
+                (rejection-free linear elliptical slice sampling).
+            seed: Seed of the sampler.
+            nugget: Relative diagonal added to ``K`` in the hard-constraint
+                models (default ``1e-6`` float64 / ``1e-4`` float32).
+        """
+        super().__init__()
+        if noise not in NOISE_MODELS:
+            raise InputDataError(f"noise must be one of {NOISE_MODELS}; got {noise!r}.")
+        datapoints = validate_datapoints(datapoints)
+        datapoints, comparisons = validate_pairwise_data(datapoints, comparisons)
+        if datapoints.ndim != 2:
+            raise UnsupportedError(
+                "SkewGP takes unbatched data (n x d designs, m x 2 comparisons); got "
+                f"datapoints of shape {tuple(datapoints.shape)}."
+            )
+        if noise == "jnd":
+            if jnd_threshold is None or not jnd_threshold > 0:
+                raise InputDataError(
+                    f"noise='jnd' needs jnd_threshold > 0; got {jnd_threshold}."
+                )
+        elif jnd_threshold is not None or indiscernible is not None:
+            raise InputDataError(
+                "jnd_threshold and indiscernible apply to noise='jnd' only; got "
+                f"noise={noise!r}."
+            )
+        if indiscernible is not None:
+            from prefbo.data.validation import validate_comparisons
+
+            indiscernible = validate_comparisons(
+                indiscernible, n=datapoints.shape[-2], name="indiscernible"
+            )
+        if noise == "none":
+            cycle = find_preference_cycle(comparisons, datapoints.shape[-2])
+            if cycle is not None:
+                raise InfeasibleConstraintsError(
+                    "noise='none' (consistent preferences) cannot hold: the answers "
+                    f"contain the cycle {' ≻ '.join(map(str, cycle))}. Use a noisy "
+                    "model (noise='probit' or 'shared')."
+                )
+        self.noise = noise
+        self.likelihood = PairwiseProbitLikelihood(noise_std=noise_std)
+        self.jnd_threshold = jnd_threshold
+        self.indiscernible = indiscernible
+        self.datapoints, self.comparisons = datapoints, comparisons
+        if input_transform is not None:
+            input_transform.to(datapoints)
+            self.input_transform = input_transform
+        if covar_module is None:
+            d = datapoints.shape[-1]
+            if input_transform is not None:
+                with torch.no_grad():
+                    d = input_transform.preprocess_transform(datapoints).shape[-1]
+            covar_module = default_preference_covar_module(d, dtype=datapoints.dtype)
+        if not isinstance(covar_module, Kernel):
+            raise InputTypeError(
+                "covar_module must be a gpytorch Kernel; got "
+                f"{type(covar_module).__name__}."
+            )
+        self.covar_module = covar_module.to(datapoints)
+        if sampler not in ("gibbs", "lin_ess"):
+            raise InputDataError(
+                f"sampler must be 'gibbs' or 'lin_ess'; got {sampler!r}."
+            )
+        gibbs = sampler == "gibbs"
+        self._sampler_cls = GibbsSampler if gibbs else LinESS
+        self._sampler_options = {
+            "num_chains": int(num_chains),
+            "burnin": int(burnin if burnin is not None else (200 if gibbs else 1000)),
+            "thinning": int(thinning if thinning is not None else (8 if gibbs else 4)),
+            "seed": seed,
+        }
+        self.num_samples = int(num_samples)
+        self._nugget = nugget
+        self.weights: Tensor | None = None  # S x n
+        self.Q: Tensor | None = None  # n x n
+        self.latent_samples: Tensor | None = None  # S x p (r1, f or [f; v])
+        self.resample()
+
+    # -------------------------------------------------------------- BoTorch
+    @property
+    def num_outputs(self) -> int:  # noqa: D102
+        return self._num_outputs
+
+    @property
+    def batch_shape(self) -> torch.Size:  # noqa: D102
+        return torch.Size()
+
+    def _train_inputs(self) -> Tensor:
+        if hasattr(self, "input_transform"):
+            return self.input_transform.preprocess_transform(self.datapoints)
+        return self.datapoints
+
+    # -------------------------------------------------------------- sampling
+    def _difference_matrix(self, rows: Tensor) -> Tensor:
+        n = self.datapoints.shape[-2]
+        D = self.datapoints.new_zeros(rows.shape[0], n)
+        k = torch.arange(rows.shape[0], device=rows.device)
+        D[k, rows[:, 0]] = 1.0
+        D[k, rows[:, 1]] = -1.0
+        return D
+
+    def resample(self, num_samples: int | None = None, seed: int | None = None) -> None:
+        r"""(Re)draw the exact posterior samples at the current hyperparameters.
+
+        Args:
+            num_samples: New number of draws (default: unchanged).
+            seed: New sampler seed (default: unchanged).
+        """
+        if num_samples is not None:
+            self.num_samples = int(num_samples)
+        if seed is not None:
+            self._sampler_options["seed"] = seed
+        chains = self._sampler_options["num_chains"]
+        draws = -(-self.num_samples // chains)
+        with torch.no_grad():
+            X = self._train_inputs()
+            K = self.covar_module(X).to_dense()
+            n = K.shape[-1]
+            D = self._difference_matrix(self.comparisons)  # m x n
+            if self.noise == "probit":
+                S = D @ K @ D.T
+                S.diagonal().add_(self.likelihood.scale**2)
+                L_S = jittered_cholesky(S, name="Σ = D K Dᵀ + s² I")
+                m = S.shape[-1]
+                # start every chain at |r| with r ~ N(0, Σ): in the orthant and
+                # at the target's scale (an LP's max-slack point is far out)
+                g = torch.Generator(device=K.device)
+                g.manual_seed(self._sampler_options["seed"] or 0)
+                eps = torch.randn(
+                    chains, m, generator=g, dtype=K.dtype, device=K.device
+                )
+                start = (eps @ L_S.T).abs().clamp_min(1e-6)
+                z = self._sample(
+                    -torch.eye(m, dtype=K.dtype, device=K.device),
+                    torch.zeros(m, dtype=K.dtype, device=K.device),
+                    L_S,
+                    chains,
+                    draws,
+                    start=start,
+                )  # S x m
+                self.latent_samples = z
+                self.weights = torch.cholesky_solve(z.T, L_S).T @ D  # S x n
+                self.Q = D.T @ torch.cholesky_solve(D, L_S)
+                return
+            nugget = self._nugget
+            if nugget is None:
+                nugget = 1e-6 if K.dtype == torch.float64 else 1e-4
+            K = K + nugget * K.diagonal().mean() * torch.eye(
+                n, dtype=K.dtype, device=K.device
+            )
+            L = jittered_cholesky(K, name="prior covariance K")
+            if self.noise == "none":
+                A, b, root = -D, torch.zeros(D.shape[0], dtype=K.dtype), L
+            elif self.noise == "jnd":
+                rows, rhs = [-D], [torch.full((D.shape[0],), -self.jnd_threshold)]
+                if self.indiscernible is not None:
+                    E = self._difference_matrix(self.indiscernible)
+                    rows += [E, -E]
+                    rhs += [torch.full((2 * E.shape[0],), self.jnd_threshold)]
+                A, b, root = torch.cat(rows), torch.cat(rhs).to(K), L
+            else:  # shared: z = [f; v], v ~ N(0, σ² I)
+                A = -torch.cat([D, D], dim=-1)
+                b = torch.zeros(D.shape[0], dtype=K.dtype)
+                root = torch.block_diag(
+                    L, self.likelihood.noise_std * torch.eye(n, dtype=K.dtype)
+                )
+            z = self._sample(A, b.to(K), root, chains, draws)  # S x p
+            self.latent_samples = z
+            f = z[:, :n]
+            self.weights = torch.cholesky_solve(f.T, L).T  # S x n: K⁻¹ f
+            self.Q = torch.cholesky_inverse(L)
+
+    def _sample(
+        self,
+        A: Tensor,
+        b: Tensor,
+        root: Tensor,
+        chains: int,
+        draws: int,
+        start: Tensor | None = None,
+    ) -> Tensor:
+        sampler = self._sampler_cls(
+            A,
+            b,
+            covariance_root=root,
+            start=start,
+            num_chains=chains,
+            burnin=self._sampler_options["burnin"],
+            thinning=self._sampler_options["thinning"],
+            seed=self._sampler_options["seed"],
+        )
+        z = sampler.draw(draws)  # draws x chains x p
+        return z.reshape(-1, z.shape[-1])[: self.num_samples]
+
+    # ------------------------------------------------------------ posterior
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool = False,
+        posterior_transform: Any = None,
+        **kwargs: Any,
+    ) -> SkewGPPosterior:
+        r"""Sample-based posterior of the utility at ``X``.
+
+        Args:
+            X: ``batch_shape x q x d`` points.
+            output_indices: Must be ``None`` or ``[0]``.
+            observation_noise: If True, add the utility noise σ² (probit and
+                shared models).
+            posterior_transform: Not supported (one output).
+
+        Returns:
+            A :class:`~prefbo.posteriors.SkewGPPosterior` whose samples have
+            shape ``sample_shape x batch_shape x q x 1``.
+        """
+        if output_indices is not None and list(output_indices) != [0]:
+            raise UnsupportedError(
+                f"output_indices must be None or [0]; got {output_indices}."
+            )
+        if posterior_transform is not None:
+            raise UnsupportedError(
+                "SkewGP has one output; posterior_transform is not supported."
+            )
+        if (
+            not isinstance(X, Tensor)
+            or X.ndim < 2
+            or X.shape[-1] != self.datapoints.shape[-1]
+        ):
+            got = tuple(X.shape) if isinstance(X, Tensor) else type(X).__name__
+            raise InputDataError(
+                "X must be a batch_shape x q x d tensor with "
+                f"d={self.datapoints.shape[-1]}; got {got}."
+            )
+        Xt = self.transform_inputs(X)
+        Xtr = self._train_inputs()
+        k_star = self.covar_module(Xt, Xtr).to_dense()  # batch x q x n
+        k_ss = self.covar_module(Xt).to_dense()  # batch x q x q
+        locations = torch.einsum("...qn,sn->s...q", k_star, self.weights)
+        resid = k_ss - k_star @ self.Q @ k_star.transpose(-1, -2)
+        resid = 0.5 * (resid + resid.transpose(-1, -2))
+        if observation_noise and self.noise in ("probit", "shared"):
+            resid = resid + self.likelihood.noise_std**2 * torch.eye(
+                resid.shape[-1], dtype=resid.dtype, device=resid.device
+            )
+        return SkewGPPosterior(locations, resid)
+
+    def predict_preference(self, X1: Tensor, X2: Tensor) -> Tensor:
+        r"""``P(x1 ≻ x2)`` averaged over the exact draws.
+
+        Args:
+            X1: ``batch_shape x q x d``.
+            X2: ``batch_shape x q x d``.
+
+        Returns:
+            ``batch_shape x q`` probabilities (answer noise included for the
+            probit and shared models).
+        """
+        if X1.shape != X2.shape:
+            raise InputDataError(
+                f"X1 and X2 must have the same shape; got {tuple(X1.shape)} and "
+                f"{tuple(X2.shape)}."
+            )
+        post = self.posterior(torch.stack([X1, X2], dim=-2))
+        mu = post.locations[..., 0] - post.locations[..., 1]  # S x batch x q
+        R = post.residual_covariance
+        var = (R[..., 0, 0] + R[..., 1, 1] - 2 * R[..., 0, 1]).clamp_min(0)
+        if self.noise in ("probit", "shared"):
+            var = var + self.likelihood.scale**2
+        return torch.special.ndtr(mu / var.clamp_min(1e-300).sqrt()).mean(0)
+
+    def fit_hyperparameters(self, method: str = "ep", **fit_kwargs: Any) -> None:
+        r"""Fit the kernel by the EP (or Laplace) evidence, then resample.
+
+        The exact evidence is an ``m``-dimensional orthant probability; its EP
+        approximation is accurate and differentiable (SPEC §5). The kernel
+        module is shared, so the fitted values are this model's.
+
+        Args:
+            method: ``"ep"`` or ``"laplace"``.
+            **fit_kwargs: Passed to ``botorch.fit.fit_gpytorch_mll``.
+        """
+        from botorch.fit import fit_gpytorch_mll
+
+        from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
+        from prefbo.models.ep import PairwiseEPGP
+        from prefbo.models.laplace import PairwiseLaplaceGP
+
+        if method not in ("ep", "laplace"):
+            raise InputDataError(f"method must be 'ep' or 'laplace'; got {method!r}.")
+        cls, mll_cls = (
+            (PairwiseEPGP, PairwiseEPMLL)
+            if method == "ep"
+            else (PairwiseLaplaceGP, PairwiseLaplaceMLL)
+        )
+        surrogate = cls(
+            self.datapoints,
+            self.comparisons,
+            likelihood=self.likelihood,
+            covar_module=self.covar_module,
+            input_transform=getattr(self, "input_transform", None),
+        )
+        fit_gpytorch_mll(mll_cls(surrogate.likelihood, surrogate), **fit_kwargs)
+        self.resample()

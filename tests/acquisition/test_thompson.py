@@ -1,0 +1,75 @@
+import pytest
+import torch
+from botorch.sampling.pathwise import draw_matheron_paths
+
+from prefbo import PairwiseEPGP, PairwiseLaplaceGP
+from prefbo.acquisition import maximize_paths, thompson_batch, thompson_pairs
+from prefbo.exceptions import InputDataError
+from prefbo.sampling.pathwise import draw_pairwise_paths
+from prefbo.utils.testing import make_pairwise_data
+
+BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("cls", [PairwiseLaplaceGP, PairwiseEPGP])
+def test_paths_have_the_posterior_mean_and_covariance(cls):
+    X, comp, _ = make_pairwise_data(25, 60, seed=1)
+    model = cls(X, comp)
+    torch.manual_seed(0)
+    paths = draw_pairwise_paths(model, torch.Size([6000]), num_features=4096)
+    Xt = torch.rand(3, 2, dtype=torch.float64)
+    with torch.no_grad():
+        samples = paths(Xt)  # 6000 x 3
+    post = model.posterior(Xt)
+    # Monte Carlo (sd of a mean ~ 0.01) plus random-feature error (~1/sqrt(F))
+    torch.testing.assert_close(
+        samples.mean(0), post.mean.squeeze(-1).detach(), rtol=0, atol=0.06
+    )
+    torch.testing.assert_close(
+        torch.cov(samples.T), post.covariance_matrix.detach(), rtol=0.1, atol=0.04
+    )
+
+
+def test_botorch_draw_matheron_paths_dispatches_to_prefbo_models():
+    X, comp, _ = make_pairwise_data(15, 30)
+    paths = draw_matheron_paths(PairwiseLaplaceGP(X, comp), torch.Size([4]))
+    assert paths(torch.rand(7, 2, dtype=torch.float64)).shape == (4, 7)
+    # path b on row b of a B x q x d input
+    assert paths(torch.rand(4, 3, 2, dtype=torch.float64)).shape == (4, 3)
+
+
+def test_maximize_paths_beats_a_dense_grid():
+    X, comp, _ = make_pairwise_data(20, 50, seed=2)
+    paths = draw_pairwise_paths(PairwiseLaplaceGP(X, comp), torch.Size([6]))
+    best = maximize_paths(paths, BOUNDS, 6, raw_samples=256, num_restarts=4, seed=0)
+    g = torch.linspace(0, 1, 101, dtype=torch.float64)
+    grid = torch.stack(torch.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
+    with torch.no_grad():
+        grid_max = paths(grid).amax(-1)  # 6
+        found = paths(best.unsqueeze(-2)).squeeze(-1)
+    assert best.shape == (6, 2) and ((best >= 0) & (best <= 1)).all()
+    assert (found >= grid_max - 1e-3).all()
+
+
+def test_thompson_pairs_shape_and_current_best():
+    X, comp, _ = make_pairwise_data(20, 50, seed=3)
+    model = PairwiseLaplaceGP(X, comp)
+    pairs = thompson_pairs(
+        model, BOUNDS, 5, raw_samples=128, num_restarts=2, num_steps=20
+    )
+    assert pairs.shape == (5, 2, 2)
+    mean = model.posterior(model.datapoints.unsqueeze(-2)).mean.reshape(-1)
+    torch.testing.assert_close(
+        pairs[:, 1], model.datapoints[mean.argmax()].expand(5, 2)
+    )
+
+
+def test_thompson_batch_errors():
+    X, comp, _ = make_pairwise_data(10, 20)
+    model = PairwiseLaplaceGP(X, comp)
+    with pytest.raises(InputDataError, match="bounds must be a 2 x d tensor"):
+        thompson_batch(model, torch.zeros(3, 2), 2)
+    with pytest.raises(InputDataError, match="lower < upper"):
+        thompson_batch(model, torch.tensor([[1.0, 0.0], [0.0, 1.0]]), 2)
+    with pytest.raises(InputDataError, match="num_restarts <= raw_samples"):
+        thompson_batch(model, BOUNDS, 2, raw_samples=2, num_restarts=4)

@@ -1,0 +1,148 @@
+import math
+
+import pytest
+import torch
+from botorch.acquisition.preference import (
+    AnalyticExpectedUtilityOfBestOption,
+    qExpectedUtilityOfBestOption,
+)
+from gpytorch.kernels import RBFKernel, ScaleKernel
+from scipy import integrate, special
+
+from prefbo import PairwiseEPGP, SkewGP
+from prefbo.exceptions import InputDataError, UnsupportedError
+from prefbo.sampling import InfeasibleConstraintsError
+from prefbo.utils.testing import make_pairwise_data
+
+X2 = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+
+
+def _independent_kernel(outputscale=0.5):
+    k = ScaleKernel(RBFKernel()).double()
+    k.outputscale, k.base_kernel.lengthscale = outputscale, 1e-3
+    return k
+
+
+@pytest.mark.parametrize("sigma", [1.0, 0.1, 0.01])
+def test_one_answer_matches_the_exact_skew_normal(sigma):
+    """Prior Var(Δ) = 1, one answer: mean, sd and P(Δ < 0) by closed form and
+    quadrature; a few thousand draws are within 0.03."""
+    model = SkewGP(
+        X2,
+        torch.tensor([[1, 0]]),
+        covar_module=_independent_kernel(),
+        noise_std=sigma,
+        num_samples=4096,
+        seed=0,
+    )
+    post = model.posterior(X2)
+    d = post.locations[:, 1] - post.locations[:, 0]
+    R = post.residual_covariance
+    r = R[0, 0] + R[1, 1] - 2 * R[0, 1]
+    s2 = 2 * sigma**2
+    exact_mean = math.sqrt(2 / math.pi) / math.sqrt(1 + s2)
+    s = math.sqrt(s2)
+    exact_p = (
+        integrate.quad(
+            lambda x: math.exp(-0.5 * x * x + special.log_ndtr(x / s)), -40, 0
+        )[0]
+        / math.sqrt(2 * math.pi)
+        / 0.5
+    )
+    assert d.mean().item() == pytest.approx(exact_mean, abs=0.03)
+    assert math.sqrt(d.var().item() + r.item()) == pytest.approx(
+        math.sqrt(1 - exact_mean**2), abs=0.03
+    )
+    p_neg = torch.special.ndtr(-d / r.sqrt()).mean().item()
+    assert p_neg == pytest.approx(exact_p, abs=0.03)
+
+
+def test_moments_converge_as_samples_grow():
+    """Seed-to-seed spread of the estimated mean shrinks with the number of draws,
+    and the estimate is close to the exact value."""
+    exact = math.sqrt(2 / math.pi) / math.sqrt(1 + 2 * 0.09)
+    spread, error = {}, {}
+    for s in (128, 4096):
+        means = []
+        for seed in range(4):
+            model = SkewGP(
+                X2,
+                torch.tensor([[1, 0]]),
+                covar_module=_independent_kernel(),
+                noise_std=0.3,
+                num_samples=s,
+                seed=seed,
+                num_chains=16,
+            )
+            loc = model.posterior(X2).locations
+            means.append((loc[:, 1] - loc[:, 0]).mean().item())
+        means = torch.tensor(means)
+        spread[s], error[s] = means.std().item(), abs(means.mean().item() - exact)
+    assert spread[4096] < spread[128]
+    assert error[4096] < 0.02
+
+
+@pytest.mark.parametrize("noise", ["none", "jnd", "shared"])
+def test_hard_constraint_samples_satisfy_every_constraint(noise):
+    X, comp, _ = make_pairwise_data(8, 10, seed=2, noise_std=1e-6)
+    extra = {"jnd_threshold": 0.1} if noise == "jnd" else {}
+    if noise == "jnd":
+        extra["indiscernible"] = torch.tensor([[0, 1]])
+    model = SkewGP(X, comp, noise=noise, num_samples=512, seed=0, **extra)
+    n = X.shape[0]
+    f = model.latent_samples[:, :n]
+    diff = f[:, comp[:, 0]] - f[:, comp[:, 1]]
+    if noise == "none":
+        assert (diff > 0).all()
+    elif noise == "jnd":
+        assert (diff > 0.1 - 1e-9).all()
+        assert ((f[:, 0] - f[:, 1]).abs() <= 0.1 + 1e-9).all()
+    else:
+        v = model.latent_samples[:, n:]
+        assert (diff + v[:, comp[:, 0]] - v[:, comp[:, 1]] > 0).all()
+    # predictions at the designs reproduce the sampled utilities
+    loc = model.posterior(X).locations
+    torch.testing.assert_close(loc, f, rtol=0, atol=1e-3)
+
+
+def test_cycle_under_consistent_preferences_is_infeasible():
+    X = torch.rand(3, 2, dtype=torch.float64)
+    with pytest.raises(InfeasibleConstraintsError, match="cycle 0 ≻ 1 ≻ 2 ≻ 0"):
+        SkewGP(X, torch.tensor([[0, 1], [1, 2], [2, 0]]), noise="none")
+
+
+def test_mc_acquisitions_run_on_the_sample_posterior():
+    X, comp, _ = make_pairwise_data(15, 25, seed=3)
+    model = SkewGP(X, comp, num_samples=1024, seed=0)
+    cand = torch.rand(4, 2, 2, dtype=torch.float64)
+    q = qExpectedUtilityOfBestOption(pref_model=model)(cand)
+    eubo = AnalyticExpectedUtilityOfBestOption(pref_model=model)(cand)
+    assert q.shape == (4,) and torch.isfinite(q).all()
+    # the skew posterior is not Gaussian, but the two agree roughly
+    torch.testing.assert_close(q, eubo, rtol=0.1, atol=0.1)
+    samples = model.posterior(cand).rsample(torch.Size([7]))
+    assert samples.shape == (7, 4, 2, 1)
+
+
+def test_fit_hyperparameters_by_ep_and_predict_preference():
+    X, comp, u = make_pairwise_data(20, 60, seed=4)
+    model = SkewGP(X, comp, num_samples=512, seed=0)
+    model.fit_hyperparameters("ep")
+    ep = PairwiseEPGP(X, comp, covar_module=model.covar_module)
+    X1, X2_ = torch.rand(2, 5, 2, dtype=torch.float64).unbind(0)
+    p_skew = model.predict_preference(X1.unsqueeze(-2), X2_.unsqueeze(-2))
+    p_ep = ep.predict_preference(X1.unsqueeze(-2), X2_.unsqueeze(-2))
+    torch.testing.assert_close(p_skew, p_ep.detach(), rtol=0, atol=0.08)
+
+
+def test_skew_gp_errors():
+    X = torch.rand(4, 2, dtype=torch.float64)
+    comp = torch.tensor([[0, 1]])
+    with pytest.raises(InputDataError, match="noise must be one of"):
+        SkewGP(X, comp, noise="gaussian")
+    with pytest.raises(InputDataError, match="needs jnd_threshold > 0"):
+        SkewGP(X, comp, noise="jnd")
+    with pytest.raises(InputDataError, match="apply to noise='jnd' only"):
+        SkewGP(X, comp, jnd_threshold=0.1)
+    with pytest.raises(UnsupportedError, match="unbatched data"):
+        SkewGP(X.expand(2, 4, 2), comp.expand(2, 1, 2))
