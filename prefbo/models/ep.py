@@ -59,7 +59,8 @@ class PairwiseEPGP(PairwisePreferenceGP):
             damping: EP damping; default adaptive (see
                 :func:`prefbo.inference.run_ep`).
             fit_tol: Site tolerance while fitting hyperparameters; default
-                ``1e-7`` (float64) / ``1e-4`` (float32).
+                ``1e-9`` (float64) / ``1e-4`` (float32): L-BFGS-B's line search
+                needs an evidence accurate well below its own tolerance.
             **options: ``max_iter`` (EP sweeps), ``tol`` and the data options of
                 :class:`~prefbo.models.pairwise.PairwisePreferenceGP`.
         """
@@ -96,7 +97,7 @@ class PairwiseEPGP(PairwisePreferenceGP):
     def _compute_evidence(self, K: Tensor) -> tuple[Tensor, EPState]:
         warm = self._warm if isinstance(self._warm, EPState) else None
         options = self._ep_options()
-        options["tol"] = self._fit_tol or (1e-7 if K.dtype == torch.float64 else 1e-4)
+        options["tol"] = self._fit_tol or (1e-9 if K.dtype == torch.float64 else 1e-4)
         return ep_evidence(K, self.comparisons, self.likelihood, warm, **options)
 
     @property
