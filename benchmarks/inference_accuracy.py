@@ -190,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small run")
     parser.add_argument(
+        "--sampler-throughput",
+        action="store_true",
+        help="also run part (c), benchmarks/sampler_throughput.py (about 2 minutes; "
+        "its full table goes to benchmarks/results/sampler_throughput.md)",
+    )
+    parser.add_argument(
         "--output",
         default=str(Path(__file__).parent / "results" / "inference_accuracy.md"),
     )
@@ -215,7 +221,27 @@ def main(argv: list[str] | None = None) -> int:
         + " draws. P(answer): predictive probability of 200 held-out pairs.",
         "",
         *part_b(args.quick),
+        "",
+        "## (c) Sampler throughput",
+        "",
     ]
+    if args.sampler_throughput:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "sampler_throughput", Path(__file__).parent / "sampler_throughput.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        text = module.main(["--quick"] if args.quick else [])
+        lines += [ln for ln in text.splitlines() if ln.startswith("- m =")]
+    else:
+        lines.append(
+            "Effective samples per second of prefbo's Gibbs and LinESS samplers vs "
+            "BoTorch's LinearEllipticalSliceSampler: run with `--sampler-throughput` "
+            "or `python benchmarks/sampler_throughput.py` "
+            "(`benchmarks/results/sampler_throughput.md`)."
+        )
     lines += ["", f"total {time.perf_counter() - t0:.1f} s"]
     text = "\n".join(lines) + "\n"
     print(text)
