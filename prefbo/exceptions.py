@@ -21,6 +21,10 @@ class InfeasibleConstraintsError(InputDataError):
     r"""Linear constraints (e.g. hard preference constraints) admit no point."""
 
 
+class SessionLogError(InputDataError):
+    r"""A session log is damaged before its last line, or is not a session log."""
+
+
 class InputTypeError(PrefboError, TypeError):
     r"""An argument has the wrong type or dtype."""
 
@@ -43,3 +47,11 @@ class NumericalWarning(PrefboWarning):
 
 class ConvergenceWarning(PrefboWarning):
     r"""An iterative solver hit its iteration budget before its tolerance."""
+
+
+class ComparisonGraphWarning(PrefboWarning):
+    r"""The answers cannot order some designs except through the kernel."""
+
+
+class SessionLogWarning(PrefboWarning):
+    r"""A session log ends in a torn line (a crash mid-write); it was dropped."""

@@ -9,6 +9,7 @@ from prefbo.data.containers import (
     orderings_to_pairs,
     validate_orderings,
 )
+from prefbo.data.graph import comparison_graph_summary
 from prefbo.data.minibatch import AnswerLoader, Minibatch, iter_minibatches
 from prefbo.data.validation import (
     validate_comparisons,
@@ -24,6 +25,7 @@ __all__ = [
     "PairwiseComparisons",
     "Rankings",
     "choices_to_pairs",
+    "comparison_graph_summary",
     "iter_minibatches",
     "orderings_to_pairs",
     "validate_comparisons",

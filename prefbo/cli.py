@@ -1,0 +1,217 @@
+r"""The ``prefbo`` command line.
+
+- ``prefbo demo [ARGS]``: the Branin EUBO demo (:mod:`prefbo.loop.demo`).
+- ``prefbo session new FILE --space space.json [--strategy ...]``: start an
+  interactive session in the terminal, logged durably to ``FILE``.
+- ``prefbo session resume FILE``: continue a session from its log.
+- ``prefbo benchmark NAME [ARGS]``: run ``benchmarks/NAME.py``'s ``main``.
+
+In a session each question shows the options with the variables' names; type
+``1``..``q`` to choose, ``u`` to undo the last answer (an ``undo`` record is
+appended, the log is never rewritten) or ``q`` to quit. After each answer the
+current best design and the comparison-graph findings
+(:func:`prefbo.data.graph.comparison_graph_summary`) are printed.
+
+``space.json``: ``{"variables": [{"name": "sweetness", "lower": 0, "upper":
+10}, ...]}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from prefbo.data.graph import ComparisonGraphWarning, comparison_graph_summary
+from prefbo.exceptions import InputDataError, PrefboError
+from prefbo.loop.optimizer import MODELS, STRATEGIES, PreferentialOptimizer
+from prefbo.loop.session import SessionLogWarning
+
+
+def read_space(path: str | Path) -> tuple[list[str], list[list[float]]]:
+    r"""Variable names and ``2 x d`` bounds ``[lower, upper]`` from a JSON file.
+
+    Args:
+        path: A file ``{"variables": [{"name", "lower", "upper"}, ...]}``.
+
+    Returns:
+        ``(names, bounds)``.
+    """
+    try:
+        variables = json.loads(Path(path).read_text())["variables"]
+        names = [str(v["name"]) for v in variables]
+        lower = [float(v["lower"]) for v in variables]
+        upper = [float(v["upper"]) for v in variables]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputDataError(
+            f"--space {str(path)!r} must be a JSON file "
+            '{"variables": [{"name": "x", "lower": 0, "upper": 1}, ...]}; '
+            f"reading it failed: {type(e).__name__}: {e}"
+        ) from e
+    if not names or any(lo >= hi for lo, hi in zip(lower, upper)):
+        raise InputDataError(
+            f"--space {str(path)!r} needs at least one variable and lower < upper "
+            f"for each; got lower={lower}, upper={upper}."
+        )
+    return names, [lower, upper]
+
+
+def _fmt(names: list[str], x) -> str:
+    return ", ".join(f"{n}={v:.4g}" for n, v in zip(names, x.tolist()))
+
+
+def run_session(opt: PreferentialOptimizer, stdin: TextIO, stdout: TextIO) -> int:
+    r"""The interactive loop over ``stdin``/``stdout``; returns an exit status."""
+    names = opt.metadata.get("names") or [f"x{i}" for i in range(opt.dim)]
+
+    def say(*lines: str) -> None:
+        for line in lines:
+            print(line, file=stdout, flush=True)
+
+    say(f"{len(opt.history)} answer(s) so far; log: {opt._log.path}")
+    while True:
+        X = opt.ask()
+        say("", f"question {len(opt.history) + 1}: which do you prefer?")
+        say(*(f"  [{i + 1}] {_fmt(names, x)}" for i, x in enumerate(X)))
+        say(f"choose 1..{opt.q}, u = undo, q = quit")
+        line = stdin.readline()
+        if not line:  # end of input: as quit
+            say("end of input; session saved.")
+            return 0
+        cmd = line.strip().lower()
+        if cmd == "q":
+            say("session saved.")
+            return 0
+        if cmd == "u":
+            if not opt.history:
+                say("nothing to undo.")
+                continue
+            opt.undo()
+            say("last answer withdrawn.")
+        elif cmd.isdigit() and 1 <= int(cmd) <= opt.q:
+            opt.tell(int(cmd) - 1)
+        else:
+            say(f"unrecognised answer {cmd!r}.")
+            continue
+        if not opt.history:
+            continue
+        x, mean, sd = opt.best()
+        say(f"current best: {_fmt(names, x)}  (utility {mean:.3g} ± {sd:.2g})")
+        designs, comps = opt.data()
+        summary = comparison_graph_summary(comps, designs.shape[0], warn=False)
+        say(
+            f"comparison graph: {summary.num_components} component(s), algebraic "
+            f"connectivity {summary.algebraic_connectivity:.3g}"
+        )
+        say(*(f"note: {m}" for m in summary.messages))
+
+
+def _session(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SessionLogWarning)
+        warnings.simplefilter("ignore", ComparisonGraphWarning)
+        if args.action == "new":
+            names, bounds = read_space(args.space)
+            opt = PreferentialOptimizer(
+                bounds,
+                model=args.model,
+                strategy=args.strategy,
+                q=args.q,
+                keep_winner=args.keep_winner,
+                seed=args.seed,
+                initial_random=args.initial_random,
+                log_path=args.file,
+                metadata={"names": names},
+            )
+        else:
+            opt = PreferentialOptimizer.resume(args.file)
+    for w in caught:
+        if issubclass(w.category, SessionLogWarning):
+            print(f"warning: {w.message}", file=stdout, flush=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return run_session(opt, stdin, stdout)
+
+
+def _benchmark(name: str, argv: list[str]) -> int:
+    roots = [
+        Path.cwd() / "benchmarks",
+        Path(__file__).resolve().parents[1] / "benchmarks",
+    ]
+    path = next((r / f"{name}.py" for r in roots if (r / f"{name}.py").is_file()), None)
+    if path is None or not name.isidentifier():
+        found = sorted({p.stem for r in roots if r.is_dir() for p in r.glob("*.py")})
+        raise InputDataError(
+            f"benchmark NAME must name a file benchmarks/<NAME>.py; got {name!r}, "
+            f"available: {found}."
+        )
+    spec = importlib.util.spec_from_file_location(f"prefbo_benchmark_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "main", None)):
+        raise InputDataError(f"benchmark {name!r} ({path}) has no main(argv) function.")
+    result = module.main(argv)
+    return result if isinstance(result, int) else 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="prefbo", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="run the Branin EUBO demo", add_help=False)
+    b = sub.add_parser("benchmark", help="run benchmarks/NAME.py", add_help=False)
+    b.add_argument("name")
+    s = sub.add_parser("session", help="an interactive preference session")
+    ss = s.add_subparsers(dest="action", required=True)
+    new = ss.add_parser("new", help="start a session logged to FILE")
+    new.add_argument("file", type=Path)
+    new.add_argument("--space", type=Path, required=True, help="space.json")
+    new.add_argument("--model", choices=MODELS, default="laplace")
+    new.add_argument("--strategy", choices=STRATEGIES, default="eubo")
+    new.add_argument("--q", type=int, default=2, help="options per question")
+    new.add_argument("--keep-winner", action="store_true")
+    new.add_argument("--seed", type=int, default=0)
+    new.add_argument("--initial-random", type=int, default=2)
+    res = ss.add_parser("resume", help="continue the session logged in FILE")
+    res.add_argument("file", type=Path)
+    return p
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+) -> int:
+    r"""Run the command line; returns the exit status.
+
+    Args:
+        argv: Arguments without the program name (default ``sys.argv[1:]``).
+        stdin: Input of interactive sessions (default ``sys.stdin``).
+        stdout: Output of interactive sessions (default ``sys.stdout``).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    args, rest = _parser().parse_known_args(argv)
+    try:
+        if args.command == "demo":
+            from prefbo.loop import demo
+
+            demo.main(rest)
+            return 0
+        if args.command == "benchmark":
+            return _benchmark(args.name, rest)
+        if rest:
+            _parser().error(f"unrecognized arguments: {' '.join(rest)}")
+        return _session(args, stdin, stdout)
+    except PrefboError as e:
+        print(f"prefbo: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

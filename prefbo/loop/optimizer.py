@@ -1,0 +1,513 @@
+r"""Ask/tell preferential Bayesian optimisation with a durable session log.
+
+:class:`PreferentialOptimizer` asks ``q`` options at a time, is told which one
+was chosen (stored as the comparisons "winner ≻ each other option"), refits a
+preference model and recommends the design with the highest posterior mean.
+
+Determinism: the state is a pure function of the answers told so far. Each
+question is computed under a torch RNG forked and seeded by ``(seed, number
+of answers)``, and each model fit under one seeded by ``(seed, number of
+answers at that fit)`` from fresh default hyperparameters, so the same answers
+give the same next question, whether told in one process or replayed from the
+log by :meth:`PreferentialOptimizer.resume`, and whatever ``best()`` calls
+came in between. Undoing an answer returns to the earlier state (the same
+question is asked again).
+
+Example:
+    >>> opt = PreferentialOptimizer(bounds, strategy="eubo", log_path="s.jsonl")
+    >>> for _ in range(20):
+    ...     X = opt.ask()                     # q x d
+    ...     opt.tell(person.compare(X[0], X[1]))
+    >>> x_best, mean, sd = opt.best()
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition.preference import (
+    AnalyticExpectedUtilityOfBestOption,
+    PairwiseBayesianActiveLearningByDisagreement,
+    qExpectedUtilityOfBestOption,
+)
+from botorch.exceptions.errors import ModelFittingError
+from botorch.exceptions.warnings import OptimizationWarning
+from botorch.fit import fit_gpytorch_mll
+from botorch.optim import optimize_acqf
+from botorch.sampling import SobolQMCNormalSampler
+from botorch.utils.transforms import t_batch_mode_transform
+from linear_operator.utils.warnings import NumericalWarning as LONumericalWarning
+from torch import Tensor
+
+from prefbo.acquisition.thompson import _check_bounds, thompson_batch
+from prefbo.exceptions import (
+    ConvergenceWarning,
+    InputDataError,
+    NumericalWarning,
+    UnsupportedError,
+)
+from prefbo.loop.session import SessionLog, read_session_log
+from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
+from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP, SkewGP
+
+MODELS = ("laplace", "ep", "skew")
+STRATEGIES = ("eubo", "qeubo", "bald", "ts", "random")
+PAIR_ONLY = ("eubo", "bald")
+DEFAULT_ACQF_OPTIONS = {
+    "num_restarts": 4,
+    "raw_samples": 128,
+    "maxiter": 100,
+    "mc_samples": 128,
+}
+DEFAULT_SKEW_OPTIONS = {"num_samples": 256, "burnin": 50}
+_SEED_MOD = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Answer:
+    r"""One told answer: the ``q x d`` options and the chosen index."""
+
+    seq: int
+    options: Tensor
+    answer: int
+
+
+@contextmanager
+def expected_fit_warnings() -> Iterator[None]:
+    r"""Silence the warnings fitting and acquisition trigger by design.
+
+    Near-singular kernel matrices once questions concentrate (jitter),
+    linear_operator's jitter when qEUBO's options nearly coincide,
+    Newton/EP iteration limits at hyperparameters visited by L-BFGS-B, and
+    BoTorch's L-BFGS-B stopping on its limits (see :mod:`prefbo.loop.demo`).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore",
+            message=r".*not numerically positive definite",
+            category=NumericalWarning,
+        )
+        warnings.filterwarnings(
+            "ignore", message=r"A not p\.d\., added jitter", category=LONumericalWarning
+        )
+        warnings.filterwarnings("ignore", category=ConvergenceWarning)
+        warnings.filterwarnings("ignore", category=OptimizationWarning)
+        yield
+
+
+@contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed % _SEED_MOD)
+        yield
+
+
+class _FixedFirst(AcquisitionFunction):
+    r"""``acqf`` of ``[fixed, X]``: optimise the other options of a question."""
+
+    def __init__(self, acqf: AcquisitionFunction, fixed: Tensor) -> None:
+        super().__init__(model=acqf.model)
+        self.acqf = acqf
+        self.fixed = fixed  # d
+
+    @t_batch_mode_transform()
+    def forward(self, X: Tensor) -> Tensor:  # noqa: D102
+        F = self.fixed.expand(*X.shape[:-2], 1, X.shape[-1])  # b x 1 x d
+        return self.acqf(torch.cat([F, X], dim=-2))  # b x q x d
+
+
+def _pairs_from(tells: list[Answer]) -> tuple[Tensor, Tensor]:
+    r"""Designs (``n x d``, exact duplicates merged) and ``m x 2`` comparisons."""
+    index: dict[tuple[float, ...], int] = {}
+    rows = []
+    for t in tells:
+        idx = [index.setdefault(tuple(x.tolist()), len(index)) for x in t.options]
+        w = idx[t.answer]
+        rows += [[w, j] for j in idx if j != w]
+    designs = torch.tensor(list(index), dtype=torch.float64)
+    return designs, torch.tensor(rows, dtype=torch.long).reshape(-1, 2)
+
+
+class PreferentialOptimizer:
+    r"""Ask/tell preferential BO over a box (see the module docstring)."""
+
+    def __init__(
+        self,
+        bounds: Tensor | list,
+        model: str = "laplace",
+        strategy: str = "eubo",
+        q: int = 2,
+        keep_winner: bool = False,
+        refit_every: int = 1,
+        seed: int = 0,
+        log_path: str | os.PathLike | None = None,
+        initial_random: int = 2,
+        *,
+        acqf_options: dict[str, Any] | None = None,
+        model_options: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        r"""
+        Args:
+            bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64).
+            model: ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`),
+                ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`) or ``"skew"``
+                (:class:`~prefbo.models.SkewGP`).
+            strategy: ``"eubo"`` (analytic EUBO, ``q=2``), ``"qeubo"`` (MC
+                qEUBO), ``"bald"`` (pairwise BALD, ``q=2``), ``"ts"`` (the
+                current best, or kept winner, against ``q-1`` Thompson
+                maximisers) or ``"random"``.
+            q: Options per question, ``>= 2``.
+            keep_winner: Put the previous answer's winner first in the next
+                question and choose only the other ``q-1`` options.
+            refit_every: Refit hyperparameters after every this many answers
+                (the model is always conditioned on all answers).
+            seed: Seed of every random choice.
+            log_path: Append-only session log to create (see
+                :mod:`prefbo.loop.session`); ``None`` for none.
+            initial_random: Questions drawn uniformly at random before the
+                strategy takes over.
+            acqf_options: ``num_restarts``, ``raw_samples``, ``maxiter`` of
+                ``optimize_acqf`` and ``mc_samples`` of qEUBO/BALD.
+            model_options: Keyword arguments of the model's constructor.
+            metadata: JSON-serialisable data stored in the log header (e.g.
+                variable names), available as ``self.metadata``.
+        """
+        bounds = torch.as_tensor(bounds, dtype=torch.float64)
+        _check_bounds(bounds)
+        if model not in MODELS:
+            raise InputDataError(f"model must be one of {MODELS}; got {model!r}.")
+        if strategy not in STRATEGIES:
+            raise InputDataError(
+                f"strategy must be one of {STRATEGIES}; got {strategy!r}."
+            )
+        if not isinstance(q, int) or q < 2:
+            raise InputDataError(f"q must be an int >= 2; got q={q!r}.")
+        if strategy in PAIR_ONLY and q != 2:
+            raise UnsupportedError(
+                f"strategy={strategy!r} asks pairs only (q=2); got q={q}. Use "
+                "strategy='qeubo' for larger choice sets."
+            )
+        if strategy == "ts" and model == "skew":
+            raise UnsupportedError(
+                "strategy='ts' needs pathwise samples, which model='skew' does not "
+                "provide; use model='laplace' or 'ep'."
+            )
+        if not isinstance(refit_every, int) or refit_every < 1:
+            raise InputDataError(
+                f"refit_every must be an int >= 1; got {refit_every!r}."
+            )
+        if not isinstance(initial_random, int) or initial_random < 0:
+            raise InputDataError(
+                f"initial_random must be an int >= 0; got {initial_random!r}."
+            )
+        self.bounds = bounds
+        self.model_name, self.strategy, self.q = model, strategy, q
+        self.keep_winner, self.refit_every = bool(keep_winner), refit_every
+        self.seed, self.initial_random = int(seed), initial_random
+        self.acqf_options = {**DEFAULT_ACQF_OPTIONS, **(acqf_options or {})}
+        self.model_options = dict(model_options or {})
+        self.metadata = dict(metadata or {})
+        self.failed_fits = 0
+        self._tells: list[Answer] = []
+        self._pending: Tensor | None = None
+        self._model = None
+        self._fit_cache: tuple[int, Any] | None = None  # (answers, kernel)
+        self._log = None
+        if log_path is not None:
+            self._log = SessionLog.create(log_path, self.config)
+
+    # ------------------------------------------------------------ properties
+    @property
+    def config(self) -> dict[str, Any]:
+        r"""The constructor's settings, JSON-serialisable (the log header)."""
+        return {
+            "bounds": self.bounds.tolist(),
+            "model": self.model_name,
+            "strategy": self.strategy,
+            "q": self.q,
+            "keep_winner": self.keep_winner,
+            "refit_every": self.refit_every,
+            "seed": self.seed,
+            "initial_random": self.initial_random,
+            "acqf_options": self.acqf_options,
+            "model_options": self.model_options,
+            "metadata": self.metadata,
+        }
+
+    @property
+    def history(self) -> list[Answer]:
+        r"""The answers in force (undone ones removed), oldest first."""
+        return list(self._tells)
+
+    @property
+    def dim(self) -> int:
+        r"""Number of variables ``d``."""
+        return self.bounds.shape[-1]
+
+    def data(self) -> tuple[Tensor, Tensor]:
+        r"""``n x d`` float64 designs and ``m x 2`` ``[winner, loser]`` indices."""
+        return _pairs_from(self._tells)
+
+    # ------------------------------------------------------------ ask / tell
+    def ask(self) -> Tensor:
+        r"""The next question (the same one until it is answered).
+
+        Returns:
+            A ``q x d`` float64 tensor of options.
+        """
+        if self._pending is None:
+            self._pending = self._next_question()
+        return self._pending.clone()
+
+    def tell(self, answer: int, options: Tensor | None = None) -> None:
+        r"""Record which option was chosen; logged durably before returning.
+
+        Args:
+            answer: Index in ``[0, q)`` of the chosen option.
+            options: The ``q x d`` options the answer refers to; default the
+                pending question of :meth:`ask`.
+        """
+        if options is None:
+            if self._pending is None:
+                raise InputDataError(
+                    "tell(answer) needs a pending question; call ask() first or "
+                    "pass options=<q x d tensor>."
+                )
+            options = self._pending
+        options = torch.as_tensor(options, dtype=torch.float64)
+        if options.ndim != 2 or options.shape[-1] != self.dim or options.shape[0] < 2:
+            raise InputDataError(
+                f"options must be a q x d tensor with q >= 2 and d={self.dim}; got "
+                f"shape {tuple(options.shape)}."
+            )
+        if isinstance(answer, bool) or not isinstance(answer, int):
+            raise InputDataError(f"answer must be an int; got {answer!r}.")
+        if not 0 <= answer < options.shape[0]:
+            raise InputDataError(
+                f"answer must index one of the {options.shape[0]} options "
+                f"(0..{options.shape[0] - 1}); got answer={answer}."
+            )
+        seq = len(self._tells)
+        if self._log is not None:
+            record = {"type": "tell", "options": options.tolist(), "answer": answer}
+            seq = self._log.append(record)
+        self._apply_tell(options, answer, seq)
+
+    def undo(self) -> Answer:
+        r"""Withdraw the latest answer (logged as an ``undo`` record).
+
+        Returns:
+            The withdrawn answer; its question is asked again next.
+        """
+        if not self._tells:
+            raise InputDataError("undo() needs an answer to withdraw; none is left.")
+        if self._log is not None:
+            self._log.append({"type": "undo"})
+        return self._apply_undo()
+
+    def _apply_tell(self, options: Tensor, answer: int, seq: int) -> None:
+        self._tells.append(Answer(seq, options.clone(), answer))
+        self._pending, self._model = None, None
+
+    def _apply_undo(self) -> Answer:
+        last = self._tells.pop()
+        self._pending, self._model = None, None
+        if self._fit_cache is not None and self._fit_cache[0] > len(self._tells):
+            self._fit_cache = None
+        return last
+
+    # ------------------------------------------------------------ resume
+    @classmethod
+    def resume(
+        cls, log_path: str | os.PathLike, **expected: Any
+    ) -> PreferentialOptimizer:
+        r"""Rebuild an optimizer from its log and keep appending to it.
+
+        A torn last line (a crash mid-write) is reported with a
+        :class:`~prefbo.loop.session.SessionLogWarning` naming the line and cut
+        from the file; every earlier answer is kept.
+
+        Args:
+            log_path: A log written by an optimizer created with ``log_path``.
+            **expected: Settings to check against the log's header (e.g.
+                ``seed=0``); a mismatch raises ``InputDataError``.
+
+        Returns:
+            The optimizer in the state after the logged answers: its next
+            :meth:`ask` equals the one the logging process would have made.
+        """
+        header, records = read_session_log(log_path, repair=True)
+        config = dict(header["config"])
+        for key, value in expected.items():
+            stored = config.get(key, "<missing>")
+            if isinstance(value, Tensor):
+                value = value.tolist()
+            if key not in config or stored != value:
+                raise InputDataError(
+                    f"resume({key}=...) expected {value!r} but the log "
+                    f"{str(log_path)!r} was written with {key}={stored!r}."
+                )
+        opt = cls(**config)
+        for rec in records:
+            if rec["type"] == "tell":
+                opt._apply_tell(
+                    torch.tensor(rec["options"], dtype=torch.float64),
+                    int(rec["answer"]),
+                    rec["seq"],
+                )
+            elif opt._tells:  # undo
+                opt._apply_undo()
+        opt._log = SessionLog(log_path, len(records) + 1)
+        return opt
+
+    # ------------------------------------------------------------ model
+    def _build(self, designs: Tensor, comps: Tensor, covar: Any = None) -> Any:
+        opts = dict(self.model_options)
+        if covar is not None:
+            opts["covar_module"] = copy.deepcopy(covar)
+        if self.model_name == "laplace":
+            return PairwiseLaplaceGP(designs, comps, **opts)
+        if self.model_name == "ep":
+            return PairwiseEPGP(designs, comps, **opts)
+        opts = {**DEFAULT_SKEW_OPTIONS, "seed": self.seed, **opts}
+        return SkewGP(designs, comps, **opts)
+
+    def _fit(self, model: Any) -> None:
+        with expected_fit_warnings():
+            try:
+                if self.model_name == "skew":
+                    model.fit_hyperparameters("ep")
+                else:
+                    mll_cls = (
+                        PairwiseLaplaceMLL
+                        if self.model_name == "laplace"
+                        else PairwiseEPMLL
+                    )
+                    fit_gpytorch_mll(mll_cls(model.likelihood, model))
+            except ModelFittingError:  # keep the default hyperparameters
+                self.failed_fits += 1
+        model.eval()
+
+    @property
+    def model(self) -> Any:
+        r"""The model conditioned on every answer (``None`` before the first).
+
+        Hyperparameters come from a fresh fit at the latest multiple of
+        ``refit_every`` answers, run under an RNG seeded by that count.
+        """
+        k = len(self._tells)
+        if k == 0:
+            return None
+        if self._model is None:
+            c = k - k % self.refit_every
+            designs, comps = self.data()
+            if self._fit_cache is None or self._fit_cache[0] != c:
+                with _seeded(self.seed * 7919 + c):
+                    if c == 0:
+                        fitted = self._build(designs, comps)
+                    else:
+                        fitted = self._build(*_pairs_from(self._tells[:c]))
+                        self._fit(fitted)
+                self._fit_cache = (c, fitted.covar_module)
+            # always rebuilt from the kernel alone: a fitted model's cached
+            # state can depend on the optimiser's path, not only on the data
+            with _seeded(self.seed * 7919 + k), expected_fit_warnings():
+                self._model = self._build(designs, comps, self._fit_cache[1])
+            self._model.eval()
+        return self._model
+
+    def best(self) -> tuple[Tensor, float, float]:
+        r"""The told design with the highest posterior mean.
+
+        Returns:
+            ``(design, mean, sd)``: a ``d`` float64 tensor and the posterior
+            mean and standard deviation of the utility there.
+        """
+        model = self.model
+        if model is None:
+            raise InputDataError("best() needs at least one answer; none was told.")
+        designs, _ = self.data()
+        with torch.no_grad(), expected_fit_warnings():
+            post = model.posterior(designs.unsqueeze(-2))  # n x 1 x d
+            mean = post.mean.reshape(-1)  # n
+            sd = post.variance.reshape(-1).clamp_min(0).sqrt()  # n
+        i = int(mean.argmax())
+        return designs[i].clone(), float(mean[i]), float(sd[i])
+
+    # ------------------------------------------------------------ questions
+    def _uniform(self, k: int, step_seed: int) -> Tensor:
+        gen = torch.Generator().manual_seed(step_seed % _SEED_MOD)
+        u = torch.rand(k, self.dim, generator=gen, dtype=torch.float64)  # k x d
+        return self.bounds[0] + (self.bounds[1] - self.bounds[0]) * u
+
+    def _next_question(self) -> Tensor:
+        k = len(self._tells)
+        step_seed = self.seed * 1_000_003 + k
+        fixed = None
+        if self.keep_winner and self._tells:
+            last = self._tells[-1]
+            fixed = last.options[last.answer]  # d
+        n_new = self.q - (fixed is not None)
+        if k < self.initial_random or self.strategy == "random":
+            new = self._uniform(n_new, step_seed)
+        else:
+            model = self.model
+            with _seeded(step_seed), expected_fit_warnings():
+                new = self._acquire(model, fixed, n_new, step_seed)
+        if fixed is None:
+            return new
+        return torch.cat([fixed.unsqueeze(0), new])  # q x d
+
+    def _acquire(
+        self, model: Any, fixed: Tensor | None, n_new: int, seed: int
+    ) -> Tensor:
+        o = self.acqf_options
+        if self.strategy == "ts":
+            cand = thompson_batch(
+                model,
+                self.bounds,
+                n_new if fixed is not None else n_new - 1,
+                raw_samples=o["raw_samples"],
+                num_restarts=o["num_restarts"],
+                num_steps=o["maxiter"],
+                seed=seed % _SEED_MOD,
+            )
+            if fixed is None:
+                best, _, _ = self.best()
+                cand = torch.cat([best.unsqueeze(0), cand])
+            return cand.detach()
+        if self.strategy == "eubo":
+            acqf = AnalyticExpectedUtilityOfBestOption(
+                pref_model=model,
+                previous_winner=None if fixed is None else fixed.unsqueeze(0),
+            )
+            fixed = None  # handled by BoTorch's previous_winner
+        elif self.strategy == "qeubo":
+            sampler = SobolQMCNormalSampler(
+                torch.Size([o["mc_samples"]]), seed=seed % _SEED_MOD
+            )
+            acqf = qExpectedUtilityOfBestOption(pref_model=model, sampler=sampler)
+        else:
+            acqf = PairwiseBayesianActiveLearningByDisagreement(
+                pref_model=model, num_samples=o["mc_samples"]
+            )
+        if fixed is not None:
+            acqf = _FixedFirst(acqf, fixed)
+        cand, _ = optimize_acqf(
+            acqf,
+            bounds=self.bounds,
+            q=n_new,
+            num_restarts=o["num_restarts"],
+            raw_samples=o["raw_samples"],
+            options={"seed": seed % _SEED_MOD, "maxiter": o["maxiter"]},
+        )
+        return cand.detach()

@@ -1,0 +1,142 @@
+import pytest
+import torch
+
+from prefbo.benchmarks import Branin
+from prefbo.exceptions import InputDataError, UnsupportedError
+from prefbo.loop.optimizer import PreferentialOptimizer
+
+SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20, "mc_samples": 32}
+BOUNDS = Branin().bounds
+
+
+def _run(opt, answers, problem=None):
+    asked = []
+    for a in answers:
+        X = opt.ask()
+        asked.append(X)
+        opt.tell(int(problem(X).argmax()) if problem is not None else a)
+    return asked
+
+
+@pytest.mark.parametrize(
+    "model, strategy, q, keep",
+    [
+        ("laplace", "eubo", 2, False),
+        ("laplace", "qeubo", 3, True),
+        ("ep", "ts", 2, True),
+    ],
+)
+def test_same_seed_same_questions(model, strategy, q, keep):
+    kw = dict(model=model, strategy=strategy, q=q, keep_winner=keep, seed=3)
+    p = Branin()
+    a = _run(PreferentialOptimizer(BOUNDS, acqf_options=SMALL, **kw), range(4), p)
+    b = _run(PreferentialOptimizer(BOUNDS, acqf_options=SMALL, **kw), range(4), p)
+    for x, y in zip(a, b):
+        assert x.shape == (q, 2)
+        assert torch.equal(x, y)
+        assert ((x >= BOUNDS[0]) & (x <= BOUNDS[1])).all()
+    c = _run(
+        PreferentialOptimizer(BOUNDS, acqf_options=SMALL, **{**kw, "seed": 4}), [0]
+    )
+    assert not torch.equal(a[0], c[0])
+
+
+def test_choice_is_stored_as_winner_over_each_other_option():
+    opt = PreferentialOptimizer(BOUNDS, strategy="random", q=3)
+    X = opt.ask()
+    opt.tell(1)
+    designs, comps = opt.data()
+    assert torch.equal(designs, X)
+    assert comps.tolist() == [[1, 0], [1, 2]]
+    assert opt.history[0].answer == 1 and torch.equal(opt.history[0].options, X)
+
+
+def test_keep_winner_reuses_the_winning_design():
+    opt = PreferentialOptimizer(
+        BOUNDS, strategy="eubo", keep_winner=True, acqf_options=SMALL
+    )
+    X0 = opt.ask()
+    opt.tell(1)
+    X1 = opt.ask()
+    assert torch.equal(X1[0], X0[1])
+    opt.tell(0)
+    X2 = opt.ask()
+    assert torch.equal(X2[0], X0[1])
+    designs, comps = opt.data()
+    assert designs.shape == (3, 2)  # the kept winner is one design
+    assert comps.tolist() == [[1, 0], [1, 2]]
+
+
+def test_undo_asks_the_same_question_again():
+    opt = PreferentialOptimizer(BOUNDS, strategy="eubo", acqf_options=SMALL)
+    _run(opt, [0, 1])
+    X = opt.ask()
+    opt.tell(0)
+    withdrawn = opt.undo()
+    assert torch.equal(withdrawn.options, X)
+    assert len(opt.history) == 2
+    assert torch.equal(opt.ask(), X)
+
+
+def test_best_is_the_told_design_with_the_highest_posterior_mean():
+    opt = PreferentialOptimizer(BOUNDS, strategy="random")
+    _run(opt, range(4), Branin())
+    x, mean, sd = opt.best()
+    designs, _ = opt.data()
+    with torch.no_grad():
+        post = opt.model.posterior(designs.unsqueeze(-2))
+        means, var = post.mean.reshape(-1), post.variance.reshape(-1)
+    i = int(means.argmax())
+    assert torch.equal(x, designs[i])
+    assert mean == pytest.approx(float(means.max()))
+    assert sd == pytest.approx(float(var[i].sqrt()))
+    assert sd > 0
+
+
+def test_refit_every_keeps_hyperparameters_between_refits():
+    opt = PreferentialOptimizer(BOUNDS, strategy="random", refit_every=2)
+    _run(opt, [0, 1])
+    ls2 = opt.model.covar_module.base_kernel.lengthscale.detach().clone()
+    _run(opt, [0])
+    ls3 = opt.model.covar_module.base_kernel.lengthscale.detach()
+    assert torch.equal(ls2, ls3)
+    assert opt.model.datapoints.shape[0] == 6
+
+
+@pytest.mark.parametrize(
+    "kwargs, err, match",
+    [
+        ({"model": "gp"}, InputDataError, r"model must be one of .*got 'gp'"),
+        ({"strategy": "mes"}, InputDataError, r"strategy must be one of .*got 'mes'"),
+        ({"q": 1}, InputDataError, r"q must be an int >= 2; got q=1"),
+        (
+            {"q": 3},
+            UnsupportedError,
+            r"strategy='eubo' asks pairs only \(q=2\); got q=3",
+        ),
+        (
+            {"model": "skew", "strategy": "ts"},
+            UnsupportedError,
+            r"model='skew' does not",
+        ),
+        ({"refit_every": 0}, InputDataError, r"refit_every must be an int >= 1; got 0"),
+        ({"bounds": [[1.0], [0.0]]}, InputDataError, r"lower < upper"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, err, match):
+    kwargs = {"bounds": BOUNDS, **kwargs}
+    with pytest.raises(err, match=match):
+        PreferentialOptimizer(**kwargs)
+
+
+def test_bad_tells_are_named():
+    opt = PreferentialOptimizer(BOUNDS, strategy="random")
+    with pytest.raises(InputDataError, match=r"needs a pending question; call ask"):
+        opt.tell(0)
+    opt.ask()
+    with pytest.raises(InputDataError, match=r"\(0\.\.1\); got answer=2"):
+        opt.tell(2)
+    with pytest.raises(InputDataError, match=r"undo\(\) needs an answer"):
+        opt.undo()
+    with pytest.raises(InputDataError, match=r"best\(\) needs at least one answer"):
+        opt.best()

@@ -1,0 +1,165 @@
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from prefbo.exceptions import InputDataError
+from prefbo.loop.optimizer import PreferentialOptimizer
+from prefbo.loop.session import SessionLogError, SessionLogWarning, read_session_log
+
+SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20, "mc_samples": 32}
+BOUNDS = [[0.0, 0.0], [1.0, 1.0]]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _random_session(path, n):
+    opt = PreferentialOptimizer(BOUNDS, strategy="random", log_path=path)
+    for k in range(n):
+        opt.ask()
+        opt.tell(k % 2)
+    return opt
+
+
+def test_resume_reproduces_the_next_question(tmp_path):
+    path = tmp_path / "s.jsonl"
+    kw = dict(strategy="eubo", refit_every=2, seed=5, acqf_options=SMALL)
+    opt = PreferentialOptimizer(BOUNDS, log_path=path, **kw)
+    for a in (0, 1, 1, 0):
+        opt.ask()
+        opt.tell(a)
+    opt.undo()
+    expected = opt.ask()
+    opt._log = None  # one writer per log: the original goes on unlogged
+    resumed = PreferentialOptimizer.resume(path, seed=5)
+    assert torch.equal(resumed.ask(), expected)
+    assert [t.answer for t in resumed.history] == [0, 1, 1]
+    for t, u in zip(opt.history, resumed.history):
+        assert torch.equal(t.options, u.options)  # float64 round trip is exact
+    # both continue identically, and the resumed one keeps logging
+    opt.tell(1)
+    resumed.tell(1)
+    assert torch.equal(opt.ask(), resumed.ask())
+    _, records = read_session_log(path)
+    assert [r["type"] for r in records] == ["tell"] * 4 + ["undo", "tell"]
+    assert [r["seq"] for r in records] == list(range(1, 7))
+
+
+def test_torn_last_line_is_reported_and_earlier_answers_kept(tmp_path):
+    path = tmp_path / "s.jsonl"
+    _random_session(path, 3)
+    line = json.dumps({"type": "tell", "seq": 4, "options": [[0.5, 0.5], [0.1, 0.9]]})
+    with open(path, "a") as f:
+        f.write(line[:25])  # crash mid-write
+    with pytest.warns(SessionLogWarning, match=r"line 5 is torn \(no trailing newline"):
+        opt = PreferentialOptimizer.resume(path)
+    assert [t.answer for t in opt.history] == [0, 1, 0]
+    opt.ask()
+    opt.tell(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = PreferentialOptimizer.resume(path)  # repaired: no warning
+    assert [t.answer for t in again.history] == [0, 1, 0, 1]
+
+
+def test_bad_checksum_on_the_last_line_counts_as_torn(tmp_path):
+    path = tmp_path / "s.jsonl"
+    _random_session(path, 2)
+    text = path.read_text().replace('"answer":1', '"answer":0')
+    path.write_text(text)
+    with pytest.warns(SessionLogWarning, match=r"line 3 is torn \(checksum mismatch"):
+        header, records = read_session_log(path)
+    assert header["config"]["strategy"] == "random" and len(records) == 1
+
+
+def test_damage_before_the_last_line_is_an_error(tmp_path):
+    path = tmp_path / "s.jsonl"
+    _random_session(path, 3)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace('"answer":0', '"answer":1')
+    path.write_text("".join(lines))
+    with pytest.raises(SessionLogError, match=r"line 2 is damaged \(checksum mismatch"):
+        PreferentialOptimizer.resume(path)
+
+
+def test_log_misuse_is_named(tmp_path):
+    path = tmp_path / "s.jsonl"
+    _random_session(path, 1)
+    with pytest.raises(InputDataError, match=r"already holds a session; resume it"):
+        PreferentialOptimizer(BOUNDS, log_path=path)
+    with pytest.raises(
+        InputDataError, match=r"resume\(seed=...\) expected 1 but .*seed=0"
+    ):
+        PreferentialOptimizer.resume(path, seed=1)
+    empty = tmp_path / "e.jsonl"
+    empty.write_text("")
+    with pytest.raises(SessionLogError, match=r"has no valid header line"):
+        read_session_log(empty)
+
+
+CHILD = textwrap.dedent(
+    """
+    import os, sys, warnings
+    warnings.simplefilter("ignore")
+    from prefbo.loop.optimizer import PreferentialOptimizer
+    path = sys.argv[1]
+    if os.path.exists(path):
+        opt = PreferentialOptimizer.resume(path)
+    else:
+        opt = PreferentialOptimizer(
+            [[0.0, 0.0], [1.0, 1.0]], strategy="random", log_path=path
+        )
+    k = len(opt.history)
+    print("ready", k, flush=True)
+    while k < 300:
+        opt.ask()
+        opt.tell(k % 2)
+        print("told", k, flush=True)
+        k += 1
+    """
+)
+
+
+def test_no_told_answer_is_lost_when_killed(tmp_path):
+    path, script = tmp_path / "s.jsonl", tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    rng = random.Random(0)
+    told = -1  # highest k whose "told k" line the parent read
+    deadline = time.monotonic() + 60
+    for _ in range(3):
+        child = subprocess.Popen(
+            [sys.executable, str(script), str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        try:
+            ready = child.stdout.readline().split()
+            assert ready[0] == "ready" and int(ready[1]) >= told + 1
+            for _ in range(rng.randint(2, 40)):
+                line = child.stdout.readline()
+                if not line or time.monotonic() > deadline:
+                    break
+                told = max(told, int(line.split()[1]))
+            time.sleep(rng.uniform(0, 0.003))  # land the kill anywhere in a tell
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=30)
+            child.stdout.close()
+        assert child.returncode == -signal.SIGKILL
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SessionLogWarning)  # a torn line is allowed
+        opt = PreferentialOptimizer.resume(path)
+    answers = [t.answer for t in opt.history]
+    assert len(answers) >= told + 1
+    assert answers == [k % 2 for k in range(len(answers))]
