@@ -233,7 +233,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        text = module.main(["--quick"] if args.quick else [])
+        # a quick run must not overwrite the full results file
+        quick_out = Path(args.output).with_name("sampler_throughput_quick.md")
+        text = module.main(
+            ["--quick", "--output", str(quick_out)] if args.quick else []
+        )
         lines += [ln for ln in text.splitlines() if ln.startswith("- m =")]
     else:
         lines.append(
