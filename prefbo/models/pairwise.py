@@ -615,6 +615,66 @@ class PairwisePreferenceGP(Model, GP, ABC):
         return GPyTorchPosterior(_mvn(mean, 0.5 * (cov + cov.transpose(-1, -2))))
 
     # -------------------------------------------------------- conditioning
+    def fantasize(
+        self,
+        X: Tensor,
+        sampler: Any,
+        observation_noise: Tensor | bool | None = None,
+        **kwargs: Any,
+    ) -> PairwisePreferenceGP:
+        r"""A fantasy model conditioned on sampled *answers* about ``X``.
+
+        BoTorch's ``fantasize`` conditions on sampled real-valued outcomes,
+        which a preference model cannot take (BoTorch issue #733). Here each
+        fantasy samples the noisy utilities of the ``q`` options in ``X`` (the
+        posterior plus the answer noise ``σ²`` of the likelihood, i.e. the
+        Thurstone answer model) and records the option with the largest one as
+        the winner over each other option. So ``qKnowledgeGradient`` and
+        ``qMaxValueEntropy`` with pending points run on prefbo models.
+
+        Args:
+            X: ``batch_shape x q x d`` options; with ``q = 1`` each option is
+                asked against the current best design (highest posterior mean
+                among the training designs), as for max-value entropy.
+            sampler: A BoTorch ``MCSampler`` with ``sample_shape = (F,)``.
+            observation_noise: Ignored beyond the default (the likelihood's
+                noise is always used: answers are noisy by definition).
+
+        Returns:
+            A model with batch shape ``F x batch_shape`` (and the model's), with
+            ``q - 1`` new comparisons per fantasy.
+        """
+        if self._has_no_data():
+            raise UnsupportedError("fantasize needs a model with data.")
+        if X.shape[-2] == 1:  # one option: asked against the current best design
+            with torch.no_grad():
+                mean = self.posterior(self.datapoints.unsqueeze(-2)).mean
+                best_idx = mean.squeeze(-1).squeeze(-1).argmax(-1)  # batch
+                best = (
+                    self.datapoints[..., best_idx, :]
+                    if self.datapoints.ndim == 2
+                    else (
+                        self.datapoints.gather(
+                            -2,
+                            best_idx[..., None, None].expand(
+                                best_idx.shape + (1, self.dim)
+                            ),
+                        ).squeeze(-2)
+                    )
+                )
+            X = torch.cat([X, best.unsqueeze(-2).expand_as(X).to(X)], dim=-2)
+        q = X.shape[-2]
+        with torch.no_grad():
+            post = self.posterior(X, observation_noise=True)
+            Y = sampler(post).squeeze(-1)  # F x batch x q
+        winner = Y.argmax(dim=-1, keepdim=True)  # F x batch x 1
+        idx = torch.arange(q, device=X.device).expand(Y.shape)  # F x batch x q
+        # the q - 1 losers of each fantasy, in their original order
+        losers = idx[idx != winner].reshape(Y.shape[:-1] + (q - 1,))
+        comps = torch.stack([winner.expand_as(losers), losers], dim=-1)
+        Xf = X.expand(Y.shape[:-1] + X.shape[-2:])
+        return self.condition_on_observations(Xf, comps, **kwargs)
+
     def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:
         r"""A copy of the model with new designs and comparisons added.
 

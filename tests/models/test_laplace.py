@@ -376,3 +376,32 @@ def test_input_transform_matches_botorch():
     )
     fit_gpytorch_mll(PairwiseLaplaceMLL(pb.likelihood, pb))
     assert torch.isfinite(pb.posterior(Xt).mean).all()
+
+
+def test_fantasized_answers_follow_the_answer_model():
+    from botorch.sampling import SobolQMCNormalSampler
+
+    X, comp = _pair(20, 40, seed=7)
+    model = PairwiseLaplaceGP(X, comp)
+    pair = torch.rand(1, 2, 2, dtype=torch.float64)
+    fant = model.fantasize(pair, SobolQMCNormalSampler(torch.Size([4096]), seed=0))
+    assert fant.batch_shape == (4096, 1) and fant.n == 22 and fant.m == 41
+    new = fant.comparisons[..., -1, :]  # 4096 x 1 x 2, indices 20 / 21
+    first_wins = (new[..., 0] == 20).double().mean()
+    p = model.predict_preference(pair[:, :1], pair[:, 1:]).squeeze()
+    assert first_wins.item() == pytest.approx(p.item(), abs=0.03)
+
+
+def test_knowledge_gradient_and_mes_with_pending_points_run():
+    from botorch.acquisition import qKnowledgeGradient
+
+    X, comp = _pair(15, 30, seed=8)
+    model = PairwiseLaplaceGP(X, comp)
+    kg = qKnowledgeGradient(model, num_fantasies=4)
+    assert torch.isfinite(kg(torch.rand(3, 2 + 4, 2, dtype=torch.float64))).all()
+    mes = qMaxValueEntropy(
+        model,
+        candidate_set=torch.rand(50, 2, dtype=torch.float64),
+        X_pending=torch.rand(1, 2, dtype=torch.float64),
+    )
+    assert torch.isfinite(mes(torch.rand(3, 1, 2, dtype=torch.float64))).all()
