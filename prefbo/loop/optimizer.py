@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
 from botorch.acquisition.preference import (
     AnalyticExpectedUtilityOfBestOption,
     PairwiseBayesianActiveLearningByDisagreement,
@@ -46,6 +47,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from botorch.utils.transforms import t_batch_mode_transform
 from linear_operator.utils.warnings import NumericalWarning as LONumericalWarning
 from torch import Tensor
+from torch.quasirandom import SobolEngine
 
 from prefbo.acquisition.thompson import _check_bounds, thompson_batch
 from prefbo.exceptions import (
@@ -59,8 +61,8 @@ from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP, SkewGP
 
 MODELS = ("laplace", "ep", "skew")
-STRATEGIES = ("eubo", "qeubo", "bald", "ts", "random")
-PAIR_ONLY = ("eubo", "bald")
+STRATEGIES = ("eubo", "qeubo", "bald", "mes", "ts", "random")
+PAIR_ONLY = ("eubo", "bald", "mes")
 DEFAULT_ACQF_OPTIONS = {
     "num_restarts": 4,
     "raw_samples": 128,
@@ -162,7 +164,10 @@ class PreferentialOptimizer:
                 ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`) or ``"skew"``
                 (:class:`~prefbo.models.SkewGP`).
             strategy: ``"eubo"`` (analytic EUBO, ``q=2``), ``"qeubo"`` (MC
-                qEUBO), ``"bald"`` (pairwise BALD, ``q=2``), ``"ts"`` (the
+                qEUBO), ``"bald"`` (pairwise BALD, ``q=2``), ``"mes"`` (the
+                design of largest max-value entropy of the utility, ``q = 1``
+                on 512 Sobol candidates, against the current best or the kept
+                winner; ``q=2``), ``"ts"`` (the
                 current best, or kept winner, against ``q-1`` Thompson
                 maximisers) or ``"random"``.
             q: Options per question, ``>= 2``.
@@ -195,6 +200,11 @@ class PreferentialOptimizer:
             raise UnsupportedError(
                 f"strategy={strategy!r} asks pairs only (q=2); got q={q}. Use "
                 "strategy='qeubo' for larger choice sets."
+            )
+        if strategy == "mes" and model == "skew":
+            raise UnsupportedError(
+                "strategy='mes' needs a Gaussian posterior; model='skew' gives a "
+                "sample-based one. Use model='ep' (or 'laplace')."
             )
         if strategy == "ts" and model == "skew":
             raise UnsupportedError(
@@ -485,6 +495,25 @@ class PreferentialOptimizer:
                 best, _, _ = self.best()
                 cand = torch.cat([best.unsqueeze(0), cand])
             return cand.detach()
+        if self.strategy == "mes":
+            sobol = SobolEngine(
+                self.bounds.shape[-1], scramble=True, seed=seed % _SEED_MOD
+            )
+            lo, hi = self.bounds
+            candidates = lo + (hi - lo) * sobol.draw(512).to(self.bounds)
+            acqf = qMaxValueEntropy(model, candidate_set=candidates)
+            x, _ = optimize_acqf(
+                acqf,
+                bounds=self.bounds,
+                q=1,
+                num_restarts=o["num_restarts"],
+                raw_samples=o["raw_samples"],
+                options={"seed": seed % _SEED_MOD, "maxiter": o["maxiter"]},
+            )
+            if fixed is not None:
+                return x.detach()
+            best, _, _ = self.best()
+            return torch.cat([best.unsqueeze(0), x.detach()])
         if self.strategy == "eubo":
             acqf = AnalyticExpectedUtilityOfBestOption(
                 pref_model=model,

@@ -24,6 +24,8 @@ def _run(opt, answers, problem=None):
         ("laplace", "eubo", 2, False),
         ("laplace", "qeubo", 3, True),
         ("ep", "ts", 2, True),
+        ("ep", "mes", 2, False),
+        ("laplace", "mes", 2, True),
     ],
 )
 def test_same_seed_same_questions(model, strategy, q, keep):
@@ -107,7 +109,12 @@ def test_refit_every_keeps_hyperparameters_between_refits():
     "kwargs, err, match",
     [
         ({"model": "gp"}, InputDataError, r"model must be one of .*got 'gp'"),
-        ({"strategy": "mes"}, InputDataError, r"strategy must be one of .*got 'mes'"),
+        ({"strategy": "kg"}, InputDataError, r"strategy must be one of .*got 'kg'"),
+        (
+            {"strategy": "mes", "model": "skew"},
+            UnsupportedError,
+            "needs a Gaussian posterior",
+        ),
         ({"q": 1}, InputDataError, r"q must be an int >= 2; got q=1"),
         (
             {"q": 3},
