@@ -87,10 +87,12 @@ def _gaussian(L, Kinv, tau, nu, comps, precision):
 def _cavities(mu, S, tau, nu, comps):
     r"""Cavity precisions and shifts on every ``Δ_k``, and their validity."""
     m_k = _pair_diff(mu, comps)
-    v_k = pair_quadratic(S, comps).clamp_min(torch.finfo(S.dtype).tiny)
+    v_raw = pair_quadratic(S, comps)
+    v_k = v_raw.clamp_min(torch.finfo(S.dtype).tiny)
     tau_c = 1.0 / v_k - tau
     nu_c = m_k / v_k - nu
-    valid = tau_c > 0
+    # a site with no direction (a padding row [i, i]) carries no information
+    valid = (tau_c > 0) & (comps[..., 0] != comps[..., 1])
     return torch.where(valid, tau_c, torch.ones_like(tau_c)), nu_c, valid
 
 

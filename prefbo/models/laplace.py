@@ -104,9 +104,15 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
     def _compute_evidence(self, K: Tensor) -> tuple[Tensor, LaplaceState]:
         options = dict(self._options, form=self._fit_form)
         options["tol"] = self._fit_tol or (1e-6 if K.dtype == torch.float64 else 1e-4)
-        return laplace_evidence(
+        evidence, state = laplace_evidence(
             K, self.comparisons, self.likelihood, self._warm, **options
         )
+        if self.comparison_mask is not None:
+            # a padding row [0, 0] adds the constant log p(Δ = 0); take it out
+            pad = (~self.comparison_mask).sum(-1).to(evidence)
+            zero = torch.zeros((), dtype=evidence.dtype, device=evidence.device)
+            evidence = evidence - pad * self.likelihood._log_prob(zero)
+        return evidence, state
 
     @property
     def laplace_state(self) -> LaplaceState:

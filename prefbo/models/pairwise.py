@@ -46,6 +46,25 @@ from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, as_prefbo_likelihood
 
 
+def _check_mask(
+    data: Tensor, mask: object, name: str, shape: torch.Size
+) -> tuple[Tensor, Tensor]:
+    r"""Validate a padding mask against ``data``'s leading shape."""
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        raise InputDataError(
+            f"{name} must be a bool tensor; got {type(mask).__name__}"
+            + (f" of dtype {mask.dtype}." if isinstance(mask, Tensor) else ".")
+        )
+    try:
+        torch.broadcast_shapes(mask.shape, shape)
+    except RuntimeError:
+        raise InputDataError(
+            f"{name} must have shape {tuple(shape)} (batch_shape x rows); got "
+            f"{tuple(mask.shape)}."
+        ) from None
+    return data, mask.to(data.device)
+
+
 def _mvn(mean: Tensor, covariance: Tensor) -> MultivariateNormal:
     r"""A GPyTorch MVN with a lazily factorised (possibly singular) covariance."""
     return MultivariateNormal(mean, to_linear_operator(covariance))
@@ -97,6 +116,8 @@ class PairwisePreferenceGP(Model, GP, ABC):
         maxfev: int | None = None,
         jitter: float | None = None,
         nugget: float | None = None,
+        design_mask: Tensor | None = None,
+        comparison_mask: Tensor | None = None,
     ) -> None:
         r"""
         Args:
@@ -133,6 +154,12 @@ class PairwisePreferenceGP(Model, GP, ABC):
                 designs nearly repeat (routine in a PBO loop) without changing
                 predictions measurably; escalating jitter with a
                 ``NumericalWarning`` remains the fallback beyond it.
+            design_mask: Optional ``batch_shape x n`` bool, False for padding
+                designs of ragged per-user data (see
+                :func:`~prefbo.models.batch_users`): they get an independent
+                prior and no influence on predictions.
+            comparison_mask: Optional ``batch_shape x m`` bool, False for
+                padding comparisons (ignored whatever their indices).
         """
         super().__init__()
         if (datapoints is None) != (comparisons is None):
@@ -155,6 +182,8 @@ class PairwisePreferenceGP(Model, GP, ABC):
         self._consolidate = (float(consolidate_rtol), float(consolidate_atol))
         self.register_buffer("datapoints", None, persistent=False)
         self.register_buffer("comparisons", None, persistent=False)
+        self.register_buffer("design_mask", None, persistent=False)
+        self.register_buffer("comparison_mask", None, persistent=False)
         self._state: LaplaceState | None = None
         self._state_key: tuple | None = None
         self._warm: Tensor | LaplaceState | None = None
@@ -191,7 +220,13 @@ class PairwisePreferenceGP(Model, GP, ABC):
         self.covar_module = covar_module
         if datapoints is not None:
             self.to(dtype=datapoints.dtype, device=datapoints.device)
-            self.set_train_data(datapoints, comparisons, update_model=False)
+            self.set_train_data(
+                datapoints,
+                comparisons,
+                update_model=False,
+                design_mask=design_mask,
+                comparison_mask=comparison_mask,
+            )
 
     # ------------------------------------------------------------------ data
     def set_train_data(
@@ -200,6 +235,8 @@ class PairwisePreferenceGP(Model, GP, ABC):
         comparisons: Tensor | None = None,
         strict: bool = False,
         update_model: bool = True,
+        design_mask: Tensor | None = None,
+        comparison_mask: Tensor | None = None,
     ) -> None:
         r"""Replace the training data.
 
@@ -209,10 +246,41 @@ class PairwisePreferenceGP(Model, GP, ABC):
             strict: If True, the new data must keep the old shapes, dtype and
                 device.
             update_model: If True, find the new mode now (else on first use).
+            design_mask: Optional ``batch_shape x n`` bool (False: padding).
+            comparison_mask: Optional ``batch_shape x m`` bool (False: padding).
         """
         if datapoints is None and comparisons is None:
             return
+        if comparison_mask is not None and isinstance(comparisons, Tensor):
+            comparisons, comparison_mask = _check_mask(
+                comparisons, comparison_mask, "comparison_mask", comparisons.shape[:-1]
+            )
+            # padding rows become [0, 1] for validation, [0, 0] afterwards
+            pad = torch.tensor(
+                [0, 1], dtype=comparisons.dtype, device=comparisons.device
+            )
+            comparisons = torch.where(comparison_mask.unsqueeze(-1), comparisons, pad)
         datapoints, comparisons = validate_pairwise_data(datapoints, comparisons)
+        if comparison_mask is not None:
+            comparison_mask = comparison_mask.expand(comparisons.shape[:-1])
+            comparisons = torch.where(
+                comparison_mask.unsqueeze(-1),
+                comparisons,
+                torch.zeros_like(comparisons),
+            )
+        if design_mask is not None:
+            datapoints, design_mask = _check_mask(
+                datapoints, design_mask, "design_mask", datapoints.shape[:-1]
+            )
+            design_mask = design_mask.expand(datapoints.shape[:-1])
+            used = torch.zeros_like(design_mask)
+            used.scatter_(-1, comparisons[..., 0], True)
+            used.scatter_(-1, comparisons[..., 1], True)
+            if comparison_mask is None and bool((used & ~design_mask).any()):
+                raise InputDataError(
+                    "comparisons refer to designs that design_mask marks as padding; "
+                    "mark those comparisons False in comparison_mask."
+                )
         if strict and self.unconsolidated_datapoints is not None:
             for name, new, old in (
                 ("datapoints", datapoints, self.unconsolidated_datapoints),
@@ -228,7 +296,9 @@ class PairwisePreferenceGP(Model, GP, ABC):
         self.unconsolidated_datapoints = datapoints
         self.unconsolidated_comparisons = comparisons
         rtol, atol = self._consolidate
-        if datapoints.ndim == 2:
+        self.design_mask = design_mask
+        self.comparison_mask = comparison_mask
+        if datapoints.ndim == 2 and design_mask is None and comparison_mask is None:
             dp, cp, idx = consolidate_duplicates(
                 datapoints, comparisons, rtol=rtol, atol=atol
             )
@@ -335,14 +405,21 @@ class PairwisePreferenceGP(Model, GP, ABC):
     def _train_covariance(self, X: Tensor) -> Tensor:
         r"""``K + nugget · mean(diag K) · I`` at the training designs."""
         K = self._prior_covariance(X)
+        if self.design_mask is not None:
+            # padding designs: independent N(0, 1), uncoupled from real ones
+            m = self.design_mask.to(K)
+            K = K * (m.unsqueeze(-1) * m.unsqueeze(-2)) + torch.diag_embed(1.0 - m)
         nugget = self._nugget
         if nugget is None:
             nugget = 1e-8 if K.dtype == torch.float64 else 1e-6
         if nugget:
             diag = K.diagonal(dim1=-2, dim2=-1)
-            K = K + torch.diag_embed(
-                (nugget * diag.mean(-1, keepdim=True)).expand_as(diag)
-            )
+            if self.design_mask is None:
+                scale = diag.mean(-1, keepdim=True)
+            else:  # the real designs' mean prior variance
+                m = self.design_mask.to(diag)
+                scale = (diag * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)
+            K = K + torch.diag_embed((nugget * scale).expand_as(diag))
         return K
 
     @abstractmethod
@@ -459,6 +536,8 @@ class PairwisePreferenceGP(Model, GP, ABC):
         Xe = X.expand(out_batch + (q, d)).reshape((E,) + inner + (q, d))
         n = Xtr.shape[-2]
         k_star = self.covar_module(Xe, Xtr).to_dense()  # E x inner x q x n
+        if self.design_mask is not None:
+            k_star = k_star * self.design_mask.to(k_star).unsqueeze(-2)
         k_ss = self.covar_module(Xe).to_dense()  # E x inner x q x q
         mean = (k_star @ state.alpha.unsqueeze(-1)).squeeze(-1)  # E x inner x q
         # one triangular solve for all E*q columns against [L, L C]

@@ -1,0 +1,590 @@
+r"""Sparse variational preference GP (SVGP, Hensman et al. 2015; SPEC §6).
+
+:class:`VariationalPreferenceGP` is a GPyTorch ``ApproximateGP`` and a BoTorch
+``Model`` with ``t = num_utilities`` latent functions (one per utility, or
+one per label), a whitened Cholesky variational distribution
+``q(u) = N(m, S)`` over ``M`` inducing values per latent function, any prefbo
+likelihood, and data from a :mod:`prefbo.data` container. Fit it with
+:func:`prefbo.fit.fit_variational` (minibatch ELBO over answers).
+
+Why answers need their own marginals: a preference answer touches several
+latent values (two designs, a choice set, the labels of one context), so the
+expected log-likelihood needs the *joint* Gaussian marginal of those values.
+GPyTorch's ``VariationalStrategy`` in training mode returns only the
+marginal *variances* when a batch has more inputs than inducing points,
+which would silently drop the covariance of ``f_w`` and ``f_l``; the full
+``u x u`` covariance at the ``u`` designs a minibatch touches is ``O(u²)``
+memory. :meth:`VariationalPreferenceGP.answer_moments` therefore gathers,
+for each answer, the ``p x p`` covariance of exactly the latents it touches
+from the strategy's own quantities (``A = L⁻¹ K_ZX``, ``q(u)``, jitter) —
+``O(M·u + k·p²)`` memory — and equals GPyTorch's dense ``q(f)`` entry for
+entry (tested).
+
+Latents and outputs: with ``Q`` latent GPs ``g_q`` and a mixing matrix
+``W`` (``Q x t``), utility ``j`` is ``f_j = Σ_q W[q, j] g_q``. Independent
+utilities (``IndependentMultitaskVariationalStrategy``) have ``W = I``; the
+linear model of coregionalisation (``LMCVariationalStrategy``) learns ``W``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from botorch.acquisition.objective import PosteriorTransform
+from botorch.models.likelihoods import pairwise as botorch_pairwise
+from botorch.models.model import Model
+from botorch.models.utils.inducing_point_allocators import InducingPointAllocator
+from botorch.posteriors.gpytorch import GPyTorchPosterior
+from gpytorch.distributions import MultivariateNormal
+from gpytorch.kernels import Kernel
+from gpytorch.means import Mean, ZeroMean
+from gpytorch.models import ApproximateGP
+from gpytorch.utils.memoize import clear_cache_hook
+from gpytorch.variational import (
+    CholeskyVariationalDistribution,
+    IndependentMultitaskVariationalStrategy,
+    LMCVariationalStrategy,
+    VariationalStrategy,
+)
+from torch import Tensor
+
+from prefbo.data.containers import (
+    ChoiceSets,
+    LabelComparisons,
+    PairwiseComparisons,
+    Rankings,
+)
+from prefbo.data.minibatch import AnswerLoader, PreferenceData
+from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.inducing.allocators import ConditionalVarianceReduction
+from prefbo.inference.variational import whitened_answer_moments
+from prefbo.kernels.defaults import default_preference_covar_module
+from prefbo.likelihoods.base import PreferenceLikelihood
+from prefbo.likelihoods.choice import ChoiceLikelihood
+from prefbo.likelihoods.jnd import JustNoticeableDifferenceLikelihood
+from prefbo.likelihoods.labels import (
+    PairedLabelLikelihood,
+    PlackettLuceLikelihood,
+    ThurstoneRankingLikelihood,
+)
+from prefbo.likelihoods.pairwise import (
+    PairwiseLikelihood,
+    PairwiseProbitLikelihood,
+    as_prefbo_likelihood,
+)
+from prefbo.likelihoods.pareto import ParetoPreferenceLikelihood
+from prefbo.likelihoods.quadrature import gaussian_expectation_1d
+
+COREGIONALIZATIONS = ("independent", "lmc")
+DEFAULT_NUM_INDUCING = 128
+_CONTAINERS = (PairwiseComparisons, LabelComparisons, Rankings, ChoiceSets)
+# which container each likelihood family reads (others: any container)
+_DATA_FOR = (
+    (PairwiseLikelihood, PairwiseComparisons),
+    (JustNoticeableDifferenceLikelihood, PairwiseComparisons),
+    (ParetoPreferenceLikelihood, PairwiseComparisons),
+    (ChoiceLikelihood, ChoiceSets),
+    (PairedLabelLikelihood, LabelComparisons),
+    (PlackettLuceLikelihood, Rankings),
+    (ThurstoneRankingLikelihood, Rankings),
+)
+
+
+def data_inputs(data: PreferenceData) -> Tensor:
+    r"""The ``n x d`` inputs of a container: its designs or its contexts."""
+    if isinstance(data, Rankings | LabelComparisons):
+        return data.features
+    return data.datapoints
+
+
+def _resolve_likelihood(
+    likelihood: object,
+) -> PreferenceLikelihood | PairwiseLikelihood:
+    if likelihood is None:
+        return PairwiseProbitLikelihood()
+    if isinstance(likelihood, PreferenceLikelihood | PairwiseLikelihood):
+        return likelihood
+    if isinstance(likelihood, botorch_pairwise.PairwiseLikelihood):
+        return as_prefbo_likelihood(likelihood)
+    raise InputTypeError(
+        "likelihood must be None (pairwise probit), a prefbo PreferenceLikelihood or "
+        "PairwiseLikelihood, or a BoTorch pairwise likelihood; got "
+        f"{type(likelihood).__name__}."
+    )
+
+
+def _check_int(value: object, name: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InputDataError(f"{name} must be an integer >= {low}; got {value!r}.")
+    return value
+
+
+class VariationalPreferenceGP(Model, ApproximateGP):
+    r"""Sparse variational GP over ``t`` utilities for any preference likelihood.
+
+    Example:
+        >>> data = PairwiseComparisons(X, comparisons)
+        >>> model = VariationalPreferenceGP(data, inducing_points=100)
+        >>> fit_variational(model, batch_size=1024, epochs=50, seed=0)
+        >>> model.posterior(torch.rand(5, 2, X.shape[-1])).mean  # 5 x 2 x 1
+    """
+
+    def __init__(
+        self,
+        data: PreferenceData | None = None,
+        likelihood: Any = None,
+        *,
+        num_utilities: int | None = None,
+        inducing_points: Tensor | int | None = None,
+        inducing_point_allocator: InducingPointAllocator | None = None,
+        learn_inducing_points: bool = True,
+        covar_module: Kernel | None = None,
+        mean_module: Mean | None = None,
+        coregionalization: str = "independent",
+        num_latents: int | None = None,
+    ) -> None:
+        r"""
+        Args:
+            data: A :class:`~prefbo.data.PairwiseComparisons`,
+                :class:`~prefbo.data.ChoiceSets`, :class:`~prefbo.data.Rankings`
+                or :class:`~prefbo.data.LabelComparisons` with unbatched
+                ``n x d`` designs (contexts); or ``None`` (then pass
+                ``inducing_points`` as a tensor and the data to
+                :func:`~prefbo.fit.fit_variational`). Its ``answers`` are the
+                likelihood's ``*answers``.
+            likelihood: ``None`` (pairwise probit, σ = 1), any prefbo
+                :class:`~prefbo.likelihoods.PreferenceLikelihood` or
+                :class:`~prefbo.likelihoods.PairwiseLikelihood`, or a BoTorch
+                pairwise likelihood. Its parameters (e.g. the JND threshold)
+                are learned with the hyperparameters.
+            num_utilities: ``t``, the number of latent utilities (labels for
+                label data); default ``num_labels`` for label data, else 1.
+            inducing_points: An ``M x d`` tensor of locations; or their
+                number ``M``, chosen among the designs by
+                ``inducing_point_allocator``; default
+                ``min(n, 128)`` chosen that way.
+            inducing_point_allocator: A BoTorch ``InducingPointAllocator``
+                (e.g. :class:`~prefbo.inducing.ConditionalVarianceReduction`,
+                the default, :class:`~prefbo.inducing.EntropyDPP`,
+                :class:`~prefbo.inducing.KMeans`) run on the designs with
+                the model's kernel.
+            learn_inducing_points: Whether the locations are learned.
+            covar_module: A GPyTorch kernel with batch shape ``[]`` or
+                ``[Q]``; default
+                :func:`~prefbo.kernels.default_preference_covar_module`
+                (BoTorch ``PairwiseGP``'s), one per latent GP.
+            mean_module: A GPyTorch mean; default ``ZeroMean`` (a constant is
+                invisible to comparisons).
+            coregionalization: ``"independent"`` (one GP per utility) or
+                ``"lmc"`` (``Q`` GPs mixed by learned coefficients).
+            num_latents: ``Q`` for ``"lmc"``; default ``t``.
+        """
+        likelihood = _resolve_likelihood(likelihood)
+        if data is not None and not isinstance(data, _CONTAINERS):
+            raise InputTypeError(
+                "data must be a PairwiseComparisons, ChoiceSets, Rankings or "
+                f"LabelComparisons container, or None; got {type(data).__name__}."
+            )
+        X = None if data is None else data_inputs(data)
+        if X is not None and X.ndim != 2:
+            raise UnsupportedError(
+                "VariationalPreferenceGP needs unbatched n x d designs; got "
+                f"datapoints of shape {tuple(X.shape)}."
+            )
+        t = self._num_utilities(num_utilities, data, likelihood)
+        if coregionalization not in COREGIONALIZATIONS:
+            raise InputDataError(
+                f"coregionalization must be one of {COREGIONALIZATIONS}; got "
+                f"{coregionalization!r}."
+            )
+        lmc = coregionalization == "lmc"
+        if num_latents is not None and not lmc:
+            raise InputDataError(
+                "num_latents is only used with coregionalization='lmc'; got "
+                f"num_latents={num_latents} with {coregionalization!r}."
+            )
+        q = _check_int(num_latents, "num_latents") if num_latents is not None else t
+        latent_shape = torch.Size([q]) if (lmc or t > 1) else torch.Size()
+        Z = self._inducing_tensor(inducing_points, inducing_point_allocator, X)
+        dim, tkw = Z.shape[-1], {"dtype": Z.dtype, "device": Z.device}
+        if covar_module is None:
+            covar_module = default_preference_covar_module(
+                dim, batch_shape=latent_shape, dtype=Z.dtype
+            ).to(Z.device)
+        if not isinstance(covar_module, Kernel):
+            raise InputTypeError(
+                "covar_module must be a GPyTorch Kernel; got "
+                f"{type(covar_module).__name__}."
+            )
+        if covar_module.batch_shape not in (torch.Size(), latent_shape):
+            raise InputDataError(
+                "covar_module must have batch shape [] or the latent batch shape "
+                f"{list(latent_shape)}; got {list(covar_module.batch_shape)}."
+            )
+        if not isinstance(inducing_points, Tensor):
+            allocator = inducing_point_allocator or ConditionalVarianceReduction()
+            Z = allocator.allocate_inducing_points(X, covar_module, Z.shape[-2])
+        q_u = CholeskyVariationalDistribution(Z.shape[-2], batch_shape=latent_shape)
+        strategy = VariationalStrategy(
+            self, Z, q_u, learn_inducing_locations=learn_inducing_points
+        )
+        if lmc:
+            strategy = LMCVariationalStrategy(
+                strategy, num_tasks=t, num_latents=q, latent_dim=-1
+            )
+        elif t > 1:
+            strategy = IndependentMultitaskVariationalStrategy(
+                strategy, num_tasks=t, task_dim=-1
+            )
+        super().__init__(variational_strategy=strategy)
+        self.likelihood = likelihood
+        self.covar_module = covar_module
+        self.mean_module = mean_module or ZeroMean(batch_shape=latent_shape)
+        self._num_outputs = t
+        self._num_latents = q if latent_shape else 1
+        self.coregionalization = coregionalization
+        self.to(**tkw)
+        # q(u) starts at the whitened prior N(0, I), deterministically (GPyTorch
+        # would add N(0, 1e-3²) noise to the mean on the first call)
+        self.base_variational_strategy.variational_params_initialized.fill_(1)
+        self.data: PreferenceData | None = None
+        if data is not None:
+            self.set_data(data)
+
+    # ------------------------------------------------------------ construction
+    @staticmethod
+    def _num_utilities(
+        num_utilities: object, data: PreferenceData | None, likelihood: Any
+    ) -> int:
+        labels = getattr(data, "num_labels", None)
+        if num_utilities is None:
+            t = 1 if labels is None else labels
+        else:
+            t = _check_int(num_utilities, "num_utilities")
+        single = isinstance(likelihood, PairwiseLikelihood) or not getattr(
+            likelihood, "multi_output", True
+        )
+        if single and t != 1:
+            raise UnsupportedError(
+                f"{type(likelihood).__name__} scores one utility per design; got "
+                f"num_utilities={t}. Use a multi-utility likelihood (Pareto, choice, "
+                "labels) or num_utilities=1."
+            )
+        return t
+
+    @staticmethod
+    def _inducing_tensor(
+        inducing_points: object, allocator: object, X: Tensor | None
+    ) -> Tensor:
+        r"""The given ``M x d`` locations, or a placeholder of ``M`` rows of ``X``."""
+        if isinstance(inducing_points, Tensor):
+            if allocator is not None:
+                raise InputDataError(
+                    "pass inducing_points as a number (chosen by "
+                    "inducing_point_allocator) or as a tensor of locations, not "
+                    "both; got a tensor and an allocator."
+                )
+            if not inducing_points.is_floating_point() or inducing_points.ndim != 2:
+                raise InputDataError(
+                    "inducing_points must be a floating M x d tensor; got "
+                    f"{inducing_points.dtype} of shape {tuple(inducing_points.shape)}."
+                )
+            if X is not None and (
+                inducing_points.shape[-1] != X.shape[-1]
+                or inducing_points.dtype != X.dtype
+            ):
+                raise InputDataError(
+                    f"inducing_points must be M x {X.shape[-1]} of dtype {X.dtype} "
+                    "like the designs; got "
+                    f"{tuple(inducing_points.shape)} of dtype {inducing_points.dtype}."
+                )
+            return inducing_points.detach().clone()
+        if X is None:
+            raise InputDataError(
+                "without data, inducing_points must be an M x d tensor of locations; "
+                f"got {type(inducing_points).__name__}."
+            )
+        if allocator is not None and not isinstance(allocator, InducingPointAllocator):
+            raise InputTypeError(
+                "inducing_point_allocator must be a BoTorch InducingPointAllocator; "
+                f"got {type(allocator).__name__}."
+            )
+        n = X.shape[-2]
+        if inducing_points is None:
+            num = min(n, DEFAULT_NUM_INDUCING)
+        else:
+            num = _check_int(inducing_points, "inducing_points")
+            if num > n:
+                raise InputDataError(
+                    f"inducing_points (a number) must be at most the number of designs "
+                    f"n={n}; got {num}."
+                )
+        return X[:num]
+
+    def set_data(self, data: PreferenceData) -> None:
+        r"""Attach (or replace) the training data.
+
+        Args:
+            data: A container whose inputs are ``n x d`` like the inducing
+                points and whose answers the likelihood reads.
+        """
+        if not isinstance(data, _CONTAINERS):
+            raise InputTypeError(
+                "data must be a PairwiseComparisons, ChoiceSets, Rankings or "
+                f"LabelComparisons container; got {type(data).__name__}."
+            )
+        X = data_inputs(data)
+        Z = self.base_variational_strategy.inducing_points
+        if X.ndim != 2 or X.shape[-1] != Z.shape[-1] or X.dtype != Z.dtype:
+            raise InputDataError(
+                f"data must have n x {Z.shape[-1]} inputs of dtype {Z.dtype}; got "
+                f"{tuple(X.shape)} of dtype {X.dtype}."
+            )
+        for lik_type, data_type in _DATA_FOR:
+            if isinstance(self.likelihood, lik_type) and not isinstance(
+                data, data_type
+            ):
+                raise InputTypeError(
+                    f"{type(self.likelihood).__name__} reads {data_type.__name__} "
+                    f"data; got {type(data).__name__}."
+                )
+        labels = getattr(data, "num_labels", None)
+        if labels is not None and labels != self.num_outputs:
+            raise InputDataError(
+                f"label data need one utility per label: num_labels={labels}, got "
+                f"num_utilities={self.num_outputs}."
+            )
+        if isinstance(self.likelihood, PairwiseLikelihood) and len(data.answers) > 1:
+            raise UnsupportedError(
+                f"{type(self.likelihood).__name__} reads comparisons only; got data "
+                "with indiscernible pairs. Use JustNoticeableDifferenceLikelihood."
+            )
+        self.data = data
+
+    # -------------------------------------------------------------- properties
+    @property
+    def num_outputs(self) -> int:
+        r"""``t``, the number of utilities."""
+        return self._num_outputs
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        r"""Always ``torch.Size([])``: the model is unbatched."""
+        return torch.Size()
+
+    @property
+    def base_variational_strategy(self) -> VariationalStrategy:
+        r"""The whitened ``VariationalStrategy`` of the ``Q`` latent GPs."""
+        strategy = self.variational_strategy
+        return getattr(strategy, "base_variational_strategy", strategy)
+
+    @property
+    def datapoints(self) -> Tensor:
+        r"""The ``n x d`` training inputs (the inducing points without data)."""
+        if self.data is None:
+            return self.base_variational_strategy.inducing_points
+        return data_inputs(self.data)
+
+    def mixing_matrix(self) -> Tensor:
+        r"""``W``, ``Q x t``: utility ``j`` is ``Σ_q W[q, j] g_q``."""
+        if self.coregionalization == "lmc":
+            return self.variational_strategy.lmc_coefficients
+        Z = self.base_variational_strategy.inducing_points
+        return torch.eye(self.num_outputs, dtype=Z.dtype, device=Z.device)
+
+    # ---------------------------------------------------------------- GPyTorch
+    def forward(self, X: Tensor) -> MultivariateNormal:
+        r"""The prior of the ``Q`` latent GPs at ``X`` (``... x n x d``)."""
+        return MultivariateNormal(self.mean_module(X), self.covar_module(X))
+
+    def kl_divergence(self) -> Tensor:
+        r"""``KL(q(u) ‖ p(u))`` summed over the latent GPs (a 0-d tensor)."""
+        self._refresh()
+        return self.variational_strategy.kl_divergence().sum()
+
+    def _refresh(self) -> None:
+        r"""Drop the strategy's memoised ``q(u)`` while training (as GPyTorch does)."""
+        if self.training:
+            clear_cache_hook(self.base_variational_strategy)
+
+    # ----------------------------------------------------------- answer moments
+    def answer_moments(
+        self,
+        X: Tensor,
+        designs: Tensor,
+        outputs: Tensor,
+        mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        r"""Joint ``q`` marginal of the latents each answer touches.
+
+        Answer ``k`` touches ``f_{outputs[k, i]}(X[designs[k, i]])``,
+        ``i < p``. Equal to gathering GPyTorch's dense ``q(f)`` at ``X``
+        (:func:`~prefbo.likelihoods.latent_moments`), in ``O(M·u + k·p²)``
+        memory instead of ``O(u²·t²)``.
+
+        Args:
+            X: A ``u x d`` tensor of inputs.
+            designs: A ``k x p`` long tensor of rows of ``X``.
+            outputs: A ``k x p`` long tensor of utilities in ``[0, t)``.
+            mask: An optional ``k x p`` bool tensor, ``False`` on padding,
+                which gets mean 0 and unit variance, independent of the rest.
+
+        Returns:
+            ``(mean, covariance)``: ``k x p`` and ``k x p x p``.
+        """
+        self._refresh()
+        strategy = self.base_variational_strategy
+        q_u = strategy.variational_distribution
+        lmc = self.coregionalization == "lmc"
+        return whitened_answer_moments(
+            self.covar_module,
+            self.mean_module,
+            strategy.inducing_points,
+            q_u.mean,
+            q_u.lazy_covariance_matrix.to_dense(),
+            X,
+            designs,
+            outputs,
+            self.mixing_matrix(),
+            jitter=strategy.jitter_val,
+            output_jitter=self.variational_strategy.jitter_val if lmc else 0.0,
+            mask=mask,
+        )
+
+    # ------------------------------------------------------------- likelihood
+    def _answer_terms(
+        self, data: PreferenceData, log_marginal: bool, num_samples: int | None
+    ) -> Tensor:
+        X = data_inputs(data)
+        answers = tuple(a.to(X.device) for a in data.answers)
+        lik = self.likelihood
+        if isinstance(lik, PairwiseLikelihood):
+            comparisons = answers[0]
+            mean, cov = self.answer_moments(
+                X, comparisons, torch.zeros_like(comparisons)
+            )  # m x 2, m x 2 x 2
+            mean_diff = mean[:, 0] - mean[:, 1]
+            var_diff = cov[:, 0, 0] + cov[:, 1, 1] - 2.0 * cov[:, 0, 1]
+            return gaussian_expectation_1d(
+                lambda delta: lik._log_prob(delta / lik.scale),
+                mean_diff,
+                var_diff,
+                log_mean_exp=log_marginal,
+            )
+        index = lik._index(X.shape[-2], self.num_outputs, *answers)
+        mean, cov = self.answer_moments(X, index.designs, index.outputs, index.mask)
+        num = lik.num_samples if num_samples is None else int(num_samples)
+        return lik._expectation(mean, cov, index, num, log_marginal)
+
+    def expected_log_likelihood(
+        self, data: PreferenceData, num_samples: int | None = None
+    ) -> Tensor:
+        r"""``E_q[log p(answer_k | f)]`` for each answer of ``data``.
+
+        Args:
+            data: A container (e.g. a minibatch's ``data``) whose inputs are
+                evaluated under ``q``; answers as the likelihood reads them.
+            num_samples: Overrides the likelihood's QMC points.
+
+        Returns:
+            A ``k`` tensor, in the order of the likelihood's results.
+        """
+        return self._answer_terms(data, False, num_samples)
+
+    def predictive_log_prob(
+        self, data: PreferenceData, chunk_size: int = 10_000
+    ) -> Tensor:
+        r"""``log E_q[p(answer_k | f)]``, the predictive log-probability of answers.
+
+        Args:
+            data: A container (e.g. held-out answers on new designs).
+            chunk_size: Answers per chunk (bounds memory).
+
+        Returns:
+            A ``k`` tensor in the order of ``data``'s answers.
+        """
+        out = None
+        for batch in AnswerLoader(data, chunk_size, shuffle=False):
+            values = self._answer_terms(batch.data, True, None)
+            if out is None:
+                out = values.new_empty(data.num_answers)
+            out[batch.answer_index.to(out.device)] = values
+        return out
+
+    def elbo(
+        self,
+        data: PreferenceData | None = None,
+        chunk_size: int = 10_000,
+        num_samples: int | None = None,
+    ) -> Tensor:
+        r"""The evidence lower bound ``Σ_k E_q[log p(answer_k | f)] − KL(q(u) ‖ p(u))``.
+
+        Over all answers (no minibatch noise), in chunks of answers; wrap in
+        ``torch.no_grad()`` for large data.
+
+        Args:
+            data: The data; default the model's.
+            chunk_size: Answers per chunk.
+            num_samples: Overrides the likelihood's QMC points.
+
+        Returns:
+            A 0-d tensor.
+        """
+        data = self._data_or_raise(data)
+        total = self.kl_divergence().neg()
+        for batch in AnswerLoader(data, chunk_size, shuffle=False):
+            ell = self.expected_log_likelihood(batch.data, num_samples)
+            total = total + ell.sum()
+        return total
+
+    def _data_or_raise(self, data: PreferenceData | None) -> PreferenceData:
+        if data is None:
+            if self.data is None:
+                raise InputDataError(
+                    "the model has no data: pass data (a preference container) or "
+                    "call set_data first; got data=None."
+                )
+            return self.data
+        return data
+
+    # ------------------------------------------------------------------ BoTorch
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | Tensor = False,
+        posterior_transform: PosteriorTransform | None = None,
+        **kwargs: Any,
+    ) -> GPyTorchPosterior:
+        r"""The variational posterior of the utilities at ``X``.
+
+        Args:
+            X: A ``batch_shape x q x d`` tensor of designs.
+            output_indices: Not supported (must be ``None``).
+            observation_noise: Not supported (must be ``False``).
+            posterior_transform: An optional BoTorch posterior transform.
+
+        Returns:
+            A ``GPyTorchPosterior`` over ``batch_shape x q x t``.
+        """
+        if output_indices is not None or observation_noise is not False:
+            raise UnsupportedError(
+                "VariationalPreferenceGP.posterior supports neither output_indices "
+                "nor observation_noise; got "
+                f"output_indices={output_indices}, observation_noise="
+                f"{observation_noise}."
+            )
+        dim = self.base_variational_strategy.inducing_points.shape[-1]
+        if not isinstance(X, Tensor) or X.ndim < 2 or X.shape[-1] != dim:
+            got = tuple(X.shape) if isinstance(X, Tensor) else type(X).__name__
+            raise InputDataError(
+                f"X must be a batch_shape x q x {dim} tensor; got {got}."
+            )
+        self.eval()
+        if self._num_latents > 1 and X.ndim > 2:
+            X = X.unsqueeze(-3)  # batch x 1 x q x d, broadcasts with the Q GPs
+        posterior = GPyTorchPosterior(self(X))
+        if posterior_transform is not None:
+            posterior = posterior_transform(posterior)
+        return posterior
