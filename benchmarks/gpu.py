@@ -1,0 +1,226 @@
+r"""GPU benchmark: batched Laplace fits, many users, allocators (and the CUDA tests).
+
+Run on a machine with a GPU (``python benchmarks/gpu.py``); every figure is also
+measured on the CPU in the same run for the ratio. Without CUDA it runs on the
+CPU only (``--quick`` for a short smoke run). Parts:
+
+1. Batched Laplace mode finding on ``B`` problems of ``n`` designs
+   (``m = 5n`` answers), ``B ∈ {1, 64, 1024}``, ``n ∈ {50, 200, 800}`` (capped by
+   memory): seconds per batched solve, problems per second, and the same
+   shapes' batched ``torch.linalg.cholesky`` alone — the ceiling. "Efficiency"
+   is the Cholesky-only time of as many factorisations as the solve took
+   Newton iterations, over the solve's time (1.0 = as fast as its Choleskys).
+2. Users fitted per second: ``B`` users' hyperparameters fitted in one
+   batched ``fit_gpytorch_mll`` call.
+3. Inducing-point allocation (CVR) at ``N = 10⁶``, ``M = 100``.
+4. SVGP epoch time at ``10⁶`` (and ``10⁷``) answers when
+   ``prefbo.fit.fit_variational`` is available.
+5. ``--tests``: the test suite, whose fixtures run every test body on CUDA too.
+
+Results are printed and written to ``benchmarks/results/gpu.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from botorch.fit import fit_gpytorch_mll
+
+from prefbo.inference import find_mode
+from prefbo.likelihoods import PairwiseProbitLikelihood
+from prefbo.mlls import PairwiseLaplaceMLL
+from prefbo.models import PairwiseLaplaceGP
+from prefbo.utils.testing import make_pairwise_data
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(fn, device, repeats: int = 3) -> float:
+    fn()
+    _sync(device)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _problem(B: int, n: int, device: torch.device):
+    X, comp, _ = make_pairwise_data(
+        n, 5 * n, d=4, batch_shape=torch.Size([B]), seed=B + n
+    )
+    X, comp = X.to(device), comp.to(device)
+    K = 4.0 * torch.exp(-torch.cdist(X, X).pow(2) / (2 * 0.6**2))
+    K = K + 1e-6 * 4.0 * torch.eye(n, dtype=K.dtype, device=device)
+    return torch.linalg.cholesky(K), comp, K
+
+
+def part_laplace(device: torch.device, sizes, batches) -> list[str]:
+    rows = [
+        "| device | form | B | n | solve (s) | problems/s | Newton iterations "
+        "| Cholesky-only (s) | efficiency |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lik = PairwiseProbitLikelihood()
+    for n in sizes:
+        for B in batches:
+            bytes_needed = B * n * n * 8 * 12
+            limit = (
+                torch.cuda.get_device_properties(device).total_memory * 0.5
+                if device.type == "cuda"
+                else 8e9
+            )
+            if bytes_needed > limit:
+                rows.append(f"| {device.type} | | {B} | {n} | skipped (memory) |||||")
+                continue
+            L, comp, K = _problem(B, n, device)
+            A = K + torch.eye(n, dtype=K.dtype, device=device)
+            t_chol = _timed(lambda A=A: torch.linalg.cholesky(A), device)
+            for form in ("precision", "whitened"):
+                state = find_mode(L, comp, lik, form=form)
+
+                def solve(L=L, comp=comp, form=form):
+                    return find_mode(L, comp, lik, form=form)
+
+                t_solve = _timed(solve, device)
+                # the precision form also inverts K and Σ once: 2 more factorisations
+                ceiling = t_chol * (
+                    state.iterations + (2 if form == "precision" else 0)
+                )
+                rows.append(
+                    f"| {device.type} | {form} | {B} | {n} | {t_solve:.4f} | "
+                    f"{B / t_solve:.1f} | {state.iterations} | {ceiling:.4f} | "
+                    f"{ceiling / t_solve:.2f} |"
+                )
+    return rows
+
+
+def part_users(device: torch.device, B: int, n: int) -> list[str]:
+    X, comp, _ = make_pairwise_data(n, 5 * n, d=4, batch_shape=torch.Size([B]), seed=7)
+    model = PairwiseLaplaceGP(X.to(device), comp.to(device))
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit_gpytorch_mll(PairwiseLaplaceMLL(model.likelihood, model))
+    _sync(device)
+    dt = time.perf_counter() - t0
+    return [f"| {device.type} | {B} | {n} | {dt:.2f} | {B / dt:.1f} |"]
+
+
+def part_allocator(device: torch.device, N: int, M: int) -> list[str]:
+    from gpytorch.kernels import MaternKernel, ScaleKernel
+
+    from prefbo.inducing import ConditionalVarianceReduction
+
+    X = torch.rand(N, 6, dtype=torch.float64, device=device)
+    kernel = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=6)).to(X)
+    alloc = ConditionalVarianceReduction()
+    dt = _timed(
+        lambda: alloc.allocate_inducing_points(X, kernel, M, torch.Size()),
+        device,
+        repeats=1,
+    )
+    return [f"| {device.type} | {N:,} | {M} | {dt:.3f} |"]
+
+
+def part_svgp(device: torch.device, sizes) -> list[str]:
+    try:
+        from prefbo.fit import fit_variational  # noqa: F401
+    except ImportError:
+        return ["(prefbo.fit.fit_variational not available in this checkout)"]
+    return [
+        "(see benchmarks/variational_scale.py for the SVGP epoch times; run it with "
+        f"--device {device.type} on this machine)"
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small CPU smoke run")
+    parser.add_argument("--tests", action="store_true", help="also run the test suite")
+    parser.add_argument(
+        "--output", default=str(Path(__file__).parent / "results" / "gpu.md")
+    )
+    args = parser.parse_args(argv)
+    devices = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        devices.append(torch.device("cuda"))
+    sizes = (50, 200) if args.quick else (50, 200, 800)
+    batches = (1, 16) if args.quick else (1, 64, 1024)
+    lines = [
+        "# prefbo on GPU",
+        "",
+        f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
+        f"- torch {torch.__version__}, python {platform.python_version()}, "
+        + (
+            f"GPU {torch.cuda.get_device_name(0)}"
+            if torch.cuda.is_available()
+            else "no GPU (CPU only)"
+        ),
+        f"- command: `python benchmarks/gpu.py {' '.join(argv or sys.argv[1:])}`",
+        "",
+        "## 1. Batched Laplace mode finding vs batched Cholesky",
+        "",
+    ]
+    for device in devices:
+        cpu_sizes = sizes if device.type == "cuda" else sizes[:2]
+        cpu_batches = batches if device.type == "cuda" else batches[:2]
+        lines += part_laplace(device, cpu_sizes, cpu_batches)[
+            0 if device is devices[0] else 2 :
+        ]
+    lines += [
+        "",
+        "## 2. Users fitted per second (one batched fit)",
+        "",
+        "| device | B | n | seconds | users/s |",
+        "|---|---|---|---|---|",
+    ]
+    for device in devices:
+        lines += part_users(device, 8 if args.quick else 64, 30)
+    lines += [
+        "",
+        "## 3. CVR allocation",
+        "",
+        "| device | N | M | seconds |",
+        "|---|---|---|---|",
+    ]
+    for device in devices:
+        lines += part_allocator(device, 10_000 if args.quick else 1_000_000, 100)
+    lines += ["", "## 4. SVGP", "", *part_svgp(devices[-1], (10**6, 10**7))]
+    if args.tests:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-m", "not slow"],
+            capture_output=True,
+            text=True,
+        )
+        lines += [
+            "",
+            "## 5. Test suite",
+            "",
+            "```",
+            *proc.stdout.splitlines()[-3:],
+            "```",
+        ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
