@@ -1,0 +1,55 @@
+"""``benchmarks/pbo_regret.py``: a tiny run writes a finite table and a PNG."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "pbo_regret.py"
+
+
+def _load_script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    name = "_prefbo_bench_pbo_regret"
+    spec = importlib.util.spec_from_file_location(name, SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tiny_run_writes_the_table_and_the_plot(monkeypatch, tmp_path):
+    bench = _load_script(monkeypatch)
+    argv = ["--problems", "Branin", "--seeds", "2", "--answers", "3"]
+    argv += ["--configs", "botorch-eubo", "laplace-eubo", "laplace-random"]
+    argv += ["--noises", "low", "--raw-samples", "16", "--maxiter", "10"]
+    text = bench.main(argv + ["--output", str(tmp_path)])
+    assert (tmp_path / "pbo_regret.md").read_text() == text
+    assert (tmp_path / "pbo_regret.png").stat().st_size > 1000
+    rows = [r for r in text.splitlines() if r.startswith("| ") and "---" not in r]
+    rows = rows[1:]  # header
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| botorch-eubo",
+        "| laplace-eubo",
+        "| laplace-random",
+    ]
+    for row in rows:
+        cells = [c.strip() for c in row.strip("| ").split(" | ")]
+        mean, se = (float(v) for v in cells[1].split(" ± "))
+        assert math.isfinite(mean) and mean >= 0 and math.isfinite(se)
+        assert math.isfinite(float(cells[3])) and float(cells[3]) > 0
+        if cells[0] != "botorch-eubo":
+            assert 0.0 <= float(cells[2]) <= 1.0
+            assert math.isfinite(float(cells[4]))
+
+
+def test_noise_is_scaled_by_the_spread(monkeypatch):
+    bench = _load_script(monkeypatch)
+    from prefbo.benchmarks import Hartmann6
+
+    assert bench.utility_spread(Hartmann6()) == pytest.approx(1.0, abs=0.05)
