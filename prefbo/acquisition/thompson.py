@@ -67,10 +67,13 @@ def thompson_batch(
     """
     _check_bounds(bounds)
     shape = torch.Size([batch_size])
-    if isinstance(model, PairwisePreferenceGP):
-        paths = draw_pairwise_paths(model, shape, num_features=num_features)
-    else:
-        paths = draw_matheron_paths(model, sample_shape=shape)
+    # draw the paths' weights without a graph back to the model's parameters,
+    # or every ascent step after the first would backward through it again
+    with torch.no_grad():
+        if isinstance(model, PairwisePreferenceGP):
+            paths = draw_pairwise_paths(model, shape, num_features=num_features)
+        else:
+            paths = draw_matheron_paths(model, sample_shape=shape)
     return maximize_paths(
         paths,
         bounds,

@@ -73,3 +73,19 @@ def test_thompson_batch_errors():
         thompson_batch(model, torch.tensor([[1.0, 0.0], [0.0, 1.0]]), 2)
     with pytest.raises(InputDataError, match="num_restarts <= raw_samples"):
         thompson_batch(model, BOUNDS, 2, raw_samples=2, num_restarts=4)
+
+
+def test_thompson_batch_on_a_trainable_botorch_svgp():
+    """Paths of a model whose parameters require grad must not keep a graph."""
+    import warnings
+
+    from botorch.models import SingleTaskVariationalGP
+
+    X = torch.rand(40, 2, dtype=torch.float64)
+    Y = torch.sin(5 * X).sum(-1, keepdim=True)
+    Y = (Y - Y.mean()) / Y.std()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        model = SingleTaskVariationalGP(X, Y, inducing_points=10)
+    out = thompson_batch(model, BOUNDS, 3, raw_samples=64, num_restarts=2, num_steps=5)
+    assert out.shape == (3, 2) and ((out >= 0) & (out <= 1)).all()
