@@ -4,9 +4,15 @@ Built on PyTorch, GPyTorch and BoTorch: every model is a BoTorch ``Model``.
 """
 
 import prefbo.acquisition  # noqa: F401  (registers pathwise sampling with BoTorch)
+from prefbo.fit import fit_variational
 from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
-from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP, SkewGP
+from prefbo.models import (
+    PairwiseEPGP,
+    PairwiseLaplaceGP,
+    SkewGP,
+    VariationalPreferenceGP,
+)
 
 __version__ = "0.1.0"
 
@@ -18,5 +24,7 @@ __all__ = [
     "PairwiseLogitLikelihood",
     "PairwiseProbitLikelihood",
     "SkewGP",
+    "VariationalPreferenceGP",
+    "fit_variational",
     "__version__",
 ]

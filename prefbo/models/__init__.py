@@ -5,6 +5,7 @@ from prefbo.models.laplace import PairwiseLaplaceGP
 from prefbo.models.pairwise import PairwisePreferenceGP
 from prefbo.models.skew import SkewGP
 from prefbo.models.users import RaggedBatch, batch_users
+from prefbo.models.variational import VariationalPreferenceGP
 
 __all__ = [
     "PairwiseEPGP",
@@ -12,5 +13,6 @@ __all__ = [
     "PairwisePreferenceGP",
     "RaggedBatch",
     "SkewGP",
+    "VariationalPreferenceGP",
     "batch_users",
 ]

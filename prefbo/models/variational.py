@@ -240,7 +240,9 @@ class VariationalPreferenceGP(Model, ApproximateGP):
         super().__init__(variational_strategy=strategy)
         self.likelihood = likelihood
         self.covar_module = covar_module
-        self.mean_module = mean_module or ZeroMean(batch_shape=latent_shape)
+        if mean_module is None:
+            mean_module = ZeroMean(batch_shape=latent_shape)
+        self.mean_module = mean_module
         self._num_outputs = t
         self._num_latents = q if latent_shape else 1
         self.coregionalization = coregionalization
