@@ -2,7 +2,8 @@ r"""Demo: preferential BO with EUBO on Branin, against random questions.
 
 A simulated person (:class:`~prefbo.benchmarks.SimulatedPerson`, probit answer
 noise) holds the negative Branin utility (:class:`~prefbo.benchmarks.Branin`).
-Each iteration fits a :class:`~prefbo.models.PairwiseLaplaceGP` to all answers
+Each iteration fits a :class:`~prefbo.models.PairwiseEPGP` (default; ``--model
+laplace`` for :class:`~prefbo.models.PairwiseLaplaceGP`) to all answers
 so far, asks the pair that maximises BoTorch's analytic Expected Utility of the
 Best Option (EUBO), and records the regret of the recommendation (the design
 seen so far with the highest posterior mean). The same number of uniformly
@@ -33,8 +34,13 @@ from torch import Tensor
 
 from prefbo.benchmarks import Branin, SimulatedPerson, UtilityProblem
 from prefbo.exceptions import ConvergenceWarning, NumericalWarning
-from prefbo.mlls import PairwiseLaplaceMLL
-from prefbo.models import PairwiseLaplaceGP
+from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
+from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP
+
+MODELS = {
+    "ep": (PairwiseEPGP, PairwiseEPMLL),
+    "laplace": (PairwiseLaplaceGP, PairwiseLaplaceMLL),
+}
 
 REPEAT_ATOL = 0.02  # two questions closer than this (max-norm) count as a repeat
 
@@ -89,13 +95,14 @@ def _expected_warnings():
         yield
 
 
-def _fit(arm: Arm) -> PairwiseLaplaceGP:
+def _fit(arm: Arm, kind: str = "ep") -> PairwiseLaplaceGP | PairwiseEPGP:
     r"""Fit a fresh model to the arm's data and record its recommendation."""
     t0 = time.perf_counter()
-    model = PairwiseLaplaceGP(arm.designs, arm.comparisons)
+    cls, mll_cls = MODELS[kind]
+    model = cls(arm.designs, arm.comparisons)
     with _expected_warnings():
         try:
-            fit_gpytorch_mll(PairwiseLaplaceMLL(model.likelihood, model))
+            fit_gpytorch_mll(mll_cls(model.likelihood, model))
         except ModelFittingError:  # keep the default hyperparameters
             arm.failed_fits += 1
         model.eval()
@@ -151,7 +158,7 @@ def _start(
     )
     for pair in _random_pairs(problem, args.initial_pairs, gen):
         _append(arm, pair, person)
-    _fit(arm)
+    _fit(arm, args.model)
     _recommend(problem, arm)
     return arm
 
@@ -188,7 +195,7 @@ def run(args: argparse.Namespace) -> dict:
             else:
                 pair = _random_pairs(problem, 1, gen)[0]
             _append(arm, pair, person)
-            _fit(arm)
+            _fit(arm, args.model)
             _recommend(problem, arm)
             if name == "eubo":
                 print(
@@ -206,6 +213,7 @@ def run(args: argparse.Namespace) -> dict:
             k: getattr(args, k)
             for k in (
                 "iterations",
+                "model",
                 "initial_pairs",
                 "noise",
                 "seed",
@@ -333,6 +341,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="the person's utility noise std σ (0: noiseless)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--model",
+        choices=sorted(MODELS),
+        default="ep",
+        help="inference: EP (default; learns from decisive answers) or Laplace",
+    )
     p.add_argument("--output", type=Path, default=Path("demo_output"))
     p.add_argument(
         "--smoke",
