@@ -27,6 +27,7 @@ Answer probabilities, with ``Δ = u(x₂) - u(x₁)`` (second minus first):
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
 import torch
@@ -80,7 +81,7 @@ def _check_callable(name: str, f: object) -> None:
         )
 
 
-class _Person:
+class _Person(ABC):
     r"""Shared ``compare``; subclasses implement ``_answer`` on valid ``X``."""
 
     def __init__(self, seed: int) -> None:
@@ -108,8 +109,9 @@ class _Person:
         self.num_answers += math.prod(X.shape[:-2])
         return answers
 
-    def _answer(self, X: Tensor) -> Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _answer(self, X: Tensor) -> Tensor:
+        r"""Answers to ``batch_shape x 2 x d`` questions (``batch_shape`` long)."""
 
     def compare(self, x1: Tensor, x2: Tensor) -> int:
         r"""Answer one question.

@@ -37,6 +37,8 @@ above the mean, which no 30-answer preference run can locate.
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import torch
 from botorch.test_functions import Ackley, Hartmann
 from torch import Tensor
@@ -53,9 +55,9 @@ class _Standardised(UtilityProblem):
     _LOWER: float = 0.0  # f's domain is [_LOWER, _UPPER]^d_raw
     _UPPER: float = 1.0
 
+    @abstractmethod
     def _raw(self, Z: Tensor) -> Tensor:
         r"""The raw (minimised) function at ``batch_shape x d_raw`` points."""
-        raise NotImplementedError  # pragma: no cover
 
     def _evaluate_true(self, X: Tensor) -> Tensor:
         Z = self._LOWER + (self._UPPER - self._LOWER) * X  # batch_shape x d
