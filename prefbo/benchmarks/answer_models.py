@@ -33,32 +33,11 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from prefbo.benchmarks.people import check_nonneg, check_questions
 from prefbo.exceptions import InputDataError, InputTypeError
 
 INDIFFERENT = -1
 CONFLICT = -2
-
-
-def _check_nonneg(name: str, value: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise InputDataError(f"{name} must be finite and >= 0; got {value}.")
-    return value
-
-
-def _check_questions(X: Tensor) -> None:
-    if not isinstance(X, Tensor) or not X.is_floating_point():
-        raise InputTypeError(
-            "X must be a floating torch.Tensor of shape batch_shape x 2 x d; got "
-            f"{type(X).__name__}"
-            + (f" of dtype {X.dtype}" if isinstance(X, Tensor) else "")
-            + "."
-        )
-    if X.ndim < 2 or X.shape[-2] != 2:
-        raise InputDataError(
-            "X must have shape batch_shape x 2 x d (two options per question); "
-            f"got {tuple(X.shape)}."
-        )
 
 
 def _utilities(utility: Callable[[Tensor], Tensor], X: Tensor) -> Tensor:
@@ -104,7 +83,7 @@ class _Person(ABC):
             A ``batch_shape`` long tensor on ``X``'s device: ``0`` (first
             preferred), ``1`` (second) or the person's special answer.
         """
-        _check_questions(X)
+        check_questions(X)
         answers = self._answer(X)
         self.num_answers += math.prod(X.shape[:-2])
         return answers
@@ -167,7 +146,7 @@ class LogitPerson(_Person):
         """
         _check_callable("utility", utility)
         self.utility = utility
-        self.scale = _check_nonneg("scale", scale)
+        self.scale = check_nonneg("scale", scale)
         super().__init__(seed)
 
     def _answer(self, X: Tensor) -> Tensor:
@@ -204,8 +183,8 @@ class IndifferentPerson(_Person):
         """
         _check_callable("utility", utility)
         self.utility = utility
-        self.noise_std = _check_nonneg("noise_std", noise_std)
-        self.threshold = _check_nonneg("threshold", threshold)
+        self.noise_std = check_nonneg("noise_std", noise_std)
+        self.threshold = check_nonneg("threshold", threshold)
         super().__init__(seed)
 
     def _answer(self, X: Tensor) -> Tensor:
@@ -250,7 +229,7 @@ class ParetoPerson(_Person):
         for k, f in enumerate(utilities):
             _check_callable(f"utilities[{k}]", f)
         self.utilities = utilities
-        self.noise_std = _check_nonneg("noise_std", noise_std)
+        self.noise_std = check_nonneg("noise_std", noise_std)
         super().__init__(seed)
 
     def _answer(self, X: Tensor) -> Tensor:

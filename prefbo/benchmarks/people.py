@@ -19,6 +19,30 @@ from torch import Tensor
 from prefbo.exceptions import InputDataError, InputTypeError
 
 
+def check_nonneg(name: str, value: float) -> float:
+    r"""``value`` as a float, or a typed error unless it is finite and ``>= 0``."""
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise InputDataError(f"{name} must be finite and >= 0; got {value}.")
+    return value
+
+
+def check_questions(X: Tensor) -> None:
+    r"""Typed errors unless ``X`` is a floating ``batch_shape x 2 x d`` tensor."""
+    if not isinstance(X, Tensor) or not X.is_floating_point():
+        raise InputTypeError(
+            "X must be a floating torch.Tensor of shape batch_shape x 2 x d; got "
+            f"{type(X).__name__}"
+            + (f" of dtype {X.dtype}" if isinstance(X, Tensor) else "")
+            + "."
+        )
+    if X.ndim < 2 or X.shape[-2] != 2:
+        raise InputDataError(
+            "X must have shape batch_shape x 2 x d (two options per question); "
+            f"got {tuple(X.shape)}."
+        )
+
+
 class SimulatedPerson:
     r"""A person with a known utility who answers pairwise questions noisily.
 
@@ -50,9 +74,7 @@ class SimulatedPerson:
                 f"utility must be callable (batch_shape x d -> batch_shape); got "
                 f"{type(utility).__name__}."
             )
-        noise_std = float(noise_std)
-        if not math.isfinite(noise_std) or noise_std < 0:
-            raise InputDataError(f"noise_std must be finite and >= 0; got {noise_std}.")
+        noise_std = check_nonneg("noise_std", noise_std)
         self.utility = utility
         self.noise_std = noise_std
         self.seed = int(seed)
@@ -70,18 +92,7 @@ class SimulatedPerson:
             A ``batch_shape`` long tensor (on ``X``'s device): ``0`` where the
             first option is preferred, ``1`` where the second is.
         """
-        if not isinstance(X, Tensor) or not X.is_floating_point():
-            raise InputTypeError(
-                "X must be a floating torch.Tensor of shape batch_shape x 2 x d; got "
-                f"{type(X).__name__}"
-                + (f" of dtype {X.dtype}" if isinstance(X, Tensor) else "")
-                + "."
-            )
-        if X.ndim < 2 or X.shape[-2] != 2:
-            raise InputDataError(
-                "X must have shape batch_shape x 2 x d (two options per question); "
-                f"got {tuple(X.shape)}."
-            )
+        check_questions(X)
         u = self.utility(X)
         if not isinstance(u, Tensor) or u.shape != X.shape[:-1]:
             raise InputDataError(
