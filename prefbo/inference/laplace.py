@@ -163,7 +163,9 @@ def _default_tol(dtype: torch.dtype) -> float:
     return 1e-9 if dtype == torch.float64 else 1e-4
 
 
-def laplacian_matmul(weights: Tensor, comparisons: Tensor, M: Tensor) -> Tensor:
+def laplacian_matmul(
+    weights: Tensor, comparisons: Tensor, M: Tensor, dense: Tensor | None = None
+) -> Tensor:
     r"""``W @ M`` for ``W = Dᵀ diag(weights) D``.
 
     Small problems use a dense ``W``; from ``n ≥ 256`` on, ``W`` (``n + 2m``
@@ -174,13 +176,20 @@ def laplacian_matmul(weights: Tensor, comparisons: Tensor, M: Tensor) -> Tensor:
         weights: ``batch_shape x m``.
         comparisons: ``batch_shape x m x 2`` long ``[w, l]`` rows.
         M: ``batch_shape x n x k``.
+        dense: The dense ``W`` if the caller already built it (used below the
+            sparse threshold instead of building it again).
 
     Returns:
         ``batch_shape x n x k``.
     """
     n, k = M.shape[-2:]
     if n < 256:
-        return comparison_laplacian(weights, comparisons, n) @ M
+        W = (
+            dense
+            if dense is not None
+            else comparison_laplacian(weights, comparisons, n)
+        )
+        return W @ M
     batch = torch.broadcast_shapes(weights.shape[:-1], M.shape[:-2])
     m = weights.shape[-1]
     B = math.prod(batch)
@@ -517,8 +526,8 @@ def evidence_kernel_gradient(
     S = state.posterior_covariance()
     n = S.shape[-1]
     W = comparison_laplacian(omega, comps, n)
-    WS = laplacian_matmul(omega, comps, S)  # W Σ
-    WSW = laplacian_matmul(omega, comps, WS.transpose(-1, -2))  # W Σ W
+    WS = laplacian_matmul(omega, comps, S, dense=W)  # W Σ
+    WSW = laplacian_matmul(omega, comps, WS.transpose(-1, -2), dense=W)  # W Σ W
     a = state.alpha
     if implicit is None:
         b = torch.zeros_like(a)
