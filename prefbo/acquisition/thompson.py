@@ -15,9 +15,10 @@ from botorch.sampling.pathwise import draw_matheron_paths
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.models.pairwise import PairwisePreferenceGP
-from prefbo.sampling.pathwise import draw_pairwise_paths
+from prefbo.models.variational import VariationalPreferenceGP
+from prefbo.sampling.pathwise import draw_pairwise_paths, draw_variational_paths
 
 
 def _check_bounds(bounds: Tensor) -> None:
@@ -50,8 +51,9 @@ def thompson_batch(
     r"""Maximisers of ``batch_size`` independent posterior sample paths.
 
     Args:
-        model: A model ``draw_matheron_paths`` supports (prefbo's pairwise models,
-            BoTorch's exact and variational GPs); one output, no batch shape.
+        model: A model ``draw_matheron_paths`` supports (prefbo's pairwise and
+            variational preference models, BoTorch's exact and variational
+            GPs); one output, no batch shape.
         bounds: ``2 x d`` box ``[lower, upper]``.
         batch_size: ``B``, the number of paths and of returned designs.
         raw_samples: Sobol points on which every path is first evaluated.
@@ -66,12 +68,19 @@ def thompson_batch(
         A ``B x d`` tensor of designs, one maximiser per path.
     """
     _check_bounds(bounds)
+    if getattr(model, "num_outputs", 1) != 1:
+        raise UnsupportedError(
+            "thompson_batch maximises one utility; got a model with "
+            f"num_outputs={model.num_outputs}."
+        )
     shape = torch.Size([batch_size])
     # draw the paths' weights without a graph back to the model's parameters,
     # or every ascent step after the first would backward through it again
     with torch.no_grad():
         if isinstance(model, PairwisePreferenceGP):
             paths = draw_pairwise_paths(model, shape, num_features=num_features)
+        elif isinstance(model, VariationalPreferenceGP):
+            paths = draw_variational_paths(model, shape, num_features=num_features)
         else:
             paths = draw_matheron_paths(model, sample_shape=shape)
     return maximize_paths(

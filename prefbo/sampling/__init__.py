@@ -18,14 +18,20 @@ from prefbo.sampling.gibbs import (
     sample_truncated_standard_normal,
 )
 from prefbo.sampling.lin_ess import LinESS
-from prefbo.sampling.pathwise import draw_pairwise_paths
+from prefbo.sampling.pathwise import (
+    VariationalPreferencePath,
+    draw_pairwise_paths,
+    draw_variational_paths,
+)
 
 __all__ = [
     "GibbsSampler",
     "InfeasibleConstraintsError",
     "LinESS",
     "TruncatedGaussianSampler",
+    "VariationalPreferencePath",
     "draw_pairwise_paths",
+    "draw_variational_paths",
     "find_interior_point",
     "ndtri_exp",
     "sample_standard_normal_below",
