@@ -66,6 +66,7 @@ class LaplaceState:
     _chol_post: Tensor | None = None
     _post_cov: Tensor | None = None
     _pred_factors: Tensor | None = None
+    _mode_derivatives: tuple[Tensor, Tensor] | None = None
 
     def laplacian(self) -> Tensor:
         r"""``batch_shape x n x n`` curvature ``Ŵ`` at the mode."""
@@ -147,15 +148,25 @@ def comparison_laplacian(
         ``batch_shape x n x n`` symmetric PSD matrix with ``W·1 = 0`` (plus
         ``base``).
     """
-    w, l = comparisons[..., 0], comparisons[..., 1]
-    index = torch.cat([w * n + w, l * n + l, w * n + l, l * n + w], dim=-1)
-    src = torch.cat([weights, weights, -weights, -weights], dim=-1)
-    batch = weights.shape[:-1]
+    index = _laplacian_index(comparisons, n)
     if base is None:
-        out = weights.new_zeros(batch + (n * n,))
-    else:
-        out = base.expand(batch + (n, n)).reshape(batch + (n * n,)).clone()
-    out.scatter_add_(-1, index, src)
+        base = weights.new_zeros(weights.shape[:-1] + (n, n))
+    return _scatter_laplacian(weights, index, base)
+
+
+def _laplacian_index(comparisons: Tensor, n: int) -> Tensor:
+    r"""Flat ``n x n`` positions of ``W``'s four entries per comparison
+    (``ww, ll, wl, lw``), for :func:`_scatter_laplacian`."""
+    w, l = comparisons[..., 0], comparisons[..., 1]
+    return torch.cat([w * n + w, l * n + l, w * n + l, l * n + w], dim=-1)
+
+
+def _scatter_laplacian(weights: Tensor, index: Tensor, base: Tensor) -> Tensor:
+    r"""``base + Dᵀ diag(weights) D`` with precomputed positions ``index``."""
+    n = base.shape[-1]
+    batch = weights.shape[:-1]
+    out = base.expand(batch + (n, n)).reshape(batch + (n * n,)).clone()
+    out.scatter_add_(-1, index, torch.cat([weights, weights, -weights, -weights], -1))
     return out.view(batch + (n, n))
 
 
@@ -350,15 +361,21 @@ def _find_mode(
             pm = torch.where(better, pmc, pm)
     converged = torch.zeros(batch, dtype=torch.bool, device=device)
     it = 0
+    lap_index = _laplacian_index(comps_j, n) if precision else None
+    w_idx, l_idx = comps_j[..., 0], comps_j[..., 1]
+    # derivatives at the current iterate; on CPU the full Newton step's are
+    # computed for the damping test and reused by the next iteration
+    logp, grad_k, omega, domega = likelihood.derivatives(f, comps_j)
     for it in range(1, max_iter + 1):
-        logp, grad_k, omega, _ = likelihood.derivatives(f, comps_j)
         grad = scatter_pairs(grad_k, comps_j, n)  # batch x n
+        omega_c = omega  # the curvature C is factorised at
         if precision:
-            B = comparison_laplacian(omega, comps_j, n, base=Kinv)  # K⁻¹ + W
+            B = _scatter_laplacian(omega, lap_index, Kinv)  # K⁻¹ + W
             C, info = torch.linalg.cholesky_ex(B)
-            Wf = scatter_pairs(omega * _pair_diff(f, comps_j), comps_j, n)
-            f_new = torch.cholesky_solve((Wf + grad).unsqueeze(-1), C)
-            df = f_new.squeeze(-1) - f
+            Wf = scatter_pairs(
+                omega * (f.gather(-1, w_idx) - f.gather(-1, l_idx)), comps_j, n
+            )
+            df = torch.cholesky_solve((Wf + grad).unsqueeze(-1), C).squeeze(-1) - f
             dp, dpm = df, mv(Kinv, df)
         else:
             LtWL = Lt @ laplacian_matmul(omega, comps_j, L)
@@ -375,35 +392,38 @@ def _find_mode(
         a, b, c = (p * pm).sum(-1), (p * dpm).sum(-1), (dp * dpm).sum(-1)
         psi0 = logp.sum(-1) - 0.5 * a  # batch
         # on CPU try the full step alone first (the usual case); else all at once
-        full_ok = None
+        at_full = None
         if device.type == "cpu":
-            psi1 = likelihood.log_prob_answers(f + df, comps_j).sum(-1) - 0.5 * (
-                a + 2 * b + c
-            )
-            full_ok = psi1 >= psi0
-        if full_ok is not None and bool(full_ok.all()):
-            ok = full_ok.unsqueeze(0)
+            at_full = likelihood.derivatives(f + df, comps_j)
+            if not bool((at_full[0].sum(-1) - 0.5 * (a + 2 * b + c) >= psi0).all()):
+                at_full = None
+        if at_full is not None:
+            t = torch.ones_like(psi0)
+            any_ok = torch.ones_like(psi0, dtype=torch.bool)
         else:
             t_b = steps_b.squeeze(-1)
             psi = likelihood.log_prob_answers(f + steps_b * df, comps_ls).sum(
                 -1
             ) - 0.5 * (a + 2 * t_b * b + t_b**2 * c)  # J x batch
             ok = psi >= psi0
-        first = torch.argmax(ok.to(torch.int8), dim=0)  # batch
-        t = torch.where(ok.any(0), steps[first], torch.zeros_like(steps[first]))
-        scale = 1.0 + f.abs().amax(-1)
-        # converged: a negligible Newton step, or no step size that increases Ψ
-        # (stationary to working precision)
-        # or a Newton decrement ½ΔfᵀHΔf (the predicted gain in Ψ) at the level
-        # of rounding in Ψ, below which the precision form cannot improve
-        diff = df.gather(-1, comps_j[..., 0]) - df.gather(-1, comps_j[..., 1])
+            any_ok = ok.any(0)
+            first = torch.argmax(ok.to(torch.int8), dim=0)  # batch
+            t = torch.where(any_ok, steps[first], torch.zeros_like(steps[first]))
+        # converged: a negligible Newton step, no step size that increases Ψ
+        # (stationary to working precision), or a Newton decrement ½ΔfᵀHΔf
+        # (the predicted gain in Ψ) at the level of rounding in Ψ, below which
+        # the precision form cannot improve
+        diff = df.gather(-1, w_idx) - df.gather(-1, l_idx)
         decrement = 0.5 * (c + (omega * diff * diff).sum(-1))
+        small = df.abs().amax(-1) <= tol * (1.0 + f.abs().amax(-1))
         flat = decrement <= psi_tol * (1.0 + psi0.abs())
-        converged = ((df.abs().amax(-1) <= tol * scale) | flat | ~ok.any(0)) & (
-            info == 0
-        )
+        converged = (small | flat | ~any_ok) & (info == 0)
         tt = t.unsqueeze(-1)
         f, p, pm = f + tt * df, p + tt * dp, pm + tt * dpm
+        if at_full is not None:
+            logp, grad_k, omega, domega = at_full
+        else:
+            logp, grad_k, omega, domega = likelihood.derivatives(f, comps_j)
         if it % sync_every == 0 and bool(converged.all()):
             break
     if bool((info > 0).any()):
@@ -421,7 +441,6 @@ def _find_mode(
             ConvergenceWarning,
             stacklevel=3,
         )
-    logp, _, _, _ = likelihood.derivatives(f, comps_j)
     log_lik = logp.sum(-1)
     if precision:
         alpha = torch.cholesky_solve(f.unsqueeze(-1), L).squeeze(-1)
@@ -437,7 +456,7 @@ def _find_mode(
         mode=f,
         chol_prior=L,
         alpha=alpha,
-        curvature=omega,
+        curvature=omega_c,
         comparisons=comps_j,
         log_likelihood=log_lik,
         evidence=log_lik - 0.5 * (f * alpha).sum(-1) - 0.5 * logdet,
@@ -449,6 +468,7 @@ def _find_mode(
         state._post_cov = torch.cholesky_inverse(C)
     else:
         state._chol_post = C
+    state._mode_derivatives = (omega, domega)  # at the returned mode
     return state
 
 
@@ -476,7 +496,10 @@ class LaplaceEvidence(torch.autograd.Function):
     def backward(ctx, grad_out):  # noqa: D102
         state: LaplaceState = ctx.state
         comps = state.comparisons
-        _, _, omega, domega = ctx.likelihood.derivatives(state.mode, comps)
+        if state._mode_derivatives is not None:
+            omega, domega = state._mode_derivatives
+        else:
+            _, _, omega, domega = ctx.likelihood.derivatives(state.mode, comps)
         n = state.mode.shape[-1]
         q = pair_quadratic(state.posterior_covariance(), comps)  # a_kᵀ Σ a_k
         s = -0.5 * scatter_pairs(q * domega, comps, n)  # batch x n

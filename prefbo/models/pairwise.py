@@ -21,6 +21,7 @@ from copy import deepcopy
 from itertools import chain
 from typing import Any
 
+import gpytorch
 import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import Model
@@ -400,7 +401,9 @@ class PairwisePreferenceGP(Model, GP, ABC):
         return tuple(key)
 
     def _prior_covariance(self, X: Tensor) -> Tensor:
-        return self.covar_module(X).to_dense()
+        # evaluated at once: the lazy kernel tensor only adds overhead here
+        with gpytorch.settings.lazily_evaluate_kernels(False):
+            return self.covar_module(X).to_dense()
 
     def _train_covariance(self, X: Tensor) -> Tensor:
         r"""``K + nugget · mean(diag K) · I`` at the training designs."""
