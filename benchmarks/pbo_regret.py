@@ -7,8 +7,9 @@ by each configuration:
 - ``botorch-eubo`` (the reference): BoTorch's ``PairwiseGP`` fitted with its
   ``PairwiseLaplaceMarginalLogLikelihood``, questions from BoTorch's analytic
   EUBO, written here with BoTorch alone;
-- ``laplace-eubo``, ``ep-eubo``, ``skew-eubo``: prefbo's
-  :class:`~prefbo.loop.PreferentialOptimizer` with each inference method;
+- ``laplace-eubo``, ``ep-eubo``, ``skew-eubo``, ``variational-eubo``:
+  prefbo's :class:`~prefbo.loop.PreferentialOptimizer` with each inference
+  method;
 - ``laplace-qeubo``, ``laplace-bald``, ``laplace-mes``, ``laplace-ts``,
   ``laplace-random``: the other questioning strategies.
 
@@ -79,6 +80,7 @@ CONFIGS = (
     "laplace-eubo",
     "ep-eubo",
     "skew-eubo",
+    "variational-eubo",
     "laplace-qeubo",
     "laplace-bald",
     "laplace-mes",

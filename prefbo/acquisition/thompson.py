@@ -15,25 +15,11 @@ from botorch.sampling.pathwise import draw_matheron_paths
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.models.pairwise import PairwisePreferenceGP
 from prefbo.models.variational import VariationalPreferenceGP
 from prefbo.sampling.pathwise import draw_pairwise_paths, draw_variational_paths
-
-
-def _check_bounds(bounds: Tensor) -> None:
-    if not isinstance(bounds, Tensor) or bounds.ndim != 2 or bounds.shape[0] != 2:
-        raise InputDataError(
-            "bounds must be a 2 x d tensor [lower, upper]; got "
-            + (
-                str(tuple(bounds.shape))
-                if isinstance(bounds, Tensor)
-                else type(bounds).__name__
-            )
-            + "."
-        )
-    if not bool((bounds[0] < bounds[1]).all()):
-        raise InputDataError(f"bounds must have lower < upper; got {bounds.tolist()}.")
 
 
 def thompson_batch(
@@ -67,7 +53,7 @@ def thompson_batch(
     Returns:
         A ``B x d`` tensor of designs, one maximiser per path.
     """
-    _check_bounds(bounds)
+    check_bounds(bounds)
     if getattr(model, "num_outputs", 1) != 1:
         raise UnsupportedError(
             "thompson_batch maximises one utility; got a model with "
@@ -128,7 +114,7 @@ def maximize_paths(
     Returns:
         ``B x d`` maximisers.
     """
-    _check_bounds(bounds)
+    check_bounds(bounds)
     if batch_size < 1 or num_restarts < 1 or raw_samples < num_restarts:
         raise InputDataError(
             "need batch_size >= 1 and 1 <= num_restarts <= raw_samples; got "

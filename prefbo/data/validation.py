@@ -153,3 +153,23 @@ def validate_pairwise_data(
         datapoints.expand(batch + datapoints.shape[-2:]),
         comparisons.expand(batch + comparisons.shape[-2:]),
     )
+
+
+def check_bounds(bounds: object) -> None:
+    r"""Check a ``2 x d`` box ``[lower, upper]`` with ``lower < upper``.
+
+    Raises:
+        InputDataError: Anything else, named.
+    """
+    if not isinstance(bounds, Tensor) or bounds.ndim != 2 or bounds.shape[0] != 2:
+        raise InputDataError(
+            "bounds must be a 2 x d tensor [lower, upper]; got "
+            + (
+                str(tuple(bounds.shape))
+                if isinstance(bounds, Tensor)
+                else type(bounds).__name__
+            )
+            + "."
+        )
+    if not bool((bounds[0] < bounds[1]).all()):
+        raise InputDataError(f"bounds must have lower < upper; got {bounds.tolist()}.")

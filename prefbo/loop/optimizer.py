@@ -49,18 +49,22 @@ from linear_operator.utils.warnings import NumericalWarning as LONumericalWarnin
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from prefbo.acquisition.thompson import _check_bounds, thompson_batch
+from prefbo.acquisition.thompson import thompson_batch
+from prefbo.data.containers import PairwiseComparisons
+from prefbo.data.validation import check_bounds
 from prefbo.exceptions import (
     ConvergenceWarning,
     InputDataError,
     NumericalWarning,
     UnsupportedError,
 )
+from prefbo.fit.variational import fit_variational
 from prefbo.loop.session import SessionLog, read_session_log
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP, SkewGP
+from prefbo.models.variational import VariationalPreferenceGP
 
-MODELS = ("laplace", "ep", "skew")
+MODELS = ("laplace", "ep", "skew", "variational")
 STRATEGIES = ("eubo", "qeubo", "bald", "mes", "ts", "random")
 PAIR_ONLY = ("eubo", "bald", "mes")
 DEFAULT_ACQF_OPTIONS = {
@@ -70,6 +74,9 @@ DEFAULT_ACQF_OPTIONS = {
     "mc_samples": 128,
 }
 DEFAULT_SKEW_OPTIONS = {"num_samples": 256, "burnin": 50}
+# full-batch Adam for the small data sets of an interactive session; at every
+# answer q(u) is refitted under the kernel of the latest hyperparameter fit
+DEFAULT_VARIATIONAL_FIT = {"epochs": 300, "lr": 0.05, "early_stopping_patience": 30}
 _SEED_MOD = 2**31 - 1
 
 
@@ -161,8 +168,14 @@ class PreferentialOptimizer:
         Args:
             bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64).
             model: ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`),
-                ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`) or ``"skew"``
-                (:class:`~prefbo.models.SkewGP`).
+                ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`), ``"skew"``
+                (:class:`~prefbo.models.SkewGP`) or ``"variational"``
+                (:class:`~prefbo.models.VariationalPreferenceGP` with all
+                designs as inducing points unless ``model_options`` say
+                otherwise; hyperparameters and ``q(u)`` by full-batch Adam on
+                the ELBO, ``q(u)`` refitted under the fitted kernel at every
+                answer; ``model_options["fit"]`` overrides the settings of
+                :func:`~prefbo.fit.fit_variational`).
             strategy: ``"eubo"`` (analytic EUBO, ``q=2``), ``"qeubo"`` (MC
                 qEUBO), ``"bald"`` (pairwise BALD, ``q=2``), ``"mes"`` (the
                 design of largest max-value entropy of the utility, ``q = 1``
@@ -187,7 +200,7 @@ class PreferentialOptimizer:
                 variable names), available as ``self.metadata``.
         """
         bounds = torch.as_tensor(bounds, dtype=torch.float64)
-        _check_bounds(bounds)
+        check_bounds(bounds)
         if model not in MODELS:
             raise InputDataError(f"model must be one of {MODELS}; got {model!r}.")
         if strategy not in STRATEGIES:
@@ -388,13 +401,42 @@ class PreferentialOptimizer:
             return PairwiseLaplaceGP(designs, comps, **opts)
         if self.model_name == "ep":
             return PairwiseEPGP(designs, comps, **opts)
+        if self.model_name == "variational":
+            model = self._build_variational(designs, comps, opts)
+            if covar is not None:  # condition q(u) on all answers, kernel fixed
+                with expected_fit_warnings():
+                    self._fit_variational(model, learn_hyperparameters=False)
+            return model
         opts = {**DEFAULT_SKEW_OPTIONS, "seed": self.seed, **opts}
         return SkewGP(designs, comps, **opts)
 
+    @staticmethod
+    def _build_variational(
+        designs: Tensor, comps: Tensor, opts: dict[str, Any]
+    ) -> VariationalPreferenceGP:
+        opts = {k: v for k, v in opts.items() if k != "fit"}
+        opts.setdefault("inducing_points", designs.shape[-2])
+        return VariationalPreferenceGP(PairwiseComparisons(designs, comps), **opts)
+
+    def _fit_variational(
+        self, model: VariationalPreferenceGP, learn_hyperparameters: bool
+    ) -> None:
+        settings = {**DEFAULT_VARIATIONAL_FIT, **self.model_options.get("fit", {})}
+        settings.setdefault("batch_size", max(1, model.data.num_answers))
+        with torch.enable_grad():  # the model may be built under no_grad
+            fit_variational(
+                model,
+                seed=self.seed,
+                learn_hyperparameters=learn_hyperparameters,
+                **settings,
+            )
+
     def _fit(self, model: Any) -> None:
-        with expected_fit_warnings():
+        with expected_fit_warnings(), torch.enable_grad():
             try:
-                if self.model_name == "skew":
+                if self.model_name == "variational":
+                    self._fit_variational(model, learn_hyperparameters=True)
+                elif self.model_name == "skew":
                     model.fit_hyperparameters("ep")
                 else:
                     mll_cls = (

@@ -540,6 +540,34 @@ class VariationalPreferenceGP(Model, ApproximateGP):
             total = total + ell.sum()
         return total
 
+    def _add_observation_noise(
+        self, mvn: MultivariateNormal, observation_noise: bool | Tensor
+    ) -> MultivariateNormal:
+        r"""``mvn`` with the utility noise added to its covariance's diagonal."""
+        mean = mvn.mean  # batch x q (one utility) or batch x q x t
+        if observation_noise is True:
+            sigma = getattr(self.likelihood, "noise_std", None)
+            if sigma is None:
+                raise UnsupportedError(
+                    f"observation_noise=True needs a likelihood with noise_std; "
+                    f"{type(self.likelihood).__name__} has none. Pass a tensor."
+                )
+            noise = torch.full_like(mean, float(sigma) ** 2)
+        elif isinstance(observation_noise, Tensor):
+            noise = observation_noise.to(mean)
+            if self.num_outputs == 1 and noise.ndim == mean.ndim + 1:
+                noise = noise.squeeze(-1)
+            noise = noise.expand(mean.shape)
+        else:
+            raise InputTypeError(
+                "observation_noise must be a bool or a tensor; got "
+                f"{type(observation_noise).__name__}."
+            )
+        cov = mvn.lazy_covariance_matrix.add_diagonal(
+            noise.reshape(mean.shape[: -2 if self.num_outputs > 1 else -1] + (-1,))
+        )
+        return type(mvn)(mean, cov)
+
     def _data_or_raise(self, data: PreferenceData | None) -> PreferenceData:
         if data is None:
             if self.data is None:
@@ -564,18 +592,20 @@ class VariationalPreferenceGP(Model, ApproximateGP):
         Args:
             X: A ``batch_shape x q x d`` tensor of designs.
             output_indices: Not supported (must be ``None``).
-            observation_noise: Not supported (must be ``False``).
+            observation_noise: If True, add the likelihood's utility noise
+                ``σ²`` (``noise_std²``) to every utility's variance (the noisy
+                utility an answer compares; BoTorch's ``qMaxValueEntropy``
+                asks for it); a tensor broadcastable to the ``batch_shape x q
+                x t`` output is added as given.
             posterior_transform: An optional BoTorch posterior transform.
 
         Returns:
             A ``GPyTorchPosterior`` over ``batch_shape x q x t``.
         """
-        if output_indices is not None or observation_noise is not False:
+        if output_indices is not None:
             raise UnsupportedError(
-                "VariationalPreferenceGP.posterior supports neither output_indices "
-                "nor observation_noise; got "
-                f"output_indices={output_indices}, observation_noise="
-                f"{observation_noise}."
+                "VariationalPreferenceGP.posterior does not support output_indices; "
+                f"got output_indices={output_indices}."
             )
         dim = self.base_variational_strategy.inducing_points.shape[-1]
         if not isinstance(X, Tensor) or X.ndim < 2 or X.shape[-1] != dim:
@@ -586,7 +616,10 @@ class VariationalPreferenceGP(Model, ApproximateGP):
         self.eval()
         if self._num_latents > 1 and X.ndim > 2:
             X = X.unsqueeze(-3)  # batch x 1 x q x d, broadcasts with the Q GPs
-        posterior = GPyTorchPosterior(self(X))
+        mvn = self(X)
+        if observation_noise is not False:
+            mvn = self._add_observation_noise(mvn, observation_noise)
+        posterior = GPyTorchPosterior(mvn)
         if posterior_transform is not None:
             posterior = posterior_transform(posterior)
         return posterior

@@ -147,3 +147,43 @@ def test_bad_tells_are_named():
         opt.undo()
     with pytest.raises(InputDataError, match=r"best\(\) needs at least one answer"):
         opt.best()
+
+
+VARIATIONAL_FIT = {"fit": {"epochs": 60, "lr": 0.05}}
+
+
+@pytest.mark.parametrize("strategy", ["eubo", "qeubo", "bald", "mes", "ts"])
+def test_variational_model_runs_every_strategy(strategy):
+    opt = PreferentialOptimizer(
+        BOUNDS,
+        model="variational",
+        strategy=strategy,
+        seed=1,
+        acqf_options=SMALL,
+        model_options=VARIATIONAL_FIT,
+        refit_every=2,
+    )
+    asked = _run(opt, range(4), Branin())
+    for X in asked:
+        assert X.shape == (2, 2) and ((X >= BOUNDS[0]) & (X <= BOUNDS[1])).all()
+    x, mean, sd = opt.best()
+    assert x.shape == (2,) and sd > 0
+
+
+def test_variational_loop_conditions_q_u_on_every_answer():
+    r"""Between refits the kernel is kept but q(u) is refitted to the new answer:
+    the winner's posterior mean rises above the loser's."""
+    opt = PreferentialOptimizer(
+        BOUNDS,
+        model="variational",
+        strategy="random",
+        refit_every=10,
+        model_options=VARIATIONAL_FIT,
+    )
+    _run(opt, [0, 1, 0])
+    designs, comps = opt.data()
+    with torch.no_grad():
+        mean = opt.model.posterior(designs.unsqueeze(-2)).mean.reshape(-1)
+    # every told answer is ordered correctly by the conditioned model
+    assert (mean[comps[:, 0]] > mean[comps[:, 1]]).all()
+    assert opt.model.base_variational_strategy.inducing_points.shape[0] == 6

@@ -347,7 +347,38 @@ def test_typed_errors():
     model = VariationalPreferenceGP(data, inducing_points=3)
     with pytest.raises(InputDataError, match=r"X must be a batch_shape x q x 2 tensor"):
         model.posterior(torch.rand(4, 3, dtype=torch.float64))
-    with pytest.raises(UnsupportedError, match="supports neither output_indices"):
-        model.posterior(X, observation_noise=True)
+    with pytest.raises(UnsupportedError, match="does not support output_indices"):
+        model.posterior(X, output_indices=[0])
+    with pytest.raises(InputTypeError, match="observation_noise must be a bool or"):
+        model.posterior(X, observation_noise="yes")
     with pytest.raises(InputDataError, match="the model has no data"):
         VariationalPreferenceGP(inducing_points=X[:3]).elbo()
+
+
+@pytest.mark.parametrize("num_utilities", [1, 2])
+def test_observation_noise_adds_the_utility_noise_to_the_diagonal(num_utilities):
+    if num_utilities == 1:
+        X, comp, _ = make_pairwise_data(10, 20, seed=4)
+        model = VariationalPreferenceGP(
+            PairwiseComparisons(X, comp), PairwiseProbitLikelihood(noise_std=0.7)
+        )
+    else:
+        model = VariationalPreferenceGP(
+            _choice_data(),
+            PseudoRationalChoiceLikelihood(noise_std=0.7),
+            num_utilities=2,
+            inducing_points=6,
+        )
+    _perturb(model)
+    Xt = torch.rand(3, 4, 2, dtype=torch.float64)
+    with torch.no_grad():
+        plain = model.posterior(Xt)
+        noisy = model.posterior(Xt, observation_noise=True)
+        given = model.posterior(
+            Xt, observation_noise=torch.full((3, 4, num_utilities), 0.3)
+        )
+    cov0 = plain.distribution.covariance_matrix
+    eye = torch.eye(cov0.shape[-1], dtype=cov0.dtype)
+    torch.testing.assert_close(noisy.mean, plain.mean)
+    torch.testing.assert_close(noisy.distribution.covariance_matrix, cov0 + 0.49 * eye)
+    torch.testing.assert_close(given.distribution.covariance_matrix, cov0 + 0.3 * eye)
