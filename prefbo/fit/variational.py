@@ -301,6 +301,7 @@ def fit_variational(
     result = VariationalFitResult(world_size=1 if ctx is None else ctx.world_size)
     report = ctx is None or ctx.rank == 0
     best, waited = -math.inf, 0
+    on_host = model.base_variational_strategy.inducing_points.device.type == "cpu"
     model.train()
     try:
         for epoch in range(epochs):
@@ -319,13 +320,18 @@ def fit_variational(
                 elbo = batch.scale * ell - model.kl_divergence()
                 objective = elbo + log_prior(model).to(elbo) if use_priors else elbo
                 loss = objective.neg() / total
-                if not torch.isfinite(loss):
+                if on_host and not torch.isfinite(loss):
                     _raise_non_finite(float(elbo.detach()), epoch)
                 loss.backward()
                 optimizer.step()
                 if scheduler is not None:
                     scheduler.step()
-                sums += float(elbo.detach())
+                # on an accelerator the sum stays on the device (no host sync
+                # per step); a non-finite ELBO is then caught at the epoch's end
+                sums = sums + (float(elbo.detach()) if on_host else elbo.detach())
+            sums = float(sums)
+            if not math.isfinite(sums):
+                _raise_non_finite(sums, epoch)
             mean_elbo = sums / len(loader)
             seconds = time.perf_counter() - start
             result.elbo.append(mean_elbo)
