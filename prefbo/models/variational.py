@@ -38,7 +38,7 @@ from botorch.models.utils.inducing_point_allocators import InducingPointAllocato
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
-from gpytorch.means import Mean, ZeroMean
+from gpytorch.means import ConstantMean, Mean, ZeroMean
 from gpytorch.models import ApproximateGP
 from gpytorch.utils.memoize import clear_cache_hook
 from gpytorch.variational import (
@@ -174,8 +174,13 @@ class VariationalPreferenceGP(Model, ApproximateGP):
                 ``[Q]``; default
                 :func:`~prefbo.kernels.default_preference_covar_module`
                 (BoTorch ``PairwiseGP``'s), one per latent GP.
-            mean_module: A GPyTorch mean; default ``ZeroMean`` (a constant is
-                invisible to comparisons).
+            mean_module: A GPyTorch mean. Default for label data
+                (:class:`~prefbo.data.Rankings`,
+                :class:`~prefbo.data.LabelComparisons`): a learned constant
+                per latent GP (``ConstantMean``) — the population's baseline
+                preference for each label, which label comparisons identify
+                (up to one common shift); otherwise ``ZeroMean``, since a
+                constant is invisible to comparisons of designs.
             coregionalization: ``"independent"`` (one GP per utility) or
                 ``"lmc"`` (``Q`` GPs mixed by learned coefficients).
             num_latents: ``Q`` for ``"lmc"``; default ``t``.
@@ -241,7 +246,10 @@ class VariationalPreferenceGP(Model, ApproximateGP):
         self.likelihood = likelihood
         self.covar_module = covar_module
         if mean_module is None:
-            mean_module = ZeroMean(batch_shape=latent_shape)
+            if getattr(data, "num_labels", None) is not None:
+                mean_module = ConstantMean(batch_shape=latent_shape)
+            else:
+                mean_module = ZeroMean(batch_shape=latent_shape)
         self.mean_module = mean_module
         self._num_outputs = t
         self._num_latents = q if latent_shape else 1

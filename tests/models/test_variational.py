@@ -382,3 +382,22 @@ def test_observation_noise_adds_the_utility_noise_to_the_diagonal(num_utilities)
     torch.testing.assert_close(noisy.mean, plain.mean)
     torch.testing.assert_close(noisy.distribution.covariance_matrix, cov0 + 0.49 * eye)
     torch.testing.assert_close(given.distribution.covariance_matrix, cov0 + 0.3 * eye)
+
+
+def test_label_models_learn_a_constant_per_label_by_default():
+    r"""Label comparisons identify each label's baseline preference: with a
+    context-free winner (label 2 always first) the learned constants order it."""
+    g = torch.Generator().manual_seed(0)
+    orderings = [[2] + torch.randperm(2, generator=g).tolist() for _ in range(40)]
+    X = torch.rand(40, 1, generator=g, dtype=torch.float64)
+    data = Rankings(X, orderings, num_labels=3)
+    model = VariationalPreferenceGP(data, PlackettLuceLikelihood(), inducing_points=5)
+    assert isinstance(model.mean_module, ConstantMean)
+    fit_variational(model, batch_size=40, epochs=150, lr=0.05, seed=0)
+    const = model.mean_module.constant.detach().reshape(-1)
+    assert const[2] > const[0] + 0.5 and const[2] > const[1] + 0.5
+    # object comparisons keep the zero mean (a constant is not identified)
+    Xp, comp, _ = make_pairwise_data(8, 10)
+    assert not isinstance(
+        VariationalPreferenceGP(PairwiseComparisons(Xp, comp)).mean_module, ConstantMean
+    )
