@@ -29,13 +29,12 @@
 # label comparisons, and — important for an honest reading of any number here
 # — with covariate-free and simple covariate baselines.
 #
-# The data are read from `../shared/data/` relative to the repository root
-# (override the folder with the environment variable `PREFBO_DATA`). Set
+# The data ship with prefbo (`prefbo.datasets`, a copy of the prefGP files,
+# BSD-3-Clause; a folder named by `PREFBO_DATA` holding `Game.csv` wins). Set
 # `SMOKE_TEST=1` for a tiny run (the test suite does); `TUTORIAL_OUTPUT`
 # names the folder for the figure.
 
 # %%
-import csv
 import math
 import os
 import time
@@ -52,6 +51,7 @@ from gpytorch.priors import GammaPrior  # noqa: E402
 
 from prefbo import VariationalPreferenceGP, fit_variational  # noqa: E402
 from prefbo.data import Rankings  # noqa: E402
+from prefbo.datasets import read_csv  # noqa: E402
 from prefbo.likelihoods import (  # noqa: E402
     PairedLabelLikelihood,
     PlackettLuceLikelihood,
@@ -76,37 +76,14 @@ PLATFORMS = ["Xbox", "PlayStation", "PSPortable", "GameCube", "GameBoy", "PC"]
 L = len(PLATFORMS)
 
 
-def data_dir() -> Path:
-    r"""``$PREFBO_DATA``, else ``../shared/data`` next to the repository root."""
-    if os.environ.get("PREFBO_DATA"):
-        return Path(os.environ["PREFBO_DATA"])
-    try:
-        root = Path(__file__).resolve().parents[1]  # tutorials/ -> repository root
-    except NameError:  # run as a notebook from tutorials/
-        root = Path.cwd().resolve().parent
-    return root.parent / "shared" / "data"
-
-
-path = data_dir() / "Game.csv"
-if path.exists():
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    ranks = torch.tensor([[int(r[f"ch.{p}"]) for p in PLATFORMS] for r in rows])
-    own = torch.tensor(
-        [[float(r[f"own.{p}"]) for p in PLATFORMS] for r in rows], dtype=torch.float64
-    )
-    age_hours = torch.tensor(
-        [[float(r["age"]), float(r["hours"])] for r in rows], dtype=torch.float64
-    )
-elif SMOKE_TEST:  # keep the smoke test runnable without ../shared: fake stand-in
-    print(f"{path} not found; SMOKE_TEST uses random stand-in data")
-    own = (torch.rand(91, L) < 0.4).double()
-    age_hours = torch.rand(91, 2, dtype=torch.float64) * torch.tensor([15.0, 20.0])
-    ranks = (torch.randn(91, L) - 2 * own).argsort(-1).argsort(-1) + 1
-else:
-    raise FileNotFoundError(
-        f"{path} not found: set PREFBO_DATA to the folder holding Game.csv"
-    )
+rows = read_csv("Game.csv")
+ranks = torch.tensor([[int(r[f"ch.{p}"]) for p in PLATFORMS] for r in rows])
+own = torch.tensor(
+    [[float(r[f"own.{p}"]) for p in PLATFORMS] for r in rows], dtype=torch.float64
+)
+age_hours = torch.tensor(
+    [[float(r["age"]), float(r["hours"])] for r in rows], dtype=torch.float64
+)
 
 N = ranks.shape[0]
 orderings = ranks.argsort(-1)  # N x 6: platform indices, best first
