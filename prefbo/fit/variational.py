@@ -25,13 +25,15 @@ a launcher: :mod:`prefbo.fit.distributed_example`).
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 from prefbo.data.minibatch import AnswerLoader, Minibatch, PreferenceData
 from prefbo.exceptions import InputDataError, InputTypeError, NumericalError
@@ -133,14 +135,14 @@ def _check_args(
 
 
 def _report(
-    progress: bool | ProgressCallback, epoch: int, epochs: int, info: dict
+    progress: bool | ProgressCallback, bar: Any, epoch: int, info: dict
 ) -> None:
-    if progress is True:
-        print(
-            f"epoch {epoch + 1}/{epochs}: ELBO/answer {info['elbo_per_answer']:.5f}, "
-            f"{info['seconds']:.2f} s",
-            flush=True,
+    if bar is not None:
+        bar.set_postfix_str(
+            f"ELBO/answer {info['elbo_per_answer']:.5f}, {info['seconds']:.2f} s/epoch",
+            refresh=False,
         )
+        bar.update(1)
     elif callable(progress):
         progress(epoch, info)
 
@@ -215,9 +217,10 @@ def fit_variational(
         min_delta: Improvement (nats per answer) that resets the patience.
         seed: Seed of the minibatch permutations; the same seed gives the
             same ELBO trajectory. ``None`` uses torch's global RNG.
-        progress: ``True`` prints one line per epoch; a callable is called
-            as ``progress(epoch, info)`` with ``info`` keys ``elbo``,
-            ``elbo_per_answer``, ``seconds``.
+        progress: ``True`` shows a tqdm progress bar over the epochs (on
+            stderr, with the ELBO per answer and the seconds per epoch); a
+            callable is called as ``progress(epoch, info)`` with ``info``
+            keys ``elbo``, ``elbo_per_answer``, ``seconds``.
         learn_hyperparameters: If ``False``, only ``q(u)`` is optimised
             (kernel, mean, likelihood, inducing locations and LMC
             coefficients stay fixed).
@@ -302,6 +305,9 @@ def fit_variational(
     report = ctx is None or ctx.rank == 0
     best, waited = -math.inf, 0
     on_host = model.base_variational_strategy.inducing_points.device.type == "cpu"
+    bar = None
+    if progress is True and report:
+        bar = tqdm(total=epochs, desc="fit_variational", unit="epoch", file=sys.stderr)
     model.train()
     try:
         for epoch in range(epochs):
@@ -342,7 +348,7 @@ def fit_variational(
                 "seconds": seconds,
             }
             if report:
-                _report(progress, epoch, epochs, info)
+                _report(progress, bar, epoch, info)
             if mean_elbo > best + min_delta * total:
                 best, waited = mean_elbo, 0
             else:
@@ -355,6 +361,8 @@ def fit_variational(
                     break
     finally:
         model.eval()
+        if bar is not None:
+            bar.close()
     result.best_epoch = max(range(len(result.elbo)), key=result.elbo.__getitem__)
     return result
 
