@@ -7,15 +7,18 @@ the answers' indices remapped into them. The model evaluates ``q(f)`` at
 ``batch.data.datapoints`` (``u`` rows instead of ``n``) and scales the
 batch's summed expected log-likelihood by ``batch.scale``.
 
-Example::
+Example (what :func:`~prefbo.fit.fit_variational` does)::
 
     loader = AnswerLoader(data, batch_size=256, generator=g)
     for batch in loader:
-        q = model(batch.data.datapoints)  # u designs only
-        ell = likelihood.expected_log_prob_answers(
-            q.mean, q.covariance_matrix, *batch.data.answers
-        )
-        loss = -(batch.scale * ell.sum() - kl)
+        # q(f) of each answer's latents, gathered at the u designs it touches
+        ell = model.expected_log_likelihood(batch.data)  # b answers
+        loss = -(batch.scale * ell.sum() - model.kl_divergence())
+
+(``model(batch.data.datapoints)`` would not do: in training mode GPyTorch's
+variational strategy returns only the marginal variances, while an answer
+needs the joint covariance of the latents it compares;
+:meth:`~prefbo.models.VariationalPreferenceGP.answer_moments` gathers it.)
 """
 
 from __future__ import annotations
