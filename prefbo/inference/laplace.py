@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import ConvergenceWarning, NumericalError
-from prefbo.inference.cholesky import jittered_cholesky
+from prefbo.inference.cholesky import cholesky_solve, jittered_cholesky
 from prefbo.likelihoods.pairwise import PairwiseLikelihood
 
 
@@ -375,13 +375,13 @@ def _find_mode(
             Wf = scatter_pairs(
                 omega * (f.gather(-1, w_idx) - f.gather(-1, l_idx)), comps_j, n
             )
-            df = torch.cholesky_solve((Wf + grad).unsqueeze(-1), C).squeeze(-1) - f
+            df = cholesky_solve((Wf + grad).unsqueeze(-1), C).squeeze(-1) - f
             dp, dpm = df, mv(Kinv, df)
         else:
             LtWL = Lt @ laplacian_matmul(omega, comps_j, L)
             C, info = torch.linalg.cholesky_ex(LtWL + eye)
             rhs = mv(LtWL, p) + mv(Lt, grad)
-            dp = torch.cholesky_solve(rhs.unsqueeze(-1), C).squeeze(-1) - p
+            dp = cholesky_solve(rhs.unsqueeze(-1), C).squeeze(-1) - p
             dpm = dp
             df = mv(L, dp)
         if bool((info > 0).any()) if device.type == "cpu" else False:
@@ -443,7 +443,7 @@ def _find_mode(
         )
     log_lik = logp.sum(-1)
     if precision:
-        alpha = torch.cholesky_solve(f.unsqueeze(-1), L).squeeze(-1)
+        alpha = cholesky_solve(f.unsqueeze(-1), L).squeeze(-1)
         logdet = 2 * (
             C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
             + L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
