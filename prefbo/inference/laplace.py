@@ -166,8 +166,13 @@ def _scatter_laplacian(weights: Tensor, index: Tensor, base: Tensor) -> Tensor:
     n = base.shape[-1]
     batch = weights.shape[:-1]
     out = base.expand(batch + (n, n)).reshape(batch + (n * n,)).clone()
-    out.scatter_add_(-1, index, torch.cat([weights, weights, -weights, -weights], -1))
+    _scatter_laplacian_(out, weights, index)
     return out.view(batch + (n, n))
+
+
+def _scatter_laplacian_(flat: Tensor, weights: Tensor, index: Tensor) -> None:
+    r"""Add ``Dᵀ diag(weights) D`` in place to ``flat`` (``batch x n²``)."""
+    flat.scatter_add_(-1, index, torch.cat([weights, weights, -weights, -weights], -1))
 
 
 def _default_tol(dtype: torch.dtype) -> float:
@@ -504,7 +509,7 @@ class LaplaceEvidence(torch.autograd.Function):
         q = pair_quadratic(state.posterior_covariance(), comps)  # a_kᵀ Σ a_k
         s = -0.5 * scatter_pairs(q * domega, comps, n)  # batch x n
         M = evidence_kernel_gradient(state, omega, s)
-        return (0.5 * grad_out)[..., None, None] * M, None, None, None, None, None
+        return M.mul_((0.5 * grad_out)[..., None, None]), None, None, None, None, None
 
 
 def pair_quadratic(S: Tensor, comparisons: Tensor) -> Tensor:
@@ -548,7 +553,7 @@ def evidence_kernel_gradient(
     comps = state.comparisons
     S = state.posterior_covariance()
     n = S.shape[-1]
-    W = comparison_laplacian(omega, comps, n)
+    W = comparison_laplacian(omega, comps, n) if n < 256 else None  # dense path
     WS = laplacian_matmul(omega, comps, S, dense=W)  # W Σ
     WSW = laplacian_matmul(omega, comps, WS.transpose(-1, -2), dense=W)  # W Σ W
     a = state.alpha
@@ -556,14 +561,20 @@ def evidence_kernel_gradient(
         b = torch.zeros_like(a)
     else:
         b = implicit - (WS @ implicit.unsqueeze(-1)).squeeze(-1)
-    # M = ααᵀ + αbᵀ + bαᵀ - R = [α, b] [α + b, α]ᵀ - W + WΣW
-    U = torch.stack([a, b], dim=-1)  # batch x n x 2
-    V = torch.stack([a + b, a], dim=-1)
-    return torch.baddbmm(
-        (WSW - W).reshape((-1, n, n)),
-        U.reshape((-1, n, 2)),
-        V.reshape((-1, n, 2)).transpose(-1, -2),
-    ).reshape(WSW.shape)
+    # M = ααᵀ + αbᵀ + bαᵀ - R = [α, b] [α + b, α]ᵀ - W + WΣW, built in place on
+    # the fresh WΣW (-W scattered at its 4m entries, no dense W pass)
+    batch = WSW.shape[:-2]
+    M = WSW.contiguous()
+    _scatter_laplacian_(
+        M.view(batch + (n * n,)),
+        -omega.expand(batch + omega.shape[-1:]),
+        _laplacian_index(comps.expand(batch + comps.shape[-2:]), n),
+    )
+    U = torch.stack([a, b], dim=-1).expand(batch + (n, 2))
+    V = torch.stack([a + b, a], dim=-1).expand(batch + (n, 2))
+    M3 = M.view((-1, n, n))
+    M3.baddbmm_(U.reshape((-1, n, 2)), V.reshape((-1, n, 2)).transpose(-1, -2))
+    return M
 
 
 def laplace_evidence(

@@ -422,7 +422,9 @@ class PairwisePreferenceGP(Model, GP, ABC):
             else:  # the real designs' mean prior variance
                 m = self.design_mask.to(diag)
                 scale = (diag * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)
-            K = K + torch.diag_embed((nugget * scale).expand_as(diag))
+            # in place on the kernel's fresh output (autograd saves its
+            # inputs, not it): no n x n diag_embed and no extra n x n pass
+            K.diagonal(dim1=-2, dim2=-1).add_(nugget * scale)
         return K
 
     @abstractmethod
