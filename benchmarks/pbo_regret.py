@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -346,7 +347,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.refit_every, args.raw_samples, args.maxiter = 3, 32, 30
     if args.seeds < 1 or args.answers < 1 or args.refit_every < 1:
         p.error("--seeds, --answers and --refit-every must be >= 1")
-    args.argv = [] if argv is None else argv
+    args.argv = sys.argv[1:] if argv is None else argv
     return args
 
 
