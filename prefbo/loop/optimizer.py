@@ -158,7 +158,7 @@ class PreferentialOptimizer:
     def __init__(
         self,
         bounds: Tensor | list,
-        model: str = "laplace",
+        model: str = "ep",
         strategy: str = "eubo",
         q: int = 2,
         keep_winner: bool = False,
@@ -174,8 +174,12 @@ class PreferentialOptimizer:
         r"""
         Args:
             bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64).
-            model: ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`),
-                ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`), ``"skew"``
+            model: ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`, the
+                default: with nearly noiseless answers the exact Laplace
+                approximation stops shrinking the variance of pairs it has
+                seen decisively, and EUBO then repeats questions — see
+                ``benchmarks/results/pbo_regret.md``), ``"laplace"``
+                (:class:`~prefbo.models.PairwiseLaplaceGP`, faster), ``"skew"``
                 (:class:`~prefbo.models.SkewGP`) or ``"variational"``
                 (:class:`~prefbo.models.VariationalPreferenceGP` with all
                 designs as inducing points unless ``model_options`` say
