@@ -119,6 +119,23 @@ def expected_fit_warnings() -> Iterator[None]:
         yield
 
 
+def _accept_optimizer_stops(w: warnings.WarningMessage) -> bool:
+    r"""``fit_gpytorch_mll``'s ``warning_handler`` for the loop's refits.
+
+    L-BFGS-B stopping on its line search (``ABNORMAL``) is what happens when
+    nearly separable answers push the outputscale towards its prior's cap
+    and the evidence flattens: the point reached is the fit. BoTorch's
+    default treats it as a failure, refits from 4 random draws of the priors
+    and, when they stop the same way, raises — and the loop would then keep
+    the *default* hyperparameters. Here every optimiser warning is accepted
+    (first attempt kept); any other warning is re-emitted as BoTorch does.
+    """
+    if issubclass(w.category, OptimizationWarning):
+        return True
+    warnings.warn_explicit(str(w.message), w.category, w.filename, w.lineno)
+    return True
+
+
 @contextmanager
 def _seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
@@ -455,7 +472,10 @@ class PreferentialOptimizer:
                         if self.model_name == "laplace"
                         else PairwiseEPMLL
                     )
-                    fit_gpytorch_mll(mll_cls(model.likelihood, model))
+                    fit_gpytorch_mll(
+                        mll_cls(model.likelihood, model),
+                        warning_handler=_accept_optimizer_stops,
+                    )
             except ModelFittingError:  # keep the default hyperparameters
                 self.failed_fits += 1
         model.eval()

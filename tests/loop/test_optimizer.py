@@ -187,3 +187,22 @@ def test_variational_loop_conditions_q_u_on_every_answer():
     # every told answer is ordered correctly by the conditioned model
     assert (mean[comps[:, 0]] > mean[comps[:, 1]]).all()
     assert opt.model.base_variational_strategy.inducing_points.shape[0] == 6
+
+
+def test_refits_accept_optimizer_stops_and_reemit_other_warnings():
+    import warnings
+
+    from botorch.exceptions.warnings import OptimizationWarning
+
+    from prefbo.exceptions import NumericalWarning
+    from prefbo.loop.optimizer import _accept_optimizer_stops
+
+    def message(category):
+        return warnings.WarningMessage("m", category, "f.py", 1)
+
+    # an L-BFGS-B line-search stop is the fit (no retry from random priors)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert _accept_optimizer_stops(message(OptimizationWarning))
+        assert _accept_optimizer_stops(message(NumericalWarning))
+    assert [w.category for w in seen] == [NumericalWarning]
