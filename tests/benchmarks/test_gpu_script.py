@@ -1,0 +1,30 @@
+"""``benchmarks/gpu.py``: its quick CPU run writes every section with numbers."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu.py"
+
+
+def test_quick_run_reports_every_part(tmp_path, monkeypatch, capsys):
+    name = "_prefbo_bench_gpu"
+    spec = importlib.util.spec_from_file_location(name, SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    out = tmp_path / "gpu.md"
+    assert module.main(["--quick", "--output", str(out)]) == 0
+    text = out.read_text()
+    for header in ("## 1.", "## 2.", "## 3.", "## 4."):
+        assert header in text
+    # the SVGP row: estimated and measured epoch times, both positive
+    row = next(line for line in text.splitlines() if line.startswith("| cpu | 100,000"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert float(cells[4]) > 0 and float(cells[5]) > 0
+    # the Laplace rows report an efficiency in (0, 1]
+    effs = [float(m) for m in re.findall(r"\| (0\.\d+|1\.00) \|$", text, re.M)]
+    assert effs and all(0 < e <= 1 for e in effs)
