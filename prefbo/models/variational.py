@@ -58,6 +58,7 @@ from prefbo.data.containers import (
 from prefbo.data.minibatch import AnswerLoader, PreferenceData
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inducing.allocators import ConditionalVarianceReduction
+from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.variational import whitened_answer_moments
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.base import PreferenceLikelihood
@@ -407,6 +408,43 @@ class VariationalPreferenceGP(Model, ApproximateGP):
     def forward(self, X: Tensor) -> MultivariateNormal:
         r"""The prior of the ``Q`` latent GPs at ``X`` (``... x n x d``)."""
         return MultivariateNormal(self.mean_module(X), self.covar_module(X))
+
+    def set_inducing_distribution(self, mean: Tensor, covariance: Tensor) -> None:
+        r"""Set ``q(u)`` to ``N(mean, covariance)`` over the inducing values.
+
+        Useful to warm-start the ELBO from another approximation, e.g. a
+        Laplace or EP posterior evaluated at the inducing points
+        (``model.base_variational_strategy.inducing_points``). Stored in
+        GPyTorch's whitened form: with ``K_ZZ + jitter·I = L Lᵀ``,
+        ``m̃ = L⁻¹ (mean - m(Z))`` and ``S̃ = L⁻¹ covariance L⁻ᵀ``.
+
+        Args:
+            mean: ``[Q] x M`` means of the latent GPs' inducing values.
+            covariance: ``[Q] x M x M`` their covariance (symmetric PSD).
+        """
+        strategy = self.base_variational_strategy
+        q_u = strategy._variational_distribution
+        shape = q_u.variational_mean.shape  # [Q] x M
+        if mean.shape != shape or covariance.shape != shape + shape[-1:]:
+            raise InputDataError(
+                f"mean must be {list(shape)} and covariance "
+                f"{list(shape + shape[-1:])}; got {list(mean.shape)} and "
+                f"{list(covariance.shape)}."
+            )
+        with torch.no_grad():
+            Z = strategy.inducing_points
+            K = self.covar_module(Z).add_jitter(strategy.jitter_val).to_dense()
+            L = torch.linalg.cholesky(K.expand(covariance.shape))
+            centred = (mean - self.mean_module(Z)).unsqueeze(-1)
+            m_w = torch.linalg.solve_triangular(L, centred, upper=False).squeeze(-1)
+            A = torch.linalg.solve_triangular(L, covariance, upper=False)
+            S_w = torch.linalg.solve_triangular(L, A.mT, upper=False)
+            S_w = 0.5 * (S_w + S_w.mT)
+            chol = jittered_cholesky(S_w, name="whitened q(u) covariance")
+            q_u.variational_mean.copy_(m_w.to(q_u.variational_mean))
+            q_u.chol_variational_covar.copy_(chol.to(q_u.chol_variational_covar))
+        self._refresh()
+        clear_cache_hook(strategy)
 
     def kl_divergence(self) -> Tensor:
         r"""``KL(q(u) ‖ p(u))`` summed over the latent GPs (a 0-d tensor)."""

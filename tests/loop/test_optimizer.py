@@ -206,3 +206,27 @@ def test_refits_accept_optimizer_stops_and_reemit_other_warnings():
         assert _accept_optimizer_stops(message(OptimizationWarning))
         assert _accept_optimizer_stops(message(NumericalWarning))
     assert [w.category for w in seen] == [NumericalWarning]
+
+
+def test_variational_q_u_starts_at_the_laplace_posterior(monkeypatch):
+    r"""With the refit switched off (0 epochs) the variational model at the
+    inducing points is the Laplace posterior under the fitted kernel."""
+    from prefbo import PairwiseLaplaceGP
+
+    opt = PreferentialOptimizer(
+        BOUNDS,
+        model="variational",
+        strategy="random",
+        refit_every=10,
+        model_options={"fit": {"epochs": 1, "lr": 1e-12}},
+    )
+    _run(opt, [0, 1, 0, 1])
+    model = opt.model
+    designs, comps = opt.data()
+    Z = model.base_variational_strategy.inducing_points
+    laplace = PairwiseLaplaceGP(designs, comps, covar_module=model.covar_module)
+    with torch.no_grad():
+        expected = laplace.posterior(Z).mean.squeeze(-1)
+        got = model.posterior(Z).mean.squeeze(-1)
+    torch.testing.assert_close(got, expected, rtol=0, atol=5e-3)
+    assert expected.abs().max() > 0.1  # not the prior

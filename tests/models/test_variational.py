@@ -401,3 +401,27 @@ def test_label_models_learn_a_constant_per_label_by_default():
     assert not isinstance(
         VariationalPreferenceGP(PairwiseComparisons(Xp, comp)).mean_module, ConstantMean
     )
+
+
+def test_set_inducing_distribution_gives_q_u_exactly():
+    X, comp, _ = make_pairwise_data(12, 30, seed=5)
+    model = VariationalPreferenceGP(PairwiseComparisons(X, comp), inducing_points=8)
+    g = torch.Generator().manual_seed(0)
+    mean = torch.randn(8, generator=g, dtype=torch.float64)
+    A = torch.randn(8, 8, generator=g, dtype=torch.float64)
+    cov = 0.1 * A @ A.T + 0.05 * torch.eye(8, dtype=torch.float64)
+    model.set_inducing_distribution(mean, cov)
+    strategy = model.base_variational_strategy
+    Z = strategy.inducing_points
+    with torch.no_grad():
+        # u = L v with K_ZZ + jitter = L Lᵀ and v ~ q(v), GPyTorch's whitening
+        K = model.covar_module(Z).add_jitter(strategy.jitter_val).to_dense()
+        L = torch.linalg.cholesky(K)
+        q_v = strategy.variational_distribution
+        torch.testing.assert_close(L @ q_v.mean, mean)
+        torch.testing.assert_close(L @ q_v.covariance_matrix @ L.T, cov)
+        model.eval()
+        post = model.posterior(Z)  # q(f) at Z, up to GPyTorch's jitter
+    torch.testing.assert_close(post.mean.squeeze(-1), mean, rtol=0, atol=2e-3)
+    with pytest.raises(InputDataError, match=r"mean must be \[8\] and covariance"):
+        model.set_inducing_distribution(mean[:3], cov)
