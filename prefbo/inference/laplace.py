@@ -148,10 +148,7 @@ def comparison_laplacian(
         ``batch_shape x n x n`` symmetric PSD matrix with ``W·1 = 0`` (plus
         ``base``).
     """
-    index = _laplacian_index(comparisons, n)
-    if base is None:
-        base = weights.new_zeros(weights.shape[:-1] + (n, n))
-    return _scatter_laplacian(weights, index, base)
+    return _scatter_laplacian(weights, _laplacian_index(comparisons, n), n, base)
 
 
 def _laplacian_index(comparisons: Tensor, n: int) -> Tensor:
@@ -161,11 +158,16 @@ def _laplacian_index(comparisons: Tensor, n: int) -> Tensor:
     return torch.cat([w * n + w, l * n + l, w * n + l, l * n + w], dim=-1)
 
 
-def _scatter_laplacian(weights: Tensor, index: Tensor, base: Tensor) -> Tensor:
-    r"""``base + Dᵀ diag(weights) D`` with precomputed positions ``index``."""
-    n = base.shape[-1]
+def _scatter_laplacian(
+    weights: Tensor, index: Tensor, n: int, base: Tensor | None = None
+) -> Tensor:
+    r"""``base + Dᵀ diag(weights) D`` (or ``W`` alone) with precomputed
+    positions ``index``."""
     batch = weights.shape[:-1]
-    out = base.expand(batch + (n, n)).reshape(batch + (n * n,)).clone()
+    if base is None:
+        out = weights.new_zeros(batch + (n * n,))
+    else:
+        out = base.expand(batch + (n, n)).reshape(batch + (n * n,)).clone()
     _scatter_laplacian_(out, weights, index)
     return out.view(batch + (n, n))
 
@@ -177,6 +179,9 @@ def _scatter_laplacian_(flat: Tensor, weights: Tensor, index: Tensor) -> None:
 
 def _default_tol(dtype: torch.dtype) -> float:
     return 1e-9 if dtype == torch.float64 else 1e-4
+
+
+DENSE_BELOW = 256  # laplacian_matmul: dense W below, sparse CSR from here on
 
 
 def laplacian_matmul(
@@ -199,7 +204,7 @@ def laplacian_matmul(
         ``batch_shape x n x k``.
     """
     n, k = M.shape[-2:]
-    if n < 256:
+    if n < DENSE_BELOW:
         W = (
             dense
             if dense is not None
@@ -367,7 +372,6 @@ def _find_mode(
     converged = torch.zeros(batch, dtype=torch.bool, device=device)
     it = 0
     lap_index = _laplacian_index(comps_j, n) if precision else None
-    w_idx, l_idx = comps_j[..., 0], comps_j[..., 1]
     # derivatives at the current iterate; on CPU the full Newton step's are
     # computed for the damping test and reused by the next iteration
     logp, grad_k, omega, domega = likelihood.derivatives(f, comps_j)
@@ -375,11 +379,9 @@ def _find_mode(
         grad = scatter_pairs(grad_k, comps_j, n)  # batch x n
         omega_c = omega  # the curvature C is factorised at
         if precision:
-            B = _scatter_laplacian(omega, lap_index, Kinv)  # K⁻¹ + W
+            B = _scatter_laplacian(omega, lap_index, n, Kinv)  # K⁻¹ + W
             C, info = torch.linalg.cholesky_ex(B)
-            Wf = scatter_pairs(
-                omega * (f.gather(-1, w_idx) - f.gather(-1, l_idx)), comps_j, n
-            )
+            Wf = scatter_pairs(omega * _pair_diff(f, comps_j), comps_j, n)
             df = cholesky_solve((Wf + grad).unsqueeze(-1), C).squeeze(-1) - f
             dp, dpm = df, mv(Kinv, df)
         else:
@@ -418,7 +420,7 @@ def _find_mode(
         # (stationary to working precision), or a Newton decrement ½ΔfᵀHΔf
         # (the predicted gain in Ψ) at the level of rounding in Ψ, below which
         # the precision form cannot improve
-        diff = df.gather(-1, w_idx) - df.gather(-1, l_idx)
+        diff = _pair_diff(df, comps_j)
         decrement = 0.5 * (c + (omega * diff * diff).sum(-1))
         small = df.abs().amax(-1) <= tol * (1.0 + f.abs().amax(-1))
         flat = decrement <= psi_tol * (1.0 + psi0.abs())
@@ -553,7 +555,8 @@ def evidence_kernel_gradient(
     comps = state.comparisons
     S = state.posterior_covariance()
     n = S.shape[-1]
-    W = comparison_laplacian(omega, comps, n) if n < 256 else None  # dense path
+    # the dense W only where laplacian_matmul takes the dense path
+    W = comparison_laplacian(omega, comps, n) if n < DENSE_BELOW else None
     WS = laplacian_matmul(omega, comps, S, dense=W)  # W Σ
     WSW = laplacian_matmul(omega, comps, WS.transpose(-1, -2), dense=W)  # W Σ W
     a = state.alpha
