@@ -409,6 +409,19 @@ class VariationalPreferenceGP(Model, ApproximateGP):
         r"""The prior of the ``Q`` latent GPs at ``X`` (``... x n x d``)."""
         return MultivariateNormal(self.mean_module(X), self.covar_module(X))
 
+    def whitening_root(self) -> Tensor:
+        r"""``L`` with ``L Lᵀ = K_ZZ + jitter·I`` (GPyTorch's jitter), ``[Q] x M x M``.
+
+        ``q(u)`` is stored whitened: ``u - m(Z) = L v`` with ``v ~ q(v)``.
+        Computed without autograd.
+        """
+        strategy = self.base_variational_strategy
+        shape = strategy._variational_distribution.variational_mean.shape
+        with torch.no_grad():
+            K = self.covar_module(strategy.inducing_points)
+            K = K.add_jitter(strategy.jitter_val).to_dense()
+            return torch.linalg.cholesky(K.expand(shape + shape[-1:]))
+
     def set_inducing_distribution(self, mean: Tensor, covariance: Tensor) -> None:
         r"""Set ``q(u)`` to ``N(mean, covariance)`` over the inducing values.
 
@@ -433,8 +446,7 @@ class VariationalPreferenceGP(Model, ApproximateGP):
             )
         with torch.no_grad():
             Z = strategy.inducing_points
-            K = self.covar_module(Z).add_jitter(strategy.jitter_val).to_dense()
-            L = torch.linalg.cholesky(K.expand(covariance.shape))
+            L = self.whitening_root()
             centred = (mean - self.mean_module(Z)).unsqueeze(-1)
             m_w = torch.linalg.solve_triangular(L, centred, upper=False).squeeze(-1)
             A = torch.linalg.solve_triangular(L, covariance, upper=False)

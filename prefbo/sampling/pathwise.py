@@ -208,8 +208,7 @@ def draw_variational_paths(
             sample_shape + latent + (feature_map.num_outputs,), **tkwargs
         )
         h_Z = _contract(feature_map(Zq), prior_weight, latent_batched)  # S x [Q] x M
-        K = kernel(Zq).add_jitter(strategy.jitter_val).to_dense()  # [Q] x M x M
-        L = torch.linalg.cholesky(K)
+        L = model.whitening_root()  # [Q] x M x M
         root = q_v.lazy_covariance_matrix.root_decomposition().root.to_dense()
         eps = torch.randn(sample_shape + latent + (root.shape[-1],), **tkwargs)
         v = q_v.mean + (root @ eps.unsqueeze(-1)).squeeze(-1)  # S x [Q] x M
