@@ -422,8 +422,11 @@ class PairwisePreferenceGP(Model, GP, ABC):
             else:  # the real designs' mean prior variance
                 m = self.design_mask.to(diag)
                 scale = (diag * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)
-            # in place on the kernel's fresh output (autograd saves its
-            # inputs, not it): no n x n diag_embed and no extra n x n pass
+            # in place on the kernel's fresh output (autograd checks that no
+            # saved tensor is modified): no n x n diag_embed and no extra pass.
+            # Without a graph K might be a kernel's stored tensor: copy it.
+            if K.grad_fn is None:
+                K = K.clone()
             K.diagonal(dim1=-2, dim2=-1).add_(nugget * scale)
         return K
 
