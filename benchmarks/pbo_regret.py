@@ -239,6 +239,38 @@ def run(args: argparse.Namespace) -> dict:
     return results
 
 
+def paired_test(diff: Tensor, draws: int = 2**16) -> tuple[float, float]:
+    r"""One-sided sign-flip permutation p-values for a paired mean difference.
+
+    Under the null, each seed's difference ``d_s`` (prefbo - reference, same
+    seed and person) is as likely to have either sign. Exact (all ``2^S`` sign
+    patterns) for ``S ≤ 16`` seeds, else ``draws`` seeded random patterns.
+
+    Args:
+        diff: ``S`` paired differences.
+        draws: Number of random sign patterns when ``S > 16``.
+
+    Returns:
+        ``(p_worse, p_better)``: the probabilities under the null of a mean
+        difference at least as large (resp. as small) as the observed one.
+    """
+    d = diff.to(torch.float64).flatten()
+    S = d.numel()
+    if S > 16:
+        gen = torch.Generator().manual_seed(0)
+        signs = torch.randint(0, 2, (draws, S), generator=gen).to(d) * 2 - 1
+    else:
+        codes = torch.arange(2**S).unsqueeze(-1)  # 2^S x 1
+        bits = (codes >> torch.arange(S)) & 1  # 2^S x S
+        signs = bits.to(d) * 2 - 1
+    means = (signs * d.abs()).mean(-1)
+    obs = d.mean()
+    tol = 1e-12 * (1.0 + d.abs().max())
+    p_worse = (means >= obs - tol).double().mean().item()
+    p_better = (means <= obs + tol).double().mean().item()
+    return p_worse, p_better
+
+
 def table(results: dict, args: argparse.Namespace) -> str:
     r"""The markdown report."""
     lines = [
@@ -254,16 +286,22 @@ def table(results: dict, args: argparse.Namespace) -> str:
         "Final regret: mean ± standard error over seeds. *≥ BoTorch*: fraction "
         "of seeds whose final regret is at most the BoTorch reference's "
         "(same seed, same person). *time ratio*: wall time per answer over "
-        "the reference's.",
+        "the reference's. *Δ final (paired)*: mean ± s.e. over seeds of "
+        "(final regret - the reference's on the same seed); *p worse* / "
+        "*p better*: one-sided sign-flip permutation p-values of that mean "
+        "(exact over all sign patterns). A configuration is called worse "
+        "(better) on a cell when p worse (p better) < 0.05.",
         "",
     ]
+    verdicts: dict[str, list[tuple[str, float, float, float]]] = {}
     for pname in args.problems:
         for noise in args.noises:
             lines += [
                 f"## {pname}, noise {noise} (σ = {NOISES[noise]} · spread)",
                 "",
-                "| configuration | final regret | ≥ BoTorch | s/answer | time ratio |",
-                "|---|---|---|---|---|",
+                "| configuration | final regret | ≥ BoTorch | s/answer | time ratio "
+                "| Δ final (paired) | p worse | p better |",
+                "|---|---|---|---|---|---|---|---|",
             ]
             ref = results.get((pname, noise, REFERENCE))
             for config in args.configs:
@@ -271,15 +309,40 @@ def table(results: dict, args: argparse.Namespace) -> str:
                 final = R[:, -1]
                 se = final.std().item() / math.sqrt(len(final)) if len(final) > 1 else 0
                 if ref is None or config == REFERENCE:
-                    frac, ratio = "—", "—"
+                    frac = ratio = delta = p_w = p_b = "—"
                 else:
                     frac = f"{(final <= ref[0][:, -1] + 1e-9).double().mean():.2f}"
                     ratio = f"{sec / ref[1]:.2f}"
+                    d = final - ref[0][:, -1]
+                    d_se = d.std().item() / math.sqrt(len(d)) if len(d) > 1 else 0
+                    delta = f"{d.mean():+.4f} ± {d_se:.4f}"
+                    pw, pb = paired_test(d)
+                    verdicts.setdefault(config, []).append(
+                        (f"{pname}/{noise}", pw, pb, d.mean().item())
+                    )
+                    p_w, p_b = f"{pw:.3f}", f"{pb:.3f}"
                 lines.append(
                     f"| {config} | {final.mean():.4f} ± {se:.4f} | {frac} | "
-                    f"{sec:.3f} | {ratio} |"
+                    f"{sec:.3f} | {ratio} | {delta} | {p_w} | {p_b} |"
                 )
             lines.append("")
+    if verdicts:
+        lines += [
+            "## Paired verdicts (p < 0.05, one-sided)",
+            "",
+            "| configuration | worse than BoTorch on | better than BoTorch on "
+            "| lower mean on |",
+            "|---|---|---|---|",
+        ]
+        for config, cells in verdicts.items():
+            worse = [c for c, pw, _, _ in cells if pw < 0.05]
+            better = [c for c, _, pb, _ in cells if pb < 0.05]
+            lower = [c for c, _, _, mean in cells if mean < 0]
+            lines.append(
+                f"| {config} | {', '.join(worse) or 'none'} | "
+                f"{', '.join(better) or 'none'} | {len(lower)} of {len(cells)} |"
+            )
+        lines.append("")
     return "\n".join(lines)
 
 
