@@ -36,6 +36,7 @@ from prefbo.inference.laplace import (
     LaplaceState,
     _default_tol,
     _pair_diff,
+    _row_major,
     comparison_laplacian,
     evidence_kernel_gradient,
     laplacian_matmul,
@@ -68,7 +69,7 @@ def _gaussian(L, Kinv, tau, nu, comps, precision):
     if precision:
         B = comparison_laplacian(tau, comps, n, base=Kinv)  # K⁻¹ + W
         C, info = torch.linalg.cholesky_ex(B)
-        S = torch.cholesky_inverse(C)
+        S = _row_major(torch.cholesky_inverse(C))
         logdet = 2 * (
             C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
             + L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
@@ -168,7 +169,7 @@ def _run_ep(L, comparisons, likelihood, init, max_iter, tol, damping, precision)
     s2 = likelihood.scale**2
     comps = comparisons.expand(batch + comparisons.shape[-2:])
     m = comps.shape[-2]
-    Kinv = torch.cholesky_inverse(L) if precision else None
+    Kinv = _row_major(torch.cholesky_inverse(L)) if precision else None
     tau = torch.zeros(batch + (m,), dtype=dtype, device=L.device)
     nu = torch.zeros_like(tau)
     if (

@@ -59,8 +59,12 @@ class PairwiseEPGP(PairwisePreferenceGP):
             damping: EP damping; default adaptive (see
                 :func:`prefbo.inference.run_ep`).
             fit_tol: Site tolerance while fitting hyperparameters; default
-                ``1e-9`` (float64) / ``1e-4`` (float32): L-BFGS-B's line search
-                needs an evidence accurate well below its own tolerance.
+                ``1e-6`` (float64) / ``1e-4`` (float32). The EP evidence is
+                stationary in the sites at the fixed point, so its error is
+                second order in the site error (at n = 400: the same fitted
+                hyperparameters to 5 digits as with ``1e-9``, 12x faster);
+                tighter values hit the rounding floor of the precision form
+                from n ≈ 400 on and then run every sweep of ``max_iter``.
             **options: ``max_iter`` (EP sweeps), ``tol`` and the data options of
                 :class:`~prefbo.models.pairwise.PairwisePreferenceGP`.
         """
@@ -97,7 +101,7 @@ class PairwiseEPGP(PairwisePreferenceGP):
     def _compute_evidence(self, K: Tensor) -> tuple[Tensor, EPState]:
         warm = self._warm if isinstance(self._warm, EPState) else None
         options = self._ep_options()
-        options["tol"] = self._fit_tol or (1e-9 if K.dtype == torch.float64 else 1e-4)
+        options["tol"] = self._fit_tol or (1e-6 if K.dtype == torch.float64 else 1e-4)
         return ep_evidence(K, self.comparisons, self.likelihood, warm, **options)
 
     @property
