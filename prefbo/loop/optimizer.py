@@ -49,6 +49,7 @@ from linear_operator.utils.warnings import NumericalWarning as LONumericalWarnin
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from prefbo.acquisition.eubo import maximize_eubo
 from prefbo.acquisition.thompson import thompson_batch
 from prefbo.data.containers import PairwiseComparisons
 from prefbo.data.validation import check_bounds
@@ -68,7 +69,9 @@ from prefbo.models.variational import VariationalPreferenceGP
 MODELS = ("laplace", "ep", "skew", "variational")
 STRATEGIES = ("eubo", "qeubo", "bald", "mes", "ts", "random")
 PAIR_ONLY = ("eubo", "bald", "mes")
+EUBO_OPTIMIZERS = ("torch", "scipy")
 DEFAULT_ACQF_OPTIONS = {
+    "optimizer": "torch",
     "num_restarts": 4,
     "raw_samples": 128,
     "maxiter": 100,
@@ -246,7 +249,18 @@ class PreferentialOptimizer:
             initial_random: Questions drawn uniformly at random before the
                 strategy takes over.
             acqf_options: ``num_restarts``, ``raw_samples``, ``maxiter`` of
-                ``optimize_acqf`` and ``mc_samples`` of qEUBO/BALD.
+                the acquisition maximiser and ``mc_samples`` of qEUBO/BALD.
+                ``optimizer`` chooses the maximiser of strategy ``"eubo"``:
+                ``"torch"`` (default) is
+                :func:`~prefbo.acquisition.maximize_eubo` (``raw_samples``
+                Sobol designs, every pair of them scored, the best
+                ``num_restarts`` distinct pairs refined by a batched projected
+                Newton ascent of at most ``maxiter`` iterations; several times
+                faster, acquisition values as high), ``"scipy"`` BoTorch's
+                ``optimize_acqf`` (L-BFGS-B; ``raw_samples`` random pairs).
+                Other strategies always use ``optimize_acqf`` (or, for
+                ``"ts"``, the batched ascent of
+                :func:`~prefbo.acquisition.thompson_batch`).
             model_options: Keyword arguments of the model's constructor.
             metadata: JSON-serialisable data stored in the log header (e.g.
                 variable names), available as ``self.metadata``.
@@ -289,6 +303,11 @@ class PreferentialOptimizer:
         self.keep_winner, self.refit_every = bool(keep_winner), refit_every
         self.seed, self.initial_random = int(seed), initial_random
         self.acqf_options = {**DEFAULT_ACQF_OPTIONS, **(acqf_options or {})}
+        if self.acqf_options["optimizer"] not in EUBO_OPTIMIZERS:
+            raise InputDataError(
+                f"acqf_options['optimizer'] must be one of {EUBO_OPTIMIZERS}; got "
+                f"{self.acqf_options['optimizer']!r}."
+            )
         self.model_options = dict(model_options or {})
         self.metadata = dict(metadata or {})
         self.failed_fits = 0
@@ -612,6 +631,17 @@ class PreferentialOptimizer:
                 return x.detach()
             best, _, _ = self.best()
             return torch.cat([best.unsqueeze(0), x.detach()])
+        if self.strategy == "eubo" and o["optimizer"] == "torch":
+            new = maximize_eubo(
+                model,
+                self.bounds,
+                previous_winner=fixed,
+                raw_samples=o["raw_samples"],
+                num_restarts=o["num_restarts"],
+                num_steps=o["maxiter"],
+                seed=seed % _SEED_MOD,
+            )
+            return new.detach()
         if self.strategy == "eubo":
             acqf = AnalyticExpectedUtilityOfBestOption(
                 pref_model=model,

@@ -1,6 +1,8 @@
 import pytest
 import torch
+from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 
+from prefbo.acquisition.eubo import PairMoments, pair_moments
 from prefbo.benchmarks import Branin
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.loop.optimizer import PreferentialOptimizer
@@ -67,6 +69,51 @@ def test_keep_winner_reuses_the_winning_design():
     designs, comps = opt.data()
     assert designs.shape == (3, 2)  # the kept winner is one design
     assert comps.tolist() == [[1, 0], [1, 2]]
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_eubo_optimizer_option(keep):
+    # same answers, so the same model at the first acquired question
+    kw = dict(strategy="eubo", keep_winner=keep, seed=2)
+    fast = PreferentialOptimizer(BOUNDS, acqf_options=SMALL, **kw)
+    slow = PreferentialOptimizer(
+        BOUNDS, acqf_options={**SMALL, "optimizer": "scipy"}, **kw
+    )
+    assert fast.config["acqf_options"]["optimizer"] == "torch"  # the default
+    _run(fast, [0, 1])
+    _run(slow, [0, 1])
+    X, Y = fast.ask(), slow.ask()
+    assert X.shape == Y.shape == (2, 2)
+    assert ((X >= BOUNDS[0]) & (X <= BOUNDS[1])).all()
+    winner = fast.history[-1].options[1] if keep else None
+    if keep:
+        assert torch.equal(X[0], winner) and torch.equal(Y[0], winner)
+    acqf = AnalyticExpectedUtilityOfBestOption(
+        pref_model=fast.model,
+        previous_winner=None if winner is None else winner.unsqueeze(0),
+    )
+    with torch.no_grad():
+        if keep:
+            v_fast, v_slow = acqf(X[1:].unsqueeze(0)), acqf(Y[1:].unsqueeze(0))
+        else:
+            v_fast, v_slow = acqf(X.unsqueeze(0)), acqf(Y.unsqueeze(0))
+    assert v_fast >= v_slow - 1e-6
+    with pytest.raises(InputDataError, match=r"acqf_options\['optimizer'\]"):
+        PreferentialOptimizer(BOUNDS, acqf_options={"optimizer": "lbfgs"})
+
+
+@pytest.mark.parametrize("model", ["laplace", "ep", "skew", "variational"])
+def test_eubo_default_optimizer_with_every_model(model):
+    opts = {"num_samples": 64, "burnin": 20} if model == "skew" else None
+    opt = PreferentialOptimizer(
+        BOUNDS, model=model, acqf_options=SMALL, model_options=opts, seed=1
+    )
+    asked = _run(opt, [0, 1, 0], Branin())
+    X = opt.ask()
+    assert X.shape == (2, 2) and ((X >= BOUNDS[0]) & (X <= BOUNDS[1])).all()
+    assert not torch.equal(X, asked[-1])
+    # every loop model has the fast moments (not the model.posterior fallback)
+    assert type(pair_moments(opt.model)) is not PairMoments
 
 
 def test_undo_asks_the_same_question_again():
