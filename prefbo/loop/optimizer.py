@@ -211,6 +211,7 @@ class PreferentialOptimizer:
         log_path: str | os.PathLike | None = None,
         initial_random: int = 2,
         *,
+        warm_start_fits: bool = True,
         acqf_options: dict[str, Any] | None = None,
         model_options: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
@@ -243,6 +244,15 @@ class PreferentialOptimizer:
                 question and choose only the other ``q-1`` options.
             refit_every: Refit hyperparameters after every this many answers
                 (the model is always conditioned on all answers).
+            warm_start_fits: Start each refit at the hyperparameters of the
+                previous one (the fit at ``c`` answers starts from the fit at
+                ``c - refit_every``, a chain that depends on the answers
+                alone, so a resumed session recomputes it exactly). With
+                nearly separable answers the evidence keeps rising towards the
+                outputscale prior's cap and a fit from the defaults crawls
+                there in 100+ L-BFGS-B evaluations at every refit; from the
+                previous fit it takes a few. ``False``: every refit starts at
+                the model's default hyperparameters.
             seed: Seed of every random choice.
             log_path: Append-only session log to create (see
                 :mod:`prefbo.loop.session`); ``None`` for none.
@@ -314,7 +324,8 @@ class PreferentialOptimizer:
         self._tells: list[Answer] = []
         self._pending: Tensor | None = None
         self._model = None
-        self._fit_cache: tuple[int, Any] | None = None  # (answers, kernel)
+        self.warm_start_fits = bool(warm_start_fits)
+        self._fits: dict[int, Any] = {}  # answers -> fitted kernel
         self._log = None
         if log_path is not None:
             self._log = SessionLog.create(log_path, self.config)
@@ -332,6 +343,7 @@ class PreferentialOptimizer:
             "refit_every": self.refit_every,
             "seed": self.seed,
             "initial_random": self.initial_random,
+            "warm_start_fits": self.warm_start_fits,
             "acqf_options": self.acqf_options,
             "model_options": self.model_options,
             "metadata": self.metadata,
@@ -415,8 +427,8 @@ class PreferentialOptimizer:
     def _apply_undo(self) -> Answer:
         last = self._tells.pop()
         self._pending, self._model = None, None
-        if self._fit_cache is not None and self._fit_cache[0] > len(self._tells):
-            self._fit_cache = None
+        for c in [c for c in self._fits if c > len(self._tells)]:
+            del self._fits[c]  # its answers are no longer all in force
         return last
 
     # ------------------------------------------------------------ resume
@@ -450,6 +462,10 @@ class PreferentialOptimizer:
                     f"resume({key}=...) expected {value!r} but the log "
                     f"{str(log_path)!r} was written with {key}={stored!r}."
                 )
+        # logs written before these settings existed: keep their behaviour
+        config.setdefault("warm_start_fits", False)
+        if isinstance(config.get("acqf_options"), dict):
+            config["acqf_options"] = {"optimizer": "scipy", **config["acqf_options"]}
         opt = cls(**config)
         for rec in records:
             if rec["type"] == "tell":
@@ -528,8 +544,9 @@ class PreferentialOptimizer:
     def model(self) -> Any:
         r"""The model conditioned on every answer (``None`` before the first).
 
-        Hyperparameters come from a fresh fit at the latest multiple of
-        ``refit_every`` answers, run under an RNG seeded by that count.
+        Hyperparameters come from the fit at the latest multiple of
+        ``refit_every`` answers (see ``warm_start_fits``), run under an RNG
+        seeded by that count.
         """
         k = len(self._tells)
         if k == 0:
@@ -537,20 +554,50 @@ class PreferentialOptimizer:
         if self._model is None:
             c = k - k % self.refit_every
             designs, comps = self.data()
-            if self._fit_cache is None or self._fit_cache[0] != c:
-                with _seeded(self.seed * 7919 + c), expected_fit_warnings():
-                    if c == 0:
-                        fitted = self._build(designs, comps)
-                    else:
-                        fitted = self._build(*_pairs_from(self._tells[:c]))
-                        self._fit(fitted)
-                self._fit_cache = (c, fitted.covar_module)
+            kernel = self._fitted_kernel(c)
             # always rebuilt from the kernel alone: a fitted model's cached
             # state can depend on the optimiser's path, not only on the data
             with _seeded(self.seed * 7919 + k), expected_fit_warnings():
-                self._model = self._build(designs, comps, self._fit_cache[1])
+                self._model = self._build(designs, comps, kernel)
             self._model.eval()
         return self._model
+
+    def _fitted_kernel(self, c: int) -> Any:
+        r"""The kernel fitted on the first ``c`` answers (``c = 0``: defaults).
+
+        Fits are cached per ``c``; with ``warm_start_fits`` the fit at ``c``
+        starts from the one at ``c - refit_every``, computed first if missing.
+        """
+        if c == 0:  # the defaults, as a kernel: the model is built from one
+            if 0 not in self._fits:
+                with _seeded(self.seed * 7919), expected_fit_warnings():
+                    self._fits[0] = self._build(*self.data()).covar_module
+            return self._fits[0]
+        todo = [c]
+        if self.warm_start_fits:  # the missing links of the chain, oldest last
+            while todo[-1] > self.refit_every and todo[-1] not in self._fits:
+                todo.append(todo[-1] - self.refit_every)
+        for count in reversed(todo):
+            if count in self._fits:
+                continue
+            start = None
+            if self.warm_start_fits and count > self.refit_every:
+                start = self._fits[count - self.refit_every]
+            with _seeded(self.seed * 7919 + count), expected_fit_warnings():
+                designs, comps = _pairs_from(self._tells[:count])
+                fitted = self._build_for_fit(designs, comps, start)
+                self._fit(fitted)
+            self._fits[count] = fitted.covar_module
+        return self._fits[c]
+
+    def _build_for_fit(self, designs: Tensor, comps: Tensor, start: Any) -> Any:
+        r"""An unfitted model whose kernel starts at ``start`` (a copy)."""
+        if start is None:
+            return self._build(designs, comps)
+        if self.model_name == "variational":  # no q(u) conditioning: fitted next
+            opts = {**self.model_options, "covar_module": copy.deepcopy(start)}
+            return self._build_variational(designs, comps, opts)
+        return self._build(designs, comps, start)
 
     def best(self) -> tuple[Tensor, float, float]:
         r"""The told design with the highest posterior mean.

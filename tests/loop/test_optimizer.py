@@ -277,3 +277,67 @@ def test_variational_q_u_starts_at_the_laplace_posterior(monkeypatch):
         got = model.posterior(Z).mean.squeeze(-1)
     torch.testing.assert_close(got, expected, rtol=0, atol=5e-3)
     assert expected.abs().max() > 0.1  # not the prior
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_refits_start_from_the_previous_fit(monkeypatch, warm):
+    from prefbo import PairwiseLaplaceGP
+
+    starts, ends = [], []
+    fit = PreferentialOptimizer._fit
+
+    def recording(self, model):
+        starts.append(model.covar_module.outputscale.item())
+        fit(self, model)
+        ends.append(model.covar_module.outputscale.item())
+
+    monkeypatch.setattr(PreferentialOptimizer, "_fit", recording)
+    opt = PreferentialOptimizer(
+        BOUNDS,
+        model="laplace",
+        strategy="random",
+        refit_every=2,
+        warm_start_fits=warm,
+    )
+    _run(opt, [0, 1, 1, 0, 1, 1], problem=Branin())
+    opt.model  # random questions need no model: the fits happen here
+    default = PairwiseLaplaceGP(*opt.data()).covar_module.outputscale.item()
+    assert starts[0] == default and ends[0] != default
+    if warm:  # the whole chain 2, 4, 6, each from the previous fit
+        assert len(starts) == 3 and sorted(opt._fits) == [2, 4, 6]
+        assert starts[1:] == ends[:-1]
+    else:  # only the fit at 6, from the defaults
+        assert len(starts) == 1 and sorted(opt._fits) == [6]
+
+
+def test_the_fit_chain_depends_on_the_answers_alone():
+    # one session asks after every answer (every fit of the chain computed as
+    # it goes); the other is told the same questions without asking, so its
+    # chain is computed at once at the end: same kernel, same next question
+    problem = Branin()
+    live = PreferentialOptimizer(BOUNDS, model="laplace", refit_every=2, seed=3)
+    asked = _run(live, [0] * 7, problem=problem)
+    batch = PreferentialOptimizer(BOUNDS, model="laplace", refit_every=2, seed=3)
+    for X, t in zip(asked, live.history):
+        batch.tell(t.answer, options=X)
+    assert torch.equal(batch.ask(), live.ask())
+    for name, p in live._fits[6].named_parameters():
+        assert torch.equal(p, dict(batch._fits[6].named_parameters())[name])
+
+
+def test_logs_from_before_warm_starts_and_maximize_eubo_resume_as_written(tmp_path):
+    from prefbo.loop.session import encode_record, read_session_log
+
+    path = tmp_path / "old.jsonl"
+    opt = PreferentialOptimizer(BOUNDS, strategy="random", log_path=path)
+    opt.ask()
+    opt.tell(0)
+    header, _ = read_session_log(path)
+    del header["config"]["warm_start_fits"]
+    del header["config"]["acqf_options"]["optimizer"]
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(encode_record(header) + "".join(lines[1:]))
+    resumed = PreferentialOptimizer.resume(path)
+    assert resumed.warm_start_fits is False
+    assert resumed.acqf_options["optimizer"] == "scipy"
+    assert PreferentialOptimizer(BOUNDS).warm_start_fits is True
