@@ -5,9 +5,11 @@ noise) holds the negative Branin utility (:class:`~prefbo.benchmarks.Branin`).
 Each iteration fits a :class:`~prefbo.models.PairwiseEPGP` (default; ``--model
 laplace`` for :class:`~prefbo.models.PairwiseLaplaceGP`) to all answers
 so far, asks the pair that maximises BoTorch's analytic Expected Utility of the
-Best Option (EUBO), and records the regret of the recommendation (the design
-seen so far with the highest posterior mean). The same number of uniformly
-random questions, answered by an identical person, is the baseline.
+Best Option (EUBO; ``optimize_acqf`` on
+:class:`~prefbo.acquisition.FastAnalyticEUBO`, the same values), and records
+the regret of the recommendation (the design seen so far with the highest
+posterior mean). The same number of uniformly random questions, answered by an
+identical person, is the baseline.
 
 Run ``python -m prefbo.loop.demo`` (``--help`` for options). It prints one line
 per iteration and writes ``<output>/demo.png`` and ``<output>/demo_summary.json``.
@@ -25,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 from botorch.exceptions.errors import ModelFittingError
 from botorch.exceptions.warnings import OptimizationWarning
 from botorch.fit import fit_gpytorch_mll
 from botorch.optim import optimize_acqf
 from torch import Tensor
 
+from prefbo.acquisition.eubo import FastAnalyticEUBO
 from prefbo.benchmarks import Branin, SimulatedPerson, UtilityProblem
 from prefbo.exceptions import ConvergenceWarning, NumericalWarning
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
@@ -168,7 +170,7 @@ def _start(
 def _next_eubo_pair(model, problem, args, it: int) -> tuple[Tensor, float]:
     r"""The ``2 x d`` pair maximising EUBO, and the seconds it took."""
     t0 = time.perf_counter()
-    acq = AnalyticExpectedUtilityOfBestOption(pref_model=model)
+    acq = FastAnalyticEUBO(model)  # BoTorch's EUBO values, no posterior objects
     with _expected_warnings():
         cand, _ = optimize_acqf(
             acq,

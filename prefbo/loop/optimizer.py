@@ -35,7 +35,6 @@ import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
 from botorch.acquisition.preference import (
-    AnalyticExpectedUtilityOfBestOption,
     PairwiseBayesianActiveLearningByDisagreement,
     qExpectedUtilityOfBestOption,
 )
@@ -49,7 +48,7 @@ from linear_operator.utils.warnings import NumericalWarning as LONumericalWarnin
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from prefbo.acquisition.eubo import maximize_eubo
+from prefbo.acquisition.eubo import FastAnalyticEUBO, maximize_eubo
 from prefbo.acquisition.thompson import thompson_batch
 from prefbo.data.containers import PairwiseComparisons
 from prefbo.data.validation import check_bounds
@@ -262,7 +261,9 @@ class PreferentialOptimizer:
                 the acquisition maximiser and ``mc_samples`` of qEUBO/BALD.
                 ``optimizer`` chooses the maximiser of strategy ``"eubo"``:
                 ``"scipy"`` (default) BoTorch's ``optimize_acqf`` (L-BFGS-B;
-                ``raw_samples`` random pairs), ``"torch"``
+                ``raw_samples`` random pairs) on
+                :class:`~prefbo.acquisition.FastAnalyticEUBO` (BoTorch's EUBO
+                values and path, ~2.2x faster), ``"torch"``
                 :func:`~prefbo.acquisition.maximize_eubo` (``raw_samples``
                 Sobol designs, every pair of them scored, the best
                 ``num_restarts`` distinct pairs refined by a batched projected
@@ -271,8 +272,9 @@ class PreferentialOptimizer:
                 the default because finding EUBO's global maximum is worse for
                 regret here: on Branin EUBO's maximiser keeps asking along one
                 edge of the box, and the local optima ``optimize_acqf`` stops
-                at now and then are what explores (``make demo``, 10 seeds:
-                final regret 0.104 vs 0.054 on average).
+                at now and then are what explores (``make demo``, seeds 0-9:
+                median final regret 0.079 vs 0.032-0.038; single runs are
+                chaotic, a rounding-level change can move one seed a lot).
                 Other strategies always use ``optimize_acqf`` (or, for
                 ``"ts"``, the batched ascent of
                 :func:`~prefbo.acquisition.thompson_batch`).
@@ -694,10 +696,9 @@ class PreferentialOptimizer:
                 seed=seed % _SEED_MOD,
             )
             return new.detach()
-        if self.strategy == "eubo":
-            acqf = AnalyticExpectedUtilityOfBestOption(
-                pref_model=model,
-                previous_winner=None if fixed is None else fixed.unsqueeze(0),
+        if self.strategy == "eubo":  # BoTorch's EUBO, values from pair moments
+            acqf = FastAnalyticEUBO(
+                model, previous_winner=None if fixed is None else fixed.unsqueeze(0)
             )
             fixed = None  # handled by BoTorch's previous_winner
         elif self.strategy == "qeubo":

@@ -269,3 +269,66 @@ def test_errors_name_the_argument():
     X, comp, _ = make_pairwise_data(8, 10, batch_shape=torch.Size([3]))
     with pytest.raises(UnsupportedError, match=r"batch_shape=\(3,\)"):
         maximize_eubo(PairwiseLaplaceGP(X, comp), UNIT2)
+
+
+# ------------------------------------------------------ FastAnalyticEUBO
+@pytest.mark.parametrize("name", ["laplace", "ep", "skew", "variational"])
+@pytest.mark.parametrize("with_winner", [False, True])
+def test_fast_acqf_values_and_gradients_equal_botorch(name, with_winner):
+    from prefbo.acquisition import FastAnalyticEUBO
+
+    model = _model(name, d=3, seed=2)
+    g = torch.Generator().manual_seed(4)
+    winner = torch.rand(1, 3, generator=g, dtype=torch.float64) if with_winner else None
+    q = 1 if with_winner else 2
+    X = torch.rand(6, q, 3, generator=g, dtype=torch.float64)
+    ref = AnalyticExpectedUtilityOfBestOption(pref_model=model, previous_winner=winner)
+    fast = FastAnalyticEUBO(model, previous_winner=winner)
+    grads = []
+    for acqf in (ref, fast):
+        Xg = X.clone().requires_grad_(True)
+        values = acqf(Xg)
+        (grad,) = torch.autograd.grad(values.sum(), Xg)
+        grads.append((values.detach(), grad))
+    torch.testing.assert_close(grads[1][0], grads[0][0], rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(grads[1][1], grads[0][1], rtol=1e-7, atol=1e-9)
+    # a q x d input is one question (t-batch mode, as BoTorch's)
+    torch.testing.assert_close(fast(X[0]), ref(X[0]), rtol=1e-9, atol=1e-10)
+
+
+def test_fast_acqf_takes_botorchs_path_in_optimize_acqf():
+    from prefbo.acquisition import FastAnalyticEUBO
+
+    model = _fitted("laplace", 30, 60, 3, 5)
+    bounds = torch.tensor([[0.0] * 3, [1.0] * 3], dtype=torch.float64)
+    out = []
+    for acqf in (
+        AnalyticExpectedUtilityOfBestOption(pref_model=model),
+        FastAnalyticEUBO(model),
+    ):
+        torch.manual_seed(0)
+        X, value = optimize_acqf(
+            acqf,
+            bounds=bounds,
+            q=2,
+            num_restarts=3,
+            raw_samples=64,
+            options={"seed": 1, "maxiter": 60},
+        )
+        out.append((X, value))
+    torch.testing.assert_close(out[1][0], out[0][0], rtol=0, atol=1e-8)
+    torch.testing.assert_close(out[1][1], out[0][1], rtol=1e-10, atol=1e-10)
+
+
+def test_fast_acqf_errors():
+    from prefbo.acquisition import FastAnalyticEUBO
+
+    model = _model("laplace", d=2)
+    with pytest.raises(UnsupportedError, match="q=2"):
+        FastAnalyticEUBO(model)(torch.rand(4, 3, 2, dtype=torch.float64))
+    with pytest.raises(UnsupportedError, match="q=1"):
+        FastAnalyticEUBO(model, previous_winner=torch.rand(2, dtype=torch.float64))(
+            torch.rand(4, 2, 2, dtype=torch.float64)
+        )
+    with pytest.raises(InputDataError, match=r"previous_winner must have shape"):
+        FastAnalyticEUBO(model, previous_winner=torch.rand(3, dtype=torch.float64))
