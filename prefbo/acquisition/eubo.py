@@ -17,8 +17,9 @@ problem), in three batched steps:
 1. **Raw search.** ``raw_samples`` Sobol designs get one joint posterior
    (mean and ``N x N`` covariance), which scores *every* pair of them —
    ``N (N - 1) / 2`` candidates for the price of ``N`` designs (BoTorch
-   scores ``raw_samples`` random pairs). With a previous winner the
-   candidates are the designs themselves.
+   scores ``raw_samples`` random pairs); above 1024 designs, every pair
+   within each block of 1024 (memory grows with the block's square). With a
+   previous winner the candidates are the designs themselves.
 2. **Starts.** The best ``num_restarts`` candidates, greedily, none within
    a root-mean-square distance of 0.2 box widths per coordinate of another
    (pairs compared in either order): diverse starts, the best candidate
@@ -773,7 +774,8 @@ def maximize_eubo(
             and the value leaves out the winner's mean, as BoTorch's does.
         raw_samples: Sobol designs of the raw search: all
             ``raw_samples (raw_samples - 1) / 2`` pairs of them are scored
-            (with ``previous_winner``: the designs themselves).
+            (above 1024 designs: the pairs within each block of 1024; with
+            ``previous_winner``: the designs themselves).
         num_restarts: Starts of the ascent: the best raw candidates, no two
             close to each other.
         num_steps: Maximum Newton iterations (the role of ``optimize_acqf``'s

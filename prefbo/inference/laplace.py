@@ -252,16 +252,19 @@ def laplacian_matmul(
         ``batch_shape x n x k``.
     """
     n = M.shape[-2]
+    if n < DENSE_BELOW and dense is not None:
+        return dense @ M
+    # W's batch: that of the weights and comparisons (M broadcasts against it)
+    wbatch = torch.broadcast_shapes(weights.shape[:-1], comparisons.shape[:-2])
+    m = weights.shape[-1]
+    weights = weights.expand(wbatch + (m,))
+    comparisons = comparisons.expand(wbatch + comparisons.shape[-2:])
     if n < DENSE_BELOW:
-        W = (
-            dense
-            if dense is not None
-            else comparison_laplacian(weights, comparisons, n)
-        )
-        return W @ M
-    batch = torch.broadcast_shapes(
-        weights.shape[:-1], comparisons.shape[:-2], M.shape[:-2]
-    )
+        return comparison_laplacian(weights, comparisons, n) @ M
+    batch = torch.broadcast_shapes(wbatch, M.shape[:-2])
+    if batch != wbatch:  # one W per element of M's batch
+        weights = weights.expand(batch + (m,))
+        comparisons = comparisons.expand(batch + comparisons.shape[-2:])
     return _csr_matmul(_laplacian_csr(weights, comparisons, n), M, batch)
 
 

@@ -73,7 +73,7 @@ def _expected_warnings():
     - prefbo's ``ConvergenceWarning`` from Newton's mode search or EP's
       sweeps: at some hyperparameters visited by L-BFGS-B (a near-singular
       ``K``, or the outputscale near its cap with nearly separable answers)
-      the ``1e-9`` tolerance is not met within the iteration budget; the
+      the site/step tolerance is not met within the iteration budget; the
       approximation is then accurate to about what ``K`` allows, which is
       enough for the fit to move on.
     - BoTorch's ``OptimizationWarning`` from L-BFGS-B (hyperparameters or

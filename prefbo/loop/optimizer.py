@@ -460,6 +460,10 @@ class PreferentialOptimizer:
         """
         header, records = read_session_log(log_path, repair=True)
         config = dict(header["config"])
+        # logs written before these settings existed: keep their behaviour
+        config.setdefault("warm_start_fits", False)
+        if isinstance(config.get("acqf_options"), dict):
+            config["acqf_options"] = {"optimizer": "scipy", **config["acqf_options"]}
         for key, value in expected.items():
             stored = config.get(key, "<missing>")
             if isinstance(value, Tensor):
@@ -469,10 +473,6 @@ class PreferentialOptimizer:
                     f"resume({key}=...) expected {value!r} but the log "
                     f"{str(log_path)!r} was written with {key}={stored!r}."
                 )
-        # logs written before these settings existed: keep their behaviour
-        config.setdefault("warm_start_fits", False)
-        if isinstance(config.get("acqf_options"), dict):
-            config["acqf_options"] = {"optimizer": "scipy", **config["acqf_options"]}
         opt = cls(**config)
         for rec in records:
             if rec["type"] == "tell":

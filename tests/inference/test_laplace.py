@@ -185,3 +185,31 @@ def test_sparse_laplacian_products_equal_dense(monkeypatch):
         ev.backward()
         grads.append(Kr.grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("n", [40, 140])  # dense and sparse paths
+def test_laplacian_matmul_broadcasts_weights_comparisons_and_M(n):
+    from prefbo.inference.laplace import comparison_laplacian, laplacian_matmul
+
+    g = torch.Generator().manual_seed(1)
+    m, B = 60, 3
+    c1 = torch.randint(0, n, (m, 2), generator=g)
+    cB = torch.randint(0, n, (B, m, 2), generator=g)
+    w1 = torch.rand(m, generator=g, dtype=torch.float64)
+    wB = torch.rand(B, m, generator=g, dtype=torch.float64)
+    M1 = torch.randn(n, 4, generator=g, dtype=torch.float64)
+    MB = torch.randn(B, n, 4, generator=g, dtype=torch.float64)
+    for w, c, M in [
+        (w1, c1, MB),  # M batched only
+        (wB, c1, M1),  # weights batched only
+        (w1, cB, M1),  # comparisons batched only
+        (wB, cB, MB),
+        (w1[:0], c1[:0], MB),  # no comparisons: W = 0
+    ]:
+        batch = torch.broadcast_shapes(w.shape[:-1], c.shape[:-2], M.shape[:-2])
+        W = comparison_laplacian(
+            w.expand(batch + w.shape[-1:]), c.expand(batch + c.shape[-2:]), n
+        )
+        torch.testing.assert_close(
+            laplacian_matmul(w, c, M), W @ M, rtol=1e-12, atol=1e-12
+        )

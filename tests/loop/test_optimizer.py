@@ -343,5 +343,7 @@ def test_logs_from_before_warm_starts_and_maximize_eubo_resume_as_written(tmp_pa
     path.write_text(encode_record(header) + "".join(lines[1:]))
     resumed = PreferentialOptimizer.resume(path)
     assert resumed.warm_start_fits is False
+    # the legacy values also satisfy an explicit expectation
+    assert PreferentialOptimizer.resume(path, warm_start_fits=False).ask() is not None
     assert resumed.acqf_options["optimizer"] == "scipy"
     assert PreferentialOptimizer(BOUNDS).warm_start_fits is True
