@@ -338,12 +338,44 @@ def test_logs_from_before_warm_starts_and_maximize_eubo_resume_as_written(tmp_pa
     opt.tell(0)
     header, _ = read_session_log(path)
     del header["config"]["warm_start_fits"]
+    del header["config"]["fit_options"]
     del header["config"]["acqf_options"]["optimizer"]
     lines = path.read_text().splitlines(keepends=True)
     path.write_text(encode_record(header) + "".join(lines[1:]))
     resumed = PreferentialOptimizer.resume(path)
     assert resumed.warm_start_fits is False
+    assert resumed.fit_options == {"maxfun": 15000}  # no cap, as written
     # the legacy values also satisfy an explicit expectation
     assert PreferentialOptimizer.resume(path, warm_start_fits=False).ask() is not None
     assert resumed.acqf_options["optimizer"] == "scipy"
     assert PreferentialOptimizer(BOUNDS).warm_start_fits is True
+
+
+def test_fit_options_cap_the_refit_evaluations(monkeypatch):
+    from prefbo.mlls import PairwiseLaplaceMLL
+
+    calls = []
+    forward = PairwiseLaplaceMLL.forward
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(PairwiseLaplaceMLL, "forward", counting)
+    counts = {}
+    for cap in (3, 15000):
+        calls.clear()
+        opt = PreferentialOptimizer(
+            BOUNDS,
+            model="laplace",
+            strategy="random",
+            refit_every=8,
+            fit_options={"maxfun": cap},
+        )
+        _run(opt, [0] * 8, problem=Branin())
+        assert opt.model is not None  # one refit, at 8 answers
+        counts[cap] = len(calls)
+    assert counts[3] <= 4 < counts[15000]
+    assert PreferentialOptimizer(BOUNDS).fit_options == {"maxfun": 30}
+    with pytest.raises(InputDataError, match="fit_options must be a dict"):
+        PreferentialOptimizer(BOUNDS, fit_options=30)
