@@ -413,6 +413,14 @@ def pair_moments(model: Model) -> PairMoments:
     return fast if fast is not None else PairMoments(model)
 
 
+def _append_winner(X: Tensor, winner: Tensor | None) -> Tensor:
+    r"""``... x q x d`` options with the ``1 x d`` winner appended as the last
+    option of every question (``X`` itself without a winner)."""
+    if winner is None:
+        return X
+    return torch.cat([X, winner.expand(*X.shape[:-2], 1, X.shape[-1])], dim=-2)
+
+
 def eubo_values(
     model: Model, X: Tensor, previous_winner: Tensor | None = None
 ) -> Tensor:
@@ -439,10 +447,10 @@ def eubo_values(
             f"({'with' if q == 1 else 'without'} previous_winner); got shape "
             f"{tuple(X.shape)}."
         )
+    w = None
     if previous_winner is not None:
         w = _check_winner(previous_winner, X.shape[-1], X)
-        X = torch.cat([X, w.expand(*X.shape[:-2], 1, X.shape[-1])], dim=-2)
-    return pair_moments(model).eubo(X, add_second_mean=previous_winner is None)
+    return pair_moments(model).eubo(_append_winner(X, w), add_second_mean=w is None)
 
 
 class FastAnalyticEUBO(AcquisitionFunction):
@@ -494,9 +502,9 @@ class FastAnalyticEUBO(AcquisitionFunction):
                 f"({'with' if q == 1 else 'without'} a previous winner); got "
                 f"X of shape {tuple(X.shape)}."
             )
-        if winner is not None:
-            X = torch.cat([X, winner.expand(*X.shape[:-2], 1, X.shape[-1])], dim=-2)
-        return self.moments.eubo(X, add_second_mean=winner is None)
+        return self.moments.eubo(
+            _append_winner(X, winner), add_second_mean=winner is None
+        )
 
 
 # ---------------------------------------------------------------- maximiser
@@ -537,9 +545,7 @@ class _Objective:
 
     def _pairs(self, U: Tensor) -> Tensor:
         X = self.lo + self.width * U.unflatten(-1, (self.q, self.d))
-        if self.winner is None:
-            return X
-        return torch.cat([X, self.winner.expand(*X.shape[:-2], 1, self.d)], dim=-2)
+        return _append_winner(X, self.winner)
 
     def __call__(self, U: Tensor) -> Tensor:
         with torch.no_grad():
