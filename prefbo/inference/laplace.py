@@ -228,6 +228,20 @@ def _laplacian_csr(weights: Tensor, comparisons: Tensor, n: int) -> Tensor:
         return torch.sparse_csr_tensor(crow, keys % size, values, (size, size))
 
 
+def _laplacian_csr_for(
+    weights: Tensor, comparisons: Tensor, n: int, rhs_batch: torch.Size
+) -> tuple[Tensor, torch.Size]:
+    r"""The CSR ``W`` of :func:`_laplacian_csr` for products with right-hand
+    sides of batch ``rhs_batch``, and the batch of those products: one block
+    per element of the broadcast batch of weights, comparisons and ``M``."""
+    batch = torch.broadcast_shapes(
+        weights.shape[:-1], comparisons.shape[:-2], rhs_batch
+    )
+    weights = weights.expand(batch + weights.shape[-1:])
+    comparisons = comparisons.expand(batch + comparisons.shape[-2:])
+    return _laplacian_csr(weights, comparisons, n), batch
+
+
 def _csr_matmul(W: Tensor, M: Tensor, batch: torch.Size) -> Tensor:
     r"""``W @ M`` for a block-diagonal CSR ``W`` from :func:`_laplacian_csr`
     and a ``batch x n x k`` dense ``M`` (made row-major first)."""
@@ -258,20 +272,17 @@ def laplacian_matmul(
         ``batch_shape x n x k``.
     """
     n = M.shape[-2]
-    if n < DENSE_BELOW and dense is not None:
-        return dense @ M
-    # W's batch: that of the weights and comparisons (M broadcasts against it)
-    wbatch = torch.broadcast_shapes(weights.shape[:-1], comparisons.shape[:-2])
-    m = weights.shape[-1]
-    weights = weights.expand(wbatch + (m,))
-    comparisons = comparisons.expand(wbatch + comparisons.shape[-2:])
-    if n < DENSE_BELOW:
-        return comparison_laplacian(weights, comparisons, n) @ M
-    batch = torch.broadcast_shapes(wbatch, M.shape[:-2])
-    if batch != wbatch:  # one W per element of M's batch
-        weights = weights.expand(batch + (m,))
-        comparisons = comparisons.expand(batch + comparisons.shape[-2:])
-    return _csr_matmul(_laplacian_csr(weights, comparisons, n), M, batch)
+    if n >= DENSE_BELOW:
+        W, batch = _laplacian_csr_for(weights, comparisons, n, M.shape[:-2])
+        return _csr_matmul(W, M, batch)
+    if dense is None:  # W's batch: the weights' and comparisons' (M broadcasts)
+        wbatch = torch.broadcast_shapes(weights.shape[:-1], comparisons.shape[:-2])
+        dense = comparison_laplacian(
+            weights.expand(wbatch + weights.shape[-1:]),
+            comparisons.expand(wbatch + comparisons.shape[-2:]),
+            n,
+        )
+    return dense @ M
 
 
 FORMS = ("auto", "whitened", "precision")
@@ -599,8 +610,7 @@ def evidence_kernel_gradient(
         WS = W @ S  # W Σ
         WSW = W @ WS.transpose(-1, -2)  # W Σ W
     else:  # one sparse W for both products
-        batch = torch.broadcast_shapes(omega.shape[:-1], comps.shape[:-2], S.shape[:-2])
-        W = _laplacian_csr(omega, comps, n)
+        W, batch = _laplacian_csr_for(omega, comps, n, S.shape[:-2])
         WS = _csr_matmul(W, S, batch)
         WSW = _csr_matmul(W, WS.transpose(-1, -2), batch)
     a = state.alpha
