@@ -598,16 +598,15 @@ class PreferentialOptimizer:
                 with _seeded(self.seed * 7919), expected_fit_warnings():
                     self._fits[0] = self._build(*self.data()).covar_module
             return self._fits[0]
-        todo = [c]
-        if self.warm_start_fits:  # the missing links of the chain, oldest last
-            while todo[-1] > self.refit_every and todo[-1] not in self._fits:
-                todo.append(todo[-1] - self.refit_every)
-        for count in reversed(todo):
-            if count in self._fits:
-                continue
+        if c in self._fits:
+            return self._fits[c]
+        step, first = self.refit_every, c
+        while self.warm_start_fits and first > step and first - step not in self._fits:
+            first -= step  # a missing link of the chain: fitted first
+        for count in range(first, c + 1, step):
             start = None
-            if self.warm_start_fits and count > self.refit_every:
-                start = self._fits[count - self.refit_every]
+            if self.warm_start_fits and count > step:
+                start = self._fits[count - step]
             with _seeded(self.seed * 7919 + count), expected_fit_warnings():
                 designs, comps = _pairs_from(self._tells[:count])
                 fitted = self._build_for_fit(designs, comps, start)
