@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch.utils.weak import WeakIdKeyDictionary
 
 from prefbo.exceptions import ConvergenceWarning, NumericalError
 from prefbo.inference.cholesky import cholesky_solve, jittered_cholesky
@@ -153,9 +154,14 @@ def comparison_laplacian(
 
 def _laplacian_index(comparisons: Tensor, n: int) -> Tensor:
     r"""Flat ``n x n`` positions of ``W``'s four entries per comparison
-    (``ww, ll, wl, lw``), for :func:`_scatter_laplacian`."""
-    w, l = comparisons[..., 0], comparisons[..., 1]
-    return torch.cat([w * n + w, l * n + l, w * n + l, l * n + w], dim=-1)
+    (``ww, ll, wl, lw``), for :func:`_scatter_laplacian` (cached per
+    comparisons tensor, see :func:`_cached_for`)."""
+
+    def build() -> Tensor:
+        w, l = comparisons[..., 0], comparisons[..., 1]
+        return torch.cat([w * n + w, l * n + l, w * n + l, l * n + w], dim=-1)
+
+    return _cached_for(comparisons, ("index", n), build)
 
 
 def _scatter_laplacian(
@@ -192,6 +198,75 @@ def _default_tol(dtype: torch.dtype) -> float:
 DENSE_BELOW = 128  # laplacian_matmul: dense W below, sparse CSR from here on
 
 
+@dataclass(eq=False)
+class _CSRPattern:
+    r"""The sparsity pattern of ``W = Dᵀ diag(ω) D`` for one set of comparisons:
+    it depends on the comparisons alone, so it is built once and reused while
+    only the weights change (every Newton step and evidence gradient of a fit).
+    """
+
+    order: Tensor  # the 4m entries [ww, ll, wl, lw] per batch row, sorted
+    counts: Tensor  # entries summed into each stored non-zero
+    crow: Tensor
+    col: Tensor
+    size: int
+
+
+# comparisons tensor (a view's base) -> {key: value}: what depends on the
+# comparisons alone, reused while only the weights change (every Newton step
+# and evidence gradient of a fit). Entries go with the tensor, and a key holds
+# the view's layout and the version counter, so an in-place change of the
+# comparisons is never served a stale value.
+_COMPARISON_CACHE: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def _cached_for(comparisons: Tensor, what: tuple, build):
+    r"""``build()``, cached per comparisons tensor and ``what``."""
+    base = comparisons if comparisons._base is None else comparisons._base
+    version = comparisons._version
+    key = (
+        what,
+        tuple(comparisons.shape),
+        comparisons.stride(),
+        comparisons.storage_offset(),
+        comparisons.data_ptr(),
+    )
+    entry = _COMPARISON_CACHE.get(base)
+    if entry is None or entry[0] != version or len(entry[1]) > 16:
+        entry = _COMPARISON_CACHE[base] = (version, {})
+    values = entry[1]
+    if key not in values:
+        values[key] = build()
+    return values[key]
+
+
+def _csr_pattern(comparisons: Tensor, n: int, batch: torch.Size) -> _CSRPattern:
+    r"""The (cached) CSR pattern of :func:`_laplacian_csr` for comparisons
+    broadcast to ``batch x m x 2``."""
+
+    def build() -> _CSRPattern:
+        m = comparisons.shape[-2]
+        B = math.prod(batch)
+        comps = comparisons.expand(batch + (m, 2)).reshape(B, m, 2)
+        device = comps.device
+        offset = (torch.arange(B, device=device) * n).unsqueeze(-1)  # B x 1
+        w = comps[..., 0] + offset
+        l = comps[..., 1] + offset
+        size = B * n
+        rows = torch.cat([w, l, w, l], -1).flatten()
+        cols = torch.cat([w, l, l, w], -1).flatten()
+        # entries sorted by (row, column), duplicates summed segment by
+        # segment: no atomic adds, so the sums are reproducible on
+        # accelerators too
+        sorted_keys, order = torch.sort(rows * size + cols, stable=True)
+        keys, counts = torch.unique_consecutive(sorted_keys, return_counts=True)
+        crow = torch.zeros(size + 1, dtype=torch.long, device=device)
+        crow[1:] = torch.bincount(keys // size, minlength=size).cumsum(0)
+        return _CSRPattern(order, counts, crow, keys % size, size)
+
+    return _cached_for(comparisons, ("csr", n, tuple(batch)), build)
+
+
 def _laplacian_csr(weights: Tensor, comparisons: Tensor, n: int) -> Tensor:
     r"""``W = Dᵀ diag(weights) D`` as one block-diagonal sparse CSR matrix over
     the batch (``B·n x B·n``, ``B`` = the broadcast batch size).
@@ -199,33 +274,25 @@ def _laplacian_csr(weights: Tensor, comparisons: Tensor, n: int) -> Tensor:
     Built directly in CSR order: the ``4m`` entries per batch element are
     sorted once by ``(row, column)`` and duplicates (a design's diagonal, a
     repeated pair) summed per segment — no COO ``coalesce``, 40x cheaper at
-    ``n = 800``.
+    ``n = 800``. The sort depends on the comparisons alone and is cached
+    (:func:`_csr_pattern`); only the values are computed per call.
     """
     batch = torch.broadcast_shapes(weights.shape[:-1], comparisons.shape[:-2])
     m = weights.shape[-1]
     B = math.prod(batch)
-    device = weights.device
-    offset = (torch.arange(B, device=device) * n).unsqueeze(-1)  # B x 1
-    w = comparisons[..., 0].expand(batch + (m,)).reshape(B, m) + offset
-    l = comparisons[..., 1].expand(batch + (m,)).reshape(B, m) + offset
+    pattern = _csr_pattern(comparisons, n, batch)
     om = weights.expand(batch + (m,)).reshape(B, m)
-    size = B * n
-    rows = torch.cat([w, l, w, l], -1).flatten()
-    cols = torch.cat([w, l, l, w], -1).flatten()
-    # entries sorted by (row, column), duplicates summed segment by segment:
-    # no atomic adds, so the sums are reproducible on accelerators too
-    sorted_keys, order = torch.sort(rows * size + cols, stable=True)
-    keys, counts = torch.unique_consecutive(sorted_keys, return_counts=True)
-    entries = torch.cat([om, om, -om, -om], -1).flatten()[order]
+    entries = torch.cat([om, om, -om, -om], -1).flatten()[pattern.order]
     if entries.numel():
-        values = torch.segment_reduce(entries, "sum", lengths=counts)
+        values = torch.segment_reduce(entries, "sum", lengths=pattern.counts)
     else:  # no comparisons: W = 0 (segment_reduce rejects empty input)
         values = entries
-    crow = torch.zeros(size + 1, dtype=torch.long, device=device)
-    crow[1:] = torch.bincount(keys // size, minlength=size).cumsum(0)
+    size = pattern.size
     with warnings.catch_warnings():  # "sparse CSR support is in beta"
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, keys % size, values, (size, size))
+        return torch.sparse_csr_tensor(
+            pattern.crow, pattern.col, values, (size, size)
+        )
 
 
 def _laplacian_csr_for(
@@ -373,7 +440,6 @@ def _find_mode(
         sync_every = 1 if device.type == "cpu" else 4
     batch = L.shape[:-2]
     Lt = L.transpose(-1, -2)
-    eye = torch.eye(n, dtype=dtype, device=device)
     steps = 2.0 ** -torch.arange(num_halvings + 1, dtype=dtype, device=device)
     steps_b = steps.view((-1,) + (1,) * (len(batch) + 1))  # J x 1.. x 1
     comps_j = comparisons.expand(batch + comparisons.shape[-2:])
@@ -394,17 +460,31 @@ def _find_mode(
         # Warm start at f0 = K ∇ℓ(init), i.e. v0 = Lᵀ ∇ℓ(init): exact at a
         # previous mode under the same K, and always well scaled under a new K
         # (unlike L⁻¹ init). Kept per batch element only where Ψ beats f = 0.
-        _, g0, _, _ = likelihood.derivatives(init.to(L).expand(batch + (n,)), comps_j)
-        v0 = mv(Lt, scatter_pairs(g0, comps_j, n))
+        if type(prev) is LaplaceState:  # at its mode ∇ℓ(f̂) = K_old⁻¹ f̂ = α
+            g0 = prev.alpha.to(L).expand(batch + (n,))
+        else:
+            _, g0k, _, _ = likelihood.derivatives(
+                init.to(L).expand(batch + (n,)), comps_j
+            )
+            g0 = scatter_pairs(g0k, comps_j, n)
+        v0 = mv(Lt, g0)
         f0 = mv(L, v0)
-        p0, pm0 = (f0, mv(Kinv, f0)) if precision else (v0, v0)
+        if not precision:
+            p0, pm0 = v0, v0
+        elif type(prev) is LaplaceState:
+            p0, pm0 = f0, g0  # K⁻¹ f0 = K⁻¹ K α = α
+        else:
+            p0, pm0 = f0, mv(Kinv, f0)
         candidates = [(f0, p0, pm0)]
         if precision and prev is not None and prev._post_cov is not None:
             # first-order (implicit-function) prediction of the new mode from the
             # previous state: f̂ + (I + K W)⁻¹ δK α = f̂ + r - Σ W r with
             # r = K_new α_old - f̂_old (= δK α_old) and Σ, W the old ones
             fo = prev.mode.to(L).expand(batch + (n,))
-            r = mv(L, mv(Lt, prev.alpha.to(L).expand(batch + (n,)))) - fo
+            if type(prev) is LaplaceState:
+                r = f0 - fo
+            else:
+                r = mv(L, mv(Lt, prev.alpha.to(L).expand(batch + (n,)))) - fo
             Wr = scatter_pairs(prev.curvature * _pair_diff(r, comps_j), comps_j, n)
             f1 = fo + r - mv(prev._post_cov, Wr)
             candidates.append((f1, f1, mv(Kinv, f1)))
@@ -426,17 +506,20 @@ def _find_mode(
     # computed for the damping test and reused by the next iteration
     logp, grad_k, omega, domega = likelihood.derivatives(f, comps_j)
     for it in range(1, max_iter + 1):
-        grad = scatter_pairs(grad_k, comps_j, n)  # batch x n
         omega_c = omega  # the curvature C is factorised at
         if precision:
             B = _scatter_laplacian(omega, lap_index, n, Kinv)  # K⁻¹ + W
             C, info = torch.linalg.cholesky_ex(B)
-            Wf = scatter_pairs(omega * _pair_diff(f, comps_j), comps_j, n)
-            df = cholesky_solve((Wf + grad).unsqueeze(-1), C).squeeze(-1) - f
+            # W f + ∇ℓ = Dᵀ (ω ⊙ D f + g) in one scatter
+            rhs = scatter_pairs(omega * _pair_diff(f, comps_j) + grad_k, comps_j, n)
+            df = cholesky_solve(rhs.unsqueeze(-1), C).squeeze(-1) - f
             dp, dpm = df, mv(Kinv, df)
         else:
+            grad = scatter_pairs(grad_k, comps_j, n)  # batch x n
             LtWL = Lt @ laplacian_matmul(omega, comps_j, L)
-            C, info = torch.linalg.cholesky_ex(LtWL + eye)
+            A = LtWL.clone()
+            A.diagonal(dim1=-2, dim2=-1).add_(1.0)
+            C, info = torch.linalg.cholesky_ex(A)
             rhs = mv(LtWL, p) + mv(Lt, grad)
             dp = cholesky_solve(rhs.unsqueeze(-1), C).squeeze(-1) - p
             dpm = dp

@@ -56,6 +56,14 @@ def probit_terms(z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     z = z.to(torch.float64)
     logcdf = torch.special.log_ndtr(z)
     tail = z < _CF_Z
+    if z.device.type == "cpu" and not bool(tail.any()):
+        # the usual case on the CPU, where the check is free: every z in the
+        # direct region, so log Φ(z) is reused for λ and no branch is built
+        lam = torch.exp(log_phi(z) - logcdf)
+        zl = z + lam
+        w = lam * zl
+        dw = lam - w * (zl + lam)
+        return logcdf.to(dtype), lam.to(dtype), w.to(dtype), dw.to(dtype)
     z_direct = torch.where(tail, torch.zeros_like(z), z)
     lam = torch.exp(log_phi(z_direct) - torch.special.log_ndtr(z_direct))
     zl = z_direct + lam
