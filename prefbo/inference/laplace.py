@@ -290,9 +290,7 @@ def _laplacian_csr(weights: Tensor, comparisons: Tensor, n: int) -> Tensor:
     size = pattern.size
     with warnings.catch_warnings():  # "sparse CSR support is in beta"
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(
-            pattern.crow, pattern.col, values, (size, size)
-        )
+        return torch.sparse_csr_tensor(pattern.crow, pattern.col, values, (size, size))
 
 
 def _laplacian_csr_for(
