@@ -4,8 +4,10 @@ Both models are fitted, in the same run, to the *same* synthetic preference data
 (``d = 4``, float64) and measured on:
 
 1. **fit time**: model construction plus ``botorch.fit.fit_gpytorch_mll`` (one
-   untimed warm-up fit on a tiny problem runs first, so that import and
-   first-call costs are excluded);
+   untimed warm-up fit on a small problem runs first, so that import and
+   first-call costs are excluded; it has ``n = 150`` designs, so that
+   prefbo's sparse-Laplacian path is warm too); the median of
+   ``--fit-repeats`` fresh fits (default 3) for ``n <= 400``, one fit above;
 2. **posterior time**: one ``model.posterior(X)`` call with ``X`` of shape
    ``64 x 2 x 4`` (64 ``q = 2`` batches), under ``torch.no_grad()``, including
    reading the mean and the joint covariance; the median over repeats is
@@ -52,7 +54,7 @@ The markdown report is printed and written to
 ``benchmarks/results/laplace_vs_botorch.md`` (or ``--output``); progress goes
 to stderr.
 
-Timings are single wall-clock measurements (posterior: a median) with
+Timings are wall-clock medians (fits: of 3 up to n = 400, single above) with
 torch's default thread count; on a machine shared with other CPU-heavy work
 they can be inflated many times over, so compare libraries within one run.
 """
@@ -378,14 +380,14 @@ def attempt(cells: dict[str, Cell], key: str, fn: Callable[[], Any]) -> Any:
 
 # -------------------------------------------------------------- benchmarks
 def warm_up(args: argparse.Namespace, log: Counter) -> None:
-    """Untimed fit, posterior and EUBO of both libraries on a tiny problem.
+    """Untimed fit, posterior and EUBO of both libraries on a small problem.
 
     Args:
         args: The parsed command line.
         log: Counter receiving the warm-up warnings.
     """
     generator = torch.Generator().manual_seed(args.seed + 999_983)
-    problem = make_problem(20, 40, 20, 20, generator)
+    problem = make_problem(150, 300, 20, 20, generator)
     tiny = argparse.Namespace(
         **{**vars(args), "num_restarts": 2, "raw_samples": 8, "acqf_maxiter": 5}
     )
@@ -420,13 +422,22 @@ def measure_library(
         The fitted model, its posterior mean on the test designs and its fitted
         hyperparameters (each ``None`` if unavailable).
     """
-    fitted = attempt(cells, "fit", lambda: fit_model(library, problem))
+    n = problem.datapoints.shape[-2]
+    repeats = args.fit_repeats if n <= args.fit_repeats_up_to else 1
+    times: list[float] = []
+    fitted = None
+    for _ in range(repeats):  # fresh model each time; the median is reported
+        fitted = attempt(cells, "fit", lambda: fit_model(library, problem))
+        if fitted is None:
+            break
+        times.append(fitted[1])
     if fitted is None:
         for key in cells:
             if key != "fit":
                 cells[key] = "n/a (fit failed)"
         return None, None, None
-    model, cells["fit"] = fitted
+    model = fitted[0]
+    cells["fit"] = statistics.median(times)
     tag = f"  n={problem.datapoints.shape[-2]}: {library}"
     print(f"{tag} fit {cells['fit']:.3f} s", file=sys.stderr)
     repeats = args.posterior_repeats
@@ -748,7 +759,8 @@ def render(
         f"{platform.release()}; load average {loads[0]} at the start, {loads[1]} "
         "at the end",
         f"- command: `{command}`",
-        f"- settings: d={DIM}, float64, seed {args.seed}; EUBO q=2, "
+        f"- settings: d={DIM}, float64, seed {args.seed}; fit: median of "
+        f"{args.fit_repeats} for n <= {args.fit_repeats_up_to}; EUBO q=2, "
         f"{args.num_restarts} restarts, {args.raw_samples} raw samples, "
         f"maxiter {args.acqf_maxiter}; posterior: 64 x 2 x {DIM}, median of "
         f"{args.posterior_repeats}; test: {args.n_test} designs, "
@@ -1011,6 +1023,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=200,
         help="L-BFGS-B iterations per optimize_acqf run (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fit-repeats",
+        type=int,
+        default=3,
+        help="fits per library and size (fresh model each), the median time is "
+        "reported, for sizes n <= --fit-repeats-up-to (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fit-repeats-up-to",
+        type=int,
+        default=400,
+        metavar="N",
+        help="largest n whose fit is repeated; larger sizes are timed once "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--posterior-repeats",
