@@ -213,3 +213,57 @@ def test_laplacian_matmul_broadcasts_weights_comparisons_and_M(n):
         torch.testing.assert_close(
             laplacian_matmul(w, c, M), W @ M, rtol=1e-12, atol=1e-12
         )
+
+
+@pytest.mark.parametrize("n", [40, 140])  # dense and sparse paths
+def test_comparison_cache_follows_in_place_changes(n):
+    # the CSR pattern and the Laplacian index are cached per comparisons tensor;
+    # an in-place edit (version bump), a view of another layout and a new
+    # tensor at a reused address must all give the current W
+    from prefbo.inference.laplace import comparison_laplacian, laplacian_matmul
+
+    g = torch.Generator().manual_seed(2)
+    m = 50
+    comp = torch.randint(0, n, (m, 2), generator=g)
+    w = torch.rand(m, generator=g, dtype=torch.float64)
+    M = torch.randn(n, 3, generator=g, dtype=torch.float64)
+
+    def dense(c: torch.Tensor, om: torch.Tensor) -> torch.Tensor:
+        # independent of prefbo's assembly: a plain loop over the answers
+        W = torch.zeros(n, n, dtype=torch.float64)
+        for (i, j), o in zip(c.tolist(), om.tolist()):
+            W[i, i] += o
+            W[j, j] += o
+            W[i, j] -= o
+            W[j, i] -= o
+        return W
+
+    torch.testing.assert_close(laplacian_matmul(w, comp, M), dense(comp, w) @ M)
+    comp[3] = comp[7].flip(-1)  # in place: same tensor, new version
+    comp[5, 0] = (comp[5, 1] + 1) % n
+    torch.testing.assert_close(laplacian_matmul(w, comp, M), dense(comp, w) @ M)
+    torch.testing.assert_close(comparison_laplacian(w, comp, n), dense(comp, w))
+    half = comp[::2]  # a strided view of the same storage
+    torch.testing.assert_close(
+        laplacian_matmul(w[::2], half, M), dense(half, w[::2]) @ M
+    )
+    for seed in range(3):  # fresh tensors (addresses may be reused)
+        c = torch.randint(0, n, (m, 2), generator=torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(laplacian_matmul(w, c, M), dense(c, w) @ M)
+
+
+def test_warm_start_from_state_needs_one_newton_step():
+    # at the same K a previous mode is exact: the warm start from the state
+    # (f0 = K α, no likelihood pass) lands on it and one Newton step confirms it
+    X, comp, _ = make_pairwise_data(30, 80, seed=1)
+    lik = PairwiseProbitLikelihood()
+    L = torch.linalg.cholesky(
+        _rbf(X, 0.4, 3.0) + 1e-6 * torch.eye(30, dtype=torch.float64)
+    )
+    for form in ("precision", "whitened"):
+        cold = find_mode(L, comp, lik, form=form)
+        warm = find_mode(L, comp, lik, init=cold, form=form)
+        assert warm.iterations == 1 < cold.iterations
+        # both within Newton's tolerance (1e-9 relative) of the exact mode
+        torch.testing.assert_close(warm.mode, cold.mode, rtol=0, atol=1e-8)
+        torch.testing.assert_close(warm.evidence, cold.evidence, rtol=1e-10, atol=0)

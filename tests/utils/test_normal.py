@@ -71,3 +71,13 @@ def test_logit_terms_by_autograd():
     torch.testing.assert_close(d1, g1.detach(), rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(w, -g2.detach(), rtol=1e-10, atol=1e-14)
     torch.testing.assert_close(dw, -g3, rtol=1e-8, atol=1e-14)
+
+
+def test_probit_terms_fast_path_equals_general_path():
+    # on the CPU a tensor with no z in the tail takes a shortcut; appending one
+    # tail value forces the general path, whose entries must be identical
+    z = torch.linspace(-4.999, 9.0, 301, dtype=torch.float64)
+    fast = probit_terms(z)
+    general = probit_terms(torch.cat([z, torch.tensor([-7.0], dtype=z.dtype)]))
+    for a, b in zip(fast, general):
+        torch.testing.assert_close(a, b[:-1], rtol=1e-15, atol=0)
