@@ -461,7 +461,10 @@ class FastAnalyticEUBO(AcquisitionFunction):
     ``optimize_acqf`` follows the same path and returns the same question;
     on prefbo's GPs each evaluation skips the posterior objects: about 2.2x
     faster in ``optimize_acqf`` (Branin / Hartmann-6, 20 answers, Laplace and
-    EP). No ``outcome_model``.
+    EP). With the default ``ScaleKernel(RBFKernel)`` the gradient is the one
+    written out in the forward pass (:meth:`_KernelMoments.eubo_and_grad`)
+    instead of autograd's graph, another ~20 % off ``optimize_acqf``; first
+    derivatives only. No ``outcome_model``.
 
     Example:
         >>> acqf = FastAnalyticEUBO(model)
@@ -502,9 +505,36 @@ class FastAnalyticEUBO(AcquisitionFunction):
                 f"({'with' if q == 1 else 'without'} a previous winner); got "
                 f"X of shape {tuple(X.shape)}."
             )
-        return self.moments.eubo(
-            _append_winner(X, winner), add_second_mean=winner is None
+        moments = self.moments
+        if (
+            torch.is_grad_enabled()
+            and X.requires_grad
+            and isinstance(moments, _KernelMoments)
+            and moments.rbf is not None
+        ):  # the written-out gradient: autograd's graph costs more here
+            return _EUBOWithGradient.apply(X, moments, winner)
+        return moments.eubo(_append_winner(X, winner), add_second_mean=winner is None)
+
+
+class _EUBOWithGradient(torch.autograd.Function):
+    r"""EUBO of ``... x q x d`` questions whose backward is the gradient
+    :meth:`_KernelMoments.eubo_and_grad` wrote out in the forward pass (first
+    derivatives only: what ``optimize_acqf`` needs)."""
+
+    @staticmethod
+    def forward(ctx, X, moments, winner):  # noqa: D102
+        q = X.shape[-2]
+        values, grad = moments.eubo_and_grad(
+            _append_winner(X.detach(), winner), add_second_mean=winner is None
         )
+        ctx.save_for_backward(grad[..., :q, :])
+        return values
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):  # noqa: D102
+        (grad,) = ctx.saved_tensors
+        return grad_out[..., None, None] * grad, None, None
 
 
 # ---------------------------------------------------------------- maximiser
