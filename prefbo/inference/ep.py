@@ -34,13 +34,14 @@ from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.laplace import (
     FORMS,
     LaplaceState,
+    _cached_for,
     _default_tol,
+    _laplacian_index,
     _pair_diff,
     _row_major,
-    comparison_laplacian,
+    _scatter_laplacian,
     evidence_kernel_gradient,
     laplacian_matmul,
-    pair_quadratic,
     scatter_pairs,
 )
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, PairwiseProbitLikelihood
@@ -62,39 +63,56 @@ class EPState(LaplaceState):
     invalid_cavities: Tensor | None = None
 
 
-def _gaussian(L, Kinv, tau, nu, comps, precision):
-    r"""``μ``, ``Σ``, the factor used and ``log|I + K W|`` for sites ``(τ̃, ν̃)``."""
+def _gaussian(L, Kinv, tau, nu, comps, precision, with_logdet=True):
+    r"""``μ``, ``Σ``, the factor used and ``log|I + K W|`` (``None`` unless
+    ``with_logdet``: only the evidence needs it) for sites ``(τ̃, ν̃)``."""
     n = L.shape[-1]
     b = scatter_pairs(nu, comps, n)  # Dᵀ ν̃
     if precision:
-        B = comparison_laplacian(tau, comps, n, base=Kinv)  # K⁻¹ + W
+        B = _scatter_laplacian(tau, _laplacian_index(comps, n), n, Kinv)  # K⁻¹ + W
         C, info = torch.linalg.cholesky_ex(B)
         S = _row_major(torch.cholesky_inverse(C))
-        logdet = 2 * (
-            C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-            + L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-        )
+        logdet = None
+        if with_logdet:
+            logdet = 2 * (
+                C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+                + L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+            )
     else:
         A = L.transpose(-1, -2) @ laplacian_matmul(tau, comps, L)
         A.diagonal(dim1=-2, dim2=-1).add_(1.0)
         C, info = torch.linalg.cholesky_ex(A)
         F = torch.linalg.solve_triangular(C, L.transpose(-1, -2), upper=False)
         S = F.transpose(-1, -2) @ F
-        logdet = 2 * C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        logdet = None
+        if with_logdet:
+            logdet = 2 * C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
     mu = (S @ b.unsqueeze(-1)).squeeze(-1)
     return mu, S, C, info, logdet, b
 
 
 def _cavities(mu, S, tau, nu, comps):
     r"""Cavity precisions and shifts on every ``Δ_k``, and their validity."""
+    n = S.shape[-1]
     m_k = _pair_diff(mu, comps)
-    v_raw = pair_quadratic(S, comps)
+    flat = S.flatten(-2)
+    ww, ll, wl, directed = _cached_for(
+        comps, ("ep-cavity", n), lambda: _sites(comps, n)
+    )
+    v_raw = flat.gather(-1, ww) + flat.gather(-1, ll) - 2 * flat.gather(-1, wl)
     v_k = v_raw.clamp_min(torch.finfo(S.dtype).tiny)
     tau_c = 1.0 / v_k - tau
     nu_c = m_k / v_k - nu
     # a site with no direction (a padding row [i, i]) carries no information
-    valid = (tau_c > 0) & (comps[..., 0] != comps[..., 1])
-    return torch.where(valid, tau_c, torch.ones_like(tau_c)), nu_c, valid
+    valid = (tau_c > 0) & directed
+    return torch.where(valid, tau_c, 1.0), nu_c, valid
+
+
+def _sites(comps: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    r"""Flat positions of ``Σ_ww``, ``Σ_ll``, ``Σ_wl`` per site, and whether the
+    site has a direction (``w ≠ l``): what the cavities read every sweep."""
+    w, l = comps[..., 0], comps[..., 1]
+    return w * n + w, l * n + l, w * n + l, w != l
 
 
 def run_ep(
@@ -185,7 +203,9 @@ def _run_ep(L, comparisons, likelihood, init, max_iter, tol, damping, precision)
     last_change = torch.full(batch, float("inf"), dtype=dtype, device=L.device)
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
-        mu, S, _, info, _, _ = _gaussian(L, Kinv, tau, nu, comps, precision)
+        mu, S, _, info, _, _ = _gaussian(
+            L, Kinv, tau, nu, comps, precision, with_logdet=False
+        )
         if bool((info > 0).any()):
             raise NumericalError(
                 "EP: the approximate posterior precision is not positive definite; "
@@ -194,11 +214,11 @@ def _run_ep(L, comparisons, likelihood, init, max_iter, tol, damping, precision)
         tau_c, nu_c, valid = _cavities(mu, S, tau, nu, comps)
         vc = 1.0 / tau_c
         mc = nu_c * vc
-        a = s2 + vc
-        _, lam, w, _ = probit_terms(mc / a.sqrt())
+        root = (s2 + vc).sqrt()
+        _, lam, w, _ = probit_terms(mc / root)
         denom = s2 + vc * (1.0 - w)
         tau_new = torch.where(valid, w / denom, tau)
-        nu_new = torch.where(valid, (mc * w + lam * a.sqrt()) / denom, nu)
+        nu_new = torch.where(valid, (mc * w + lam * root) / denom, nu)
         d_tau, d_nu = tau_new - tau, nu_new - nu
         change = torch.maximum(
             (d_tau.abs() / (1.0 + tau.abs())).amax(-1),
