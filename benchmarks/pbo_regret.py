@@ -214,9 +214,13 @@ def run(args: argparse.Namespace) -> dict:
         spread = utility_spread(problem)
         for noise in args.noises:
             sigma = NOISES[noise] * spread
-            for config in args.configs:
-                curves, seconds = [], 0.0
-                for seed in range(args.seeds):
+            curves = {config: [] for config in args.configs}
+            seconds = dict.fromkeys(args.configs, 0.0)
+            # seeds outermost, configurations interleaved: a slow spell of a
+            # shared machine then lands on every configuration, not on one
+            # (each run is seeded on its own, so the order changes no result)
+            for seed in range(args.seeds):
+                for config in args.configs:
                     person = SimulatedPerson(problem, noise_std=sigma, seed=seed)
                     t0 = time.perf_counter()
                     with torch.random.fork_rng(devices=[]):
@@ -226,10 +230,11 @@ def run(args: argparse.Namespace) -> dict:
                         else:
                             with expected_fit_warnings(), _botorch_warnings():
                                 curve = run_prefbo(config, problem, person, args, seed)
-                    seconds += time.perf_counter() - t0
-                    curves.append(curve)
-                R = torch.tensor(curves, dtype=torch.float64)  # seeds x answers
-                per_answer = seconds / (args.seeds * args.answers)
+                    seconds[config] += time.perf_counter() - t0
+                    curves[config].append(curve)
+            for config in args.configs:
+                R = torch.tensor(curves[config], dtype=torch.float64)  # seeds x answers
+                per_answer = seconds[config] / (args.seeds * args.answers)
                 results[pname, noise, config] = (R, per_answer)
                 print(
                     f"{pname:>13s} {noise:>5s} σ={sigma:.3f} {config:>14s}: final "
