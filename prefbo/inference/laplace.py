@@ -458,7 +458,9 @@ def _find_mode(
         # Warm start at f0 = K ∇ℓ(init), i.e. v0 = Lᵀ ∇ℓ(init): exact at a
         # previous mode under the same K, and always well scaled under a new K
         # (unlike L⁻¹ init). Kept per batch element only where Ψ beats f = 0.
-        if type(prev) is LaplaceState:  # at its mode ∇ℓ(f̂) = K_old⁻¹ f̂ = α
+        # From a Laplace state ∇ℓ(f̂) = K_old⁻¹ f̂ = α at its mode, so f0 = K α
+        # needs no likelihood pass (and K⁻¹ f0 = α needs no product).
+        if type(prev) is LaplaceState:
             g0 = prev.alpha.to(L).expand(batch + (n,))
         else:
             _, g0k, _, _ = likelihood.derivatives(
@@ -470,7 +472,7 @@ def _find_mode(
         if not precision:
             p0, pm0 = v0, v0
         elif type(prev) is LaplaceState:
-            p0, pm0 = f0, g0  # K⁻¹ f0 = K⁻¹ K α = α
+            p0, pm0 = f0, g0  # K⁻¹ f0 = K⁻¹ K α = α (the new K)
         else:
             p0, pm0 = f0, mv(Kinv, f0)
         candidates = [(f0, p0, pm0)]
