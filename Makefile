@@ -33,7 +33,7 @@ lint: venv
 	$(VENV)/bin/ruff check prefbo tests benchmarks tutorials
 
 bench: venv
-	$(PY) benchmarks/laplace_vs_botorch.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/laplace_vs_botorch.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
