@@ -511,29 +511,49 @@ class FastAnalyticEUBO(AcquisitionFunction):
             and X.requires_grad
             and isinstance(moments, _KernelMoments)
             and moments.rbf is not None
+            and (winner is None or not winner.requires_grad)
         ):  # the written-out gradient: autograd's graph costs more here
-            return _EUBOWithGradient.apply(X, moments, winner)
+            values, _ = _EUBOWithGradient.apply(X, moments, winner)
+            return values
         return moments.eubo(_append_winner(X, winner), add_second_mean=winner is None)
 
 
 class _EUBOWithGradient(torch.autograd.Function):
-    r"""EUBO of ``... x q x d`` questions whose backward is the gradient
-    :meth:`_KernelMoments.eubo_and_grad` wrote out in the forward pass (first
-    derivatives only: what ``optimize_acqf`` needs)."""
+    r"""EUBO of ``... x q x d`` questions (and, as a second, non-differentiable
+    output, its gradient) whose backward is the gradient
+    :meth:`_KernelMoments.eubo_and_grad` wrote out in the forward pass.
+
+    A backward that builds a graph (``create_graph=True``, Hessians,
+    ``torch.func`` transforms) differentiates the autograd form of the same
+    EUBO instead, so higher derivatives stay exact.
+    """
 
     @staticmethod
-    def forward(ctx, X, moments, winner):  # noqa: D102
+    def forward(X, moments, winner):  # noqa: D102
         q = X.shape[-2]
         values, grad = moments.eubo_and_grad(
             _append_winner(X.detach(), winner), add_second_mean=winner is None
         )
-        ctx.save_for_backward(grad[..., :q, :])
-        return values
+        return values, grad[..., :q, :]
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):  # noqa: D102
-        (grad,) = ctx.saved_tensors
+    def setup_context(ctx, inputs, output):  # noqa: D102
+        X, moments, winner = inputs
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(X, output[1])
+        ctx.moments, ctx.winner = moments, winner
+
+    @staticmethod
+    def backward(ctx, grad_out, _):  # noqa: D102
+        X, grad = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a graph is wanted: the autograd form
+            with torch.enable_grad():
+                values = ctx.moments.eubo(
+                    _append_winner(X, ctx.winner),
+                    add_second_mean=ctx.winner is None,
+                )
+                (g,) = torch.autograd.grad(values, X, grad_out, create_graph=True)
+            return g, None, None
         return grad_out[..., None, None] * grad, None, None
 
 

@@ -296,6 +296,38 @@ def test_fast_acqf_values_and_gradients_equal_botorch(name, with_winner):
     torch.testing.assert_close(fast(X[0]), ref(X[0]), rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.parametrize("with_winner", [False, True])
+def test_fast_acqf_second_derivatives_and_torch_func_equal_botorch(with_winner):
+    # the written-out first derivative must not cut higher ones off: Hessians
+    # (double backward), torch.func and a winner that requires grad all match
+    # BoTorch's class, differentiated by autograd
+    from prefbo.acquisition import FastAnalyticEUBO
+
+    model = _model("laplace", d=3, seed=2)
+    g = torch.Generator().manual_seed(5)
+    q = 1 if with_winner else 2
+    winner = torch.rand(1, 3, generator=g, dtype=torch.float64) if with_winner else None
+    X = torch.rand(1, q, 3, generator=g, dtype=torch.float64)
+    ref = AnalyticExpectedUtilityOfBestOption(pref_model=model, previous_winner=winner)
+    fast = FastAnalyticEUBO(model, previous_winner=winner)
+    hessians = [
+        torch.autograd.functional.hessian(lambda x, a=acqf: a(x).sum(), X)
+        for acqf in (ref, fast)
+    ]
+    assert hessians[0].abs().max() > 1e-3  # a real curvature to compare
+    torch.testing.assert_close(hessians[1], hessians[0], rtol=1e-7, atol=1e-9)
+    grads = [torch.func.grad(lambda x, a=acqf: a(x).sum())(X) for acqf in (ref, fast)]
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-7, atol=1e-9)
+    if with_winner:  # gradient in the winner itself
+        out = []
+        for cls in (AnalyticExpectedUtilityOfBestOption, FastAnalyticEUBO):
+            w = winner.clone().requires_grad_(True)
+            acqf = cls(model, previous_winner=w)
+            (gw,) = torch.autograd.grad(acqf(X.clone().requires_grad_(True)).sum(), w)
+            out.append(gw)
+        torch.testing.assert_close(out[1], out[0], rtol=1e-7, atol=1e-9)
+
+
 def test_fast_acqf_takes_botorchs_path_in_optimize_acqf():
     from prefbo.acquisition import FastAnalyticEUBO
 
