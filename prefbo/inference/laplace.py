@@ -212,16 +212,22 @@ class _CSRPattern:
     size: int
 
 
-# comparisons tensor (a view's base) -> {key: value}: what depends on the
-# comparisons alone, reused while only the weights change (every Newton step
-# and evidence gradient of a fit). Entries go with the tensor, and a key holds
-# the view's layout and the version counter, so an in-place change of the
-# comparisons is never served a stale value.
+# comparisons tensor (a view's base) -> (version, {key: (snapshot, value)}):
+# what depends on the comparisons alone, reused while only the weights change
+# (every Newton step and evidence gradient of a fit). Entries go with the
+# tensor; the version counter catches in-place edits, and on the CPU a hit is
+# also checked against a copy of the comparisons (cheap there, and it catches
+# what bypasses the counter: ``.data`` assignments, edits through NumPy). On
+# accelerators that check would synchronise the device at every Newton step,
+# so there only the counter is trusted: replace comparisons instead of writing
+# into their storage behind autograd's back.
 _COMPARISON_CACHE: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
 def _cached_for(comparisons: Tensor, what: tuple, build):
     r"""``build()``, cached per comparisons tensor and ``what``."""
+    if comparisons.is_inference():  # no version counter to key on
+        return build()
     base = comparisons if comparisons._base is None else comparisons._base
     version = comparisons._version
     key = (
@@ -235,9 +241,13 @@ def _cached_for(comparisons: Tensor, what: tuple, build):
     if entry is None or entry[0] != version or len(entry[1]) > 16:
         entry = _COMPARISON_CACHE[base] = (version, {})
     values = entry[1]
-    if key not in values:
-        values[key] = build()
-    return values[key]
+    on_cpu = comparisons.device.type == "cpu"
+    hit = values.get(key)
+    if hit is not None and (not on_cpu or torch.equal(hit[0], comparisons)):
+        return hit[1]
+    value = build()
+    values[key] = (comparisons.clone() if on_cpu else None, value)
+    return value
 
 
 def _csr_pattern(comparisons: Tensor, n: int, batch: torch.Size) -> _CSRPattern:
@@ -476,7 +486,12 @@ def _find_mode(
         else:
             p0, pm0 = f0, mv(Kinv, f0)
         candidates = [(f0, p0, pm0)]
-        if precision and prev is not None and prev._post_cov is not None:
+        if (
+            precision
+            and prev is not None
+            and prev._post_cov is not None
+            and prev.curvature.shape[-1] == comps_j.shape[-2]
+        ):
             # first-order (implicit-function) prediction of the new mode from the
             # previous state: f̂ + (I + K W)⁻¹ δK α = f̂ + r - Σ W r with
             # r = K_new α_old - f̂_old (= δK α_old) and Σ, W the old ones

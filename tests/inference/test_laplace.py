@@ -250,6 +250,37 @@ def test_comparison_cache_follows_in_place_changes(n):
     for seed in range(3):  # fresh tensors (addresses may be reused)
         c = torch.randint(0, n, (m, 2), generator=torch.Generator().manual_seed(seed))
         torch.testing.assert_close(laplacian_matmul(w, c, M), dense(c, w) @ M)
+    # edits the version counter does not see: .data assignment (same object,
+    # new storage, possibly at a reused address) and writes through NumPy
+    for seed in range(5):
+        comp.data = torch.randint(
+            0, n, (m, 2), generator=torch.Generator().manual_seed(9 + seed)
+        )
+        torch.testing.assert_close(laplacian_matmul(w, comp, M), dense(comp, w) @ M)
+    comp.numpy()[2] = (comp[2] + 1).numpy() % n
+    torch.testing.assert_close(laplacian_matmul(w, comp, M), dense(comp, w) @ M)
+    with torch.inference_mode():  # no version counter: computed, not cached
+        c = torch.randint(0, n, (m, 2), generator=torch.Generator().manual_seed(4))
+    torch.testing.assert_close(laplacian_matmul(w, c, M), dense(c, w) @ M)
+
+
+def test_warm_start_after_new_answers_on_the_same_designs():
+    # the previous state has fewer comparisons than the data now: its
+    # curvature cannot seed the first-order prediction (it used to crash)
+    from prefbo.models import PairwiseLaplaceGP
+
+    X, comp, _ = make_pairwise_data(20, 30, seed=3)
+    model = PairwiseLaplaceGP(X, comp[:20])
+    model.train()
+    model(*model.train_inputs)  # a training pass leaves a warm state
+    model.set_train_data(X, comp, update_model=False)
+    evidence = model(*model.train_inputs).evidence
+    fresh = PairwiseLaplaceGP(X, comp)
+    fresh.train()
+    # training passes stop Newton at fit_tol = 1e-6: evidences agree to that
+    torch.testing.assert_close(
+        evidence, fresh(*fresh.train_inputs).evidence, rtol=1e-6, atol=0
+    )
 
 
 def test_warm_start_from_state_needs_one_newton_step():
