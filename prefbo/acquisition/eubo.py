@@ -506,6 +506,10 @@ class FastAnalyticEUBO(AcquisitionFunction):
                 f"X of shape {tuple(X.shape)}."
             )
         moments = self.moments
+        if isinstance(moments, _KernelMoments) and X.dtype != moments.Z.dtype:
+            raise InputTypeError(
+                f"X must have the model's dtype {moments.Z.dtype}; got {X.dtype}."
+            )
         if (
             torch.is_grad_enabled()
             and X.requires_grad

@@ -581,6 +581,11 @@ class PairwisePreferenceGP(Model, GP, ABC):
                 f"{name} must have d={self.dim} features in its last dimension; got "
                 f"shape {tuple(X.shape)}."
             )
+        if not self._has_no_data() and X.dtype != self.datapoints.dtype:
+            raise InputTypeError(
+                f"{name} must have the model's dtype {self.datapoints.dtype}; got "
+                f"{X.dtype} (convert with X.to(model.datapoints))."
+            )
         return X
 
     def posterior(

@@ -355,6 +355,14 @@ def test_fast_acqf_takes_botorchs_path_in_optimize_acqf():
 def test_fast_acqf_errors():
     from prefbo.acquisition import FastAnalyticEUBO
 
+    model32 = PairwiseLaplaceGP(
+        torch.rand(6, 2, dtype=torch.float32), torch.tensor([[0, 1], [2, 3]])
+    )
+    with pytest.raises(
+        InputTypeError, match="model's dtype torch.float32; got torch.float64"
+    ):
+        FastAnalyticEUBO(model32.eval())(torch.rand(4, 2, 2, dtype=torch.float64))
+
     model = _model("laplace", d=2)
     with pytest.raises(UnsupportedError, match="q=2"):
         FastAnalyticEUBO(model)(torch.rand(4, 3, 2, dtype=torch.float64))

@@ -351,6 +351,10 @@ def test_bad_posterior_and_conditioning_input():
         model.posterior(torch.rand(3, 5, dtype=torch.float64))
     with pytest.raises(UnsupportedError, match="output_indices"):
         model.posterior(torch.rand(3, 2, dtype=torch.float64), output_indices=[1])
+    with pytest.raises(
+        InputTypeError, match="model's dtype torch.float64; got torch.float32"
+    ):
+        model.posterior(torch.rand(3, 2, dtype=torch.float32))
     with pytest.raises(InputDataError, match="Y must be a batch_shape x m x 2"):
         model.condition_on_observations(
             torch.rand(2, 2, dtype=torch.float64), torch.rand(2, 1)
