@@ -7,7 +7,8 @@ Both models are fitted, in the same run, to the *same* synthetic preference data
    untimed warm-up fit on a small problem runs first, so that import and
    first-call costs are excluded; it has ``n = 150`` designs, so that
    prefbo's sparse-Laplacian path is warm too); the median of
-   ``--fit-repeats`` fresh fits (default 3) for ``n <= 400``, one fit above;
+   ``--fit-repeats`` fresh fits (default 3) for ``n <= 400``, one fit above,
+   the two libraries' fits interleaved (prefbo, BoTorch, prefbo, ...);
 2. **posterior time**: one ``model.posterior(X)`` call with ``X`` of shape
    ``64 x 2 x 4`` (64 ``q = 2`` batches), under ``torch.no_grad()``, including
    reading the mean and the joint covariance; the median over repeats is
@@ -401,17 +402,73 @@ def warm_up(args: argparse.Namespace, log: Counter) -> None:
                 print(f"  warm-up {library}: {error_text(exc)}", file=sys.stderr)
 
 
+def fit_libraries(
+    libraries: Sequence[str],
+    problem: Problem,
+    args: argparse.Namespace,
+    cells: dict[str, dict[str, Cell]],
+    counters: dict[str, Sequence[Counter]],
+) -> dict[str, Any]:
+    """Fit every library's model, the repeats interleaved; never raises.
+
+    For ``n <= --fit-repeats-up-to`` each library is fitted ``--fit-repeats``
+    times (a fresh model each time) in the order prefbo, BoTorch, prefbo,
+    BoTorch, ..., so that a slow spell of the machine falls on both; the
+    median time goes into the ``fit`` cell.
+
+    Args:
+        libraries: The libraries to fit.
+        problem: The data set.
+        args: The parsed command line.
+        cells: Per-library result cells, filled in place (``fit``, or error
+            texts and ``n/a`` for a library whose fit failed).
+        counters: Per-library warning counters.
+
+    Returns:
+        The last fitted model of each library whose fits all succeeded.
+    """
+    n = problem.datapoints.shape[-2]
+    repeats = args.fit_repeats if n <= args.fit_repeats_up_to else 1
+    times: dict[str, list[float]] = {library: [] for library in libraries}
+    models: dict[str, Any] = {}
+    failed: set[str] = set()
+    for _ in range(repeats):
+        for library in libraries:
+            if library in failed:
+                continue
+            with recording(*counters[library]):
+                fitted = attempt(
+                    cells[library], "fit", lambda lib=library: fit_model(lib, problem)
+                )
+            if fitted is None:
+                failed.add(library)
+                models.pop(library, None)
+                continue
+            models[library] = fitted[0]
+            times[library].append(fitted[1])
+    for library in libraries:
+        if library in failed:
+            for key in cells[library]:
+                if key != "fit":
+                    cells[library][key] = "n/a (fit failed)"
+        else:
+            cells[library]["fit"] = statistics.median(times[library])
+    return models
+
+
 def measure_library(
     library: str,
+    model: Any,
     problem: Problem,
     X_post: Tensor,
     args: argparse.Namespace,
     cells: dict[str, Cell],
-) -> tuple[Any, Tensor | None, Tensor | None]:
-    """Fit one library's model and fill its cells; never raises.
+) -> tuple[Tensor | None, Tensor | None]:
+    """Fill one library's cells for its fitted model; never raises.
 
     Args:
         library: ``"prefbo"`` or ``"BoTorch"``.
+        model: The library's fitted model (see :func:`fit_libraries`).
         problem: The data set.
         X_post: ``64 x 2 x d`` points for the posterior timing.
         args: The parsed command line.
@@ -419,25 +476,9 @@ def measure_library(
             texts for the steps that failed).
 
     Returns:
-        The fitted model, its posterior mean on the test designs and its fitted
-        hyperparameters (each ``None`` if unavailable).
+        The posterior mean on the test designs and the fitted hyperparameters
+        (each ``None`` if unavailable).
     """
-    n = problem.datapoints.shape[-2]
-    repeats = args.fit_repeats if n <= args.fit_repeats_up_to else 1
-    times: list[float] = []
-    fitted = None
-    for _ in range(repeats):  # fresh model each time; the median is reported
-        fitted = attempt(cells, "fit", lambda: fit_model(library, problem))
-        if fitted is None:
-            break
-        times.append(fitted[1])
-    if fitted is None:
-        for key in cells:
-            if key != "fit":
-                cells[key] = "n/a (fit failed)"
-        return None, None, None
-    model = fitted[0]
-    cells["fit"] = statistics.median(times)
     tag = f"  n={problem.datapoints.shape[-2]}: {library}"
     print(f"{tag} fit {cells['fit']:.3f} s", file=sys.stderr)
     repeats = args.posterior_repeats
@@ -453,7 +494,7 @@ def measure_library(
     if eubo is not None:
         cells["eubo"], cells["eubo_value"] = eubo
         print(f"{tag} EUBO {cells['eubo']:.3f} s", file=sys.stderr)
-    return model, mean, hyper
+    return mean, hyper
 
 
 def copy_hyperparameters_mean_diff(
@@ -525,30 +566,40 @@ def run_size(
     problem = make_problem(n, m, args.n_test, args.n_test_pairs, generator)
     X_post = torch.rand(64, 2, DIM, generator=generator, dtype=DTYPE)
     row: dict[str, Any] = {"n": n, "m": m}
-    models: dict[str, Any] = {}
     means: dict[str, Tensor] = {}
     hypers: dict[str, Tensor] = {}
+    active: list[str] = []
     for library in LIBRARIES:
-        cells: dict[str, Cell] = dict.fromkeys(
+        row[library] = dict.fromkeys(
             ("fit", "posterior", "posterior_first", "eubo", "eubo_value", "accuracy")
         )
-        row[library] = cells
         skip = args.skip_botorch_above
         if library == BOTORCH and skip is not None and n > skip:
-            for key in cells:
-                cells[key] = "skipped"
+            for key in row[library]:
+                row[library][key] = "skipped"
             print(f"  n={n}: {library} skipped (n > {skip})", file=sys.stderr)
-            continue
-        counter: Counter = Counter()
-        with recording(counter, logs[library]):
-            model, mean, hyper = measure_library(library, problem, X_post, args, cells)
-        cells["warnings"] = float(sum(counter.values()))
-        if model is not None:
-            models[library] = model
-        if mean is not None:
-            means[library] = mean
-        if hyper is not None:
-            hypers[library] = hyper
+        else:
+            active.append(library)
+    counters = {library: Counter() for library in active}
+    models = fit_libraries(
+        active,
+        problem,
+        args,
+        {library: row[library] for library in active},
+        {library: (counters[library], logs[library]) for library in active},
+    )
+    for library in active:
+        cells = row[library]
+        if library in models:
+            with recording(counters[library], logs[library]):
+                mean, hyper = measure_library(
+                    library, models[library], problem, X_post, args, cells
+                )
+            if mean is not None:
+                means[library] = mean
+            if hyper is not None:
+                hypers[library] = hyper
+        cells["warnings"] = float(sum(counters[library].values()))
     if len(means) == 2:
         row["mean_diff"] = float((means[PREFBO] - means[BOTORCH]).abs().max())
     if len(hypers) == 2 and hypers[PREFBO].shape == hypers[BOTORCH].shape:
