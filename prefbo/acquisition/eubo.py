@@ -506,15 +506,16 @@ class FastAnalyticEUBO(AcquisitionFunction):
                 f"X of shape {tuple(X.shape)}."
             )
         moments = self.moments
-        if isinstance(moments, _KernelMoments) and X.dtype != moments.Z.dtype:
+        read_once = isinstance(moments, _KernelMoments)
+        if read_once and X.dtype != moments.Z.dtype:
             raise InputTypeError(
                 f"X must have the model's dtype {moments.Z.dtype}; got {X.dtype}."
             )
         if (
-            torch.is_grad_enabled()
-            and X.requires_grad
-            and isinstance(moments, _KernelMoments)
+            read_once
             and moments.rbf is not None
+            and torch.is_grad_enabled()
+            and X.requires_grad
             and (winner is None or not winner.requires_grad)
         ):  # the written-out gradient: autograd's graph costs more here
             values, _ = _EUBOWithGradient.apply(X, moments, winner)

@@ -34,14 +34,13 @@ from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.laplace import (
     FORMS,
     LaplaceState,
-    _cached_for,
     _default_tol,
-    _laplacian_index,
     _pair_diff,
     _row_major,
-    _scatter_laplacian,
+    comparison_laplacian,
     evidence_kernel_gradient,
     laplacian_matmul,
+    pair_quadratic,
     scatter_pairs,
 )
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, PairwiseProbitLikelihood
@@ -69,50 +68,34 @@ def _gaussian(L, Kinv, tau, nu, comps, precision, with_logdet=True):
     n = L.shape[-1]
     b = scatter_pairs(nu, comps, n)  # Dᵀ ν̃
     if precision:
-        B = _scatter_laplacian(tau, _laplacian_index(comps, n), n, Kinv)  # K⁻¹ + W
+        B = comparison_laplacian(tau, comps, n, base=Kinv)  # K⁻¹ + W
         C, info = torch.linalg.cholesky_ex(B)
         S = _row_major(torch.cholesky_inverse(C))
-        logdet = None
-        if with_logdet:
-            logdet = 2 * (
-                C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-                + L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-            )
     else:
         A = L.transpose(-1, -2) @ laplacian_matmul(tau, comps, L)
         A.diagonal(dim1=-2, dim2=-1).add_(1.0)
         C, info = torch.linalg.cholesky_ex(A)
         F = torch.linalg.solve_triangular(C, L.transpose(-1, -2), upper=False)
         S = F.transpose(-1, -2) @ F
-        logdet = None
-        if with_logdet:
-            logdet = 2 * C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    logdet = None
+    if with_logdet:  # |K⁻¹ + W| |K| in precision form, |I + Lᵀ W L| whitened
+        logdet = 2 * C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        if precision:
+            logdet = logdet + 2 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
     mu = (S @ b.unsqueeze(-1)).squeeze(-1)
     return mu, S, C, info, logdet, b
 
 
 def _cavities(mu, S, tau, nu, comps):
     r"""Cavity precisions and shifts on every ``Δ_k``, and their validity."""
-    n = S.shape[-1]
     m_k = _pair_diff(mu, comps)
-    flat = S.flatten(-2)
-    ww, ll, wl, directed = _cached_for(
-        comps, ("ep-cavity", n), lambda: _sites(comps, n)
-    )
-    v_raw = flat.gather(-1, ww) + flat.gather(-1, ll) - 2 * flat.gather(-1, wl)
+    v_raw = pair_quadratic(S, comps)
     v_k = v_raw.clamp_min(torch.finfo(S.dtype).tiny)
     tau_c = 1.0 / v_k - tau
     nu_c = m_k / v_k - nu
     # a site with no direction (a padding row [i, i]) carries no information
-    valid = (tau_c > 0) & directed
+    valid = (tau_c > 0) & (comps[..., 0] != comps[..., 1])
     return torch.where(valid, tau_c, 1.0), nu_c, valid
-
-
-def _sites(comps: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    r"""Flat positions of ``Σ_ww``, ``Σ_ll``, ``Σ_wl`` per site, and whether the
-    site has a direction (``w ≠ l``): what the cavities read every sweep."""
-    w, l = comps[..., 0], comps[..., 1]
-    return w * n + w, l * n + l, w * n + l, w != l
 
 
 def run_ep(

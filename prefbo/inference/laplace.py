@@ -470,7 +470,8 @@ def _find_mode(
         # (unlike L⁻¹ init). Kept per batch element only where Ψ beats f = 0.
         # From a Laplace state ∇ℓ(f̂) = K_old⁻¹ f̂ = α at its mode, so f0 = K α
         # needs no likelihood pass (and K⁻¹ f0 = α needs no product).
-        if type(prev) is LaplaceState:
+        from_state = type(prev) is LaplaceState
+        if from_state:
             g0 = prev.alpha.to(L).expand(batch + (n,))
         else:
             _, g0k, _, _ = likelihood.derivatives(
@@ -481,7 +482,7 @@ def _find_mode(
         f0 = mv(L, v0)
         if not precision:
             p0, pm0 = v0, v0
-        elif type(prev) is LaplaceState:
+        elif from_state:
             p0, pm0 = f0, g0  # K⁻¹ f0 = K⁻¹ K α = α (the new K)
         else:
             p0, pm0 = f0, mv(Kinv, f0)
@@ -496,7 +497,7 @@ def _find_mode(
             # previous state: f̂ + (I + K W)⁻¹ δK α = f̂ + r - Σ W r with
             # r = K_new α_old - f̂_old (= δK α_old) and Σ, W the old ones
             fo = prev.mode.to(L).expand(batch + (n,))
-            if type(prev) is LaplaceState:
+            if from_state:
                 r = f0 - fo
             else:
                 r = mv(L, mv(Lt, prev.alpha.to(L).expand(batch + (n,)))) - fo
@@ -672,14 +673,10 @@ def pair_quadratic(S: Tensor, comparisons: Tensor) -> Tensor:
     Returns:
         ``batch_shape x m``.
     """
-    n = S.shape[-1]
-    flat = S.flatten(-2)
-    w, l = comparisons[..., 0], comparisons[..., 1]
-    return (
-        flat.gather(-1, w * n + w)
-        + flat.gather(-1, l * n + l)
-        - 2 * flat.gather(-1, w * n + l)
-    )
+    n, m = S.shape[-1], comparisons.shape[-2]
+    # the (cached) positions ww, ll, wl, lw of W's entries are the ones read
+    ww_ll_wl = S.flatten(-2).gather(-1, _laplacian_index(comparisons, n)[..., : 3 * m])
+    return ww_ll_wl[..., :m] + ww_ll_wl[..., m : 2 * m] - 2 * ww_ll_wl[..., 2 * m :]
 
 
 def evidence_kernel_gradient(

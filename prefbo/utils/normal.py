@@ -56,18 +56,16 @@ def probit_terms(z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     z = z.to(torch.float64)
     logcdf = torch.special.log_ndtr(z)
     tail = z < _CF_Z
-    if z.device.type == "cpu" and not bool(tail.any()):
-        # the usual case on the CPU, where the check is free: every z in the
-        # direct region, so log Φ(z) is reused for λ and no branch is built
-        lam = torch.exp(log_phi(z) - logcdf)
-        zl = z + lam
-        w = lam * zl
-        dw = lam - w * (zl + lam)
-        return logcdf.to(dtype), lam.to(dtype), w.to(dtype), dw.to(dtype)
-    z_direct = torch.where(tail, torch.zeros_like(z), z)
-    lam = torch.exp(log_phi(z_direct) - torch.special.log_ndtr(z_direct))
+    # on the CPU the check is free: with no z in the tail (the usual case)
+    # log Φ(z) is reused for λ and no tail branch is built
+    any_tail = z.device.type != "cpu" or bool(tail.any())
+    z_direct, logcdf_direct = z, logcdf
+    if any_tail:
+        z_direct = torch.where(tail, torch.zeros_like(z), z)
+        logcdf_direct = torch.special.log_ndtr(z_direct)
+    lam = torch.exp(log_phi(z_direct) - logcdf_direct)
     zl = z_direct + lam
-    if z.device.type != "cpu" or bool(tail.any()):
+    if any_tail:
         far = z < _SERIES_Z
         t = torch.where(tail, -z, torch.full_like(z, -_CF_Z))
         t_cf = torch.where(far, torch.full_like(z, -_CF_Z), t)
@@ -78,7 +76,7 @@ def probit_terms(z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         lam = torch.where(tail, t + zl_tail, lam)
     w = lam * zl
     dw = lam - w * (zl + lam)
-    if z.device.type != "cpu" or bool(tail.any()):
+    if any_tail:
         dw_series = -2.0 * u / t * (1.0 + u * (-12.0 + u * (150.0 - 2072.0 * u)))
         dw = torch.where(far, dw_series, dw)
     return logcdf.to(dtype), lam.to(dtype), w.to(dtype), dw.to(dtype)
