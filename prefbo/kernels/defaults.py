@@ -7,6 +7,8 @@ from gpytorch.constraints import GreaterThan, Interval
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.priors import GammaPrior, SmoothedBoxPrior
 
+from prefbo.exceptions import InputDataError
+
 OUTPUTSCALE_BOUNDS = (1e-2, 1e2)
 
 
@@ -14,22 +16,38 @@ def default_preference_covar_module(
     dim: int,
     batch_shape: torch.Size = torch.Size(),
     dtype: torch.dtype = torch.float64,
+    outputscale_bounds: tuple[float, float] = OUTPUTSCALE_BOUNDS,
 ) -> ScaleKernel:
     r"""``ScaleKernel(RBFKernel(ARD))`` with BoTorch ``PairwiseGP``'s priors.
 
     Lengthscale prior ``Gamma(2.4, 2.7)`` starting at its mode, constrained
-    ``≥ 1e-4`` (untransformed); outputscale prior ``SmoothedBox(0.01, 100)``
-    constrained to ``[0.005, 200]``, starting at 1.
+    ``≥ 1e-4`` (untransformed); outputscale prior ``SmoothedBox(lo, hi)``
+    (BoTorch: ``(0.01, 100)``) constrained to ``[lo / 2, 2 hi]``, starting
+    at 1.
 
     Args:
         dim: Number of input features (one lengthscale each).
         batch_shape: Batch shape of the hyperparameters.
         dtype: Parameter dtype.
+        outputscale_bounds: ``(lo, hi)`` of the outputscale's box prior,
+            ``0 < lo < 1 < hi``; default BoTorch's ``(0.01, 100)``.
 
     Returns:
         The covariance module.
+
+    Raises:
+        InputDataError: If ``outputscale_bounds`` is not ``0 < lo < 1 < hi``
+            (the outputscale starts at 1).
     """
-    lo, hi = OUTPUTSCALE_BOUNDS
+    try:
+        lo, hi = (float(b) for b in outputscale_bounds)
+    except (TypeError, ValueError):
+        lo = hi = float("nan")
+    if not 0.0 < lo < 1.0 < hi < float("inf"):
+        raise InputDataError(
+            "outputscale_bounds must be (lo, hi) with 0 < lo < 1 < hi (the "
+            f"outputscale starts at 1); got {outputscale_bounds!r}."
+        )
     ls_prior = GammaPrior(concentration=2.4, rate=2.7)
     ls_mode = (ls_prior.concentration - 1) / ls_prior.rate
     return ScaleKernel(

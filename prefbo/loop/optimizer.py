@@ -59,6 +59,7 @@ from prefbo.exceptions import (
     UnsupportedError,
 )
 from prefbo.fit.variational import fit_variational
+from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.pairwise import PairwiseLikelihood
 from prefbo.loop.session import SessionLog, read_session_log
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
@@ -81,6 +82,14 @@ DEFAULT_ACQF_OPTIONS = {
 # 30 keep the regret (paired 10-seed benchmark) at ~15 % less time per answer
 DEFAULT_FIT_OPTIONS = {"maxfun": 30}
 DEFAULT_SKEW_OPTIONS = {"num_samples": 256, "burnin": 50}
+# model="laplace" without a covar_module: BoTorch's default kernel with the
+# outputscale's box prior ending at 20 instead of 100. With nearly noiseless
+# answers the exact Laplace evidence keeps rising with the outputscale (to ~80
+# where BoTorch's clamped evidence stops at ~14), the curvature of decisive
+# answers then vanishes, their variance stops shrinking and EUBO re-asks them;
+# at 20 the loop's regret is worse than BoTorch's on no cell of the paired
+# 10-seed benchmark (at 100: worse on Branin/low and Hartmann3/low)
+LAPLACE_OUTPUTSCALE_BOUNDS = (1e-2, 20.0)
 # full-batch Adam for the small data sets of an interactive session; at every
 # answer q(u) is refitted under the kernel of the latest hyperparameter fit
 DEFAULT_VARIATIONAL_FIT = {"epochs": 300, "lr": 0.05, "early_stopping_patience": 30}
@@ -205,7 +214,7 @@ class PreferentialOptimizer:
     def __init__(
         self,
         bounds: Tensor | list,
-        model: str = "ep",
+        model: str = "laplace",
         strategy: str = "eubo",
         q: int = 2,
         keep_winner: bool = False,
@@ -223,12 +232,17 @@ class PreferentialOptimizer:
         r"""
         Args:
             bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64).
-            model: ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`, the
-                default: with nearly noiseless answers the exact Laplace
-                approximation stops shrinking the variance of pairs it has
-                seen decisively, and EUBO then repeats questions — see
-                ``benchmarks/results/pbo_regret.md``), ``"laplace"``
-                (:class:`~prefbo.models.PairwiseLaplaceGP`, faster), ``"skew"``
+            model: ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`,
+                the default; unless ``model_options`` give a
+                ``covar_module``, BoTorch's default kernel with the
+                outputscale prior's box ending at 20, see
+                ``LAPLACE_OUTPUTSCALE_BOUNDS``: with nearly noiseless answers
+                and the box at 100 the exact Laplace approximation stops
+                shrinking the variance of pairs it has seen decisively, and
+                EUBO then repeats questions — see
+                ``benchmarks/results/pbo_regret.md``), ``"ep"``
+                (:class:`~prefbo.models.PairwiseEPGP`, BoTorch's priors; about
+                1.5x slower per answer), ``"skew"``
                 (:class:`~prefbo.models.SkewGP`) or ``"variational"``
                 (:class:`~prefbo.models.VariationalPreferenceGP` with all
                 designs as inducing points unless ``model_options`` say
@@ -509,6 +523,10 @@ class PreferentialOptimizer:
         if covar is not None:
             opts["covar_module"] = copy.deepcopy(covar)
         if self.model_name == "laplace":
+            if "covar_module" not in opts:
+                opts["covar_module"] = default_preference_covar_module(
+                    designs.shape[-1], outputscale_bounds=LAPLACE_OUTPUTSCALE_BOUNDS
+                )
             return PairwiseLaplaceGP(designs, comps, **opts)
         if self.model_name == "ep":
             return PairwiseEPGP(designs, comps, **opts)

@@ -5,7 +5,8 @@ from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 from prefbo.acquisition.eubo import PairMoments, pair_moments
 from prefbo.benchmarks import Branin
 from prefbo.exceptions import InputDataError, UnsupportedError
-from prefbo.loop.optimizer import PreferentialOptimizer
+from prefbo.kernels import default_preference_covar_module
+from prefbo.loop.optimizer import LAPLACE_OUTPUTSCALE_BOUNDS, PreferentialOptimizer
 
 SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20, "mc_samples": 32}
 BOUNDS = Branin().bounds
@@ -305,7 +306,11 @@ def test_refits_start_from_the_previous_fit(monkeypatch, warm):
     )
     _run(opt, [0, 1, 1, 0, 1, 1], problem=Branin())
     assert opt.model is not None  # random questions need no model: fits here
-    default = PairwiseLaplaceGP(*opt.data()).covar_module.outputscale.item()
+    kernel = default_preference_covar_module(
+        2, outputscale_bounds=LAPLACE_OUTPUTSCALE_BOUNDS
+    )
+    default = PairwiseLaplaceGP(*opt.data(), covar_module=kernel)
+    default = default.covar_module.outputscale.item()
     assert starts[0] == default and ends[0] != default
     if warm:  # the whole chain 2, 4, 6, each from the previous fit
         assert len(starts) == 3 and sorted(opt._fits) == [2, 4, 6]
@@ -379,3 +384,31 @@ def test_fit_options_cap_the_refit_evaluations(monkeypatch):
     assert PreferentialOptimizer(BOUNDS).fit_options == {"maxfun": 30}
     with pytest.raises(InputDataError, match="fit_options must be a dict"):
         PreferentialOptimizer(BOUNDS, fit_options=30)
+
+
+def test_laplace_default_caps_the_outputscale_and_model_options_win():
+    # nearly separable answers: the exact Laplace evidence rises with the
+    # outputscale; the loop's default box ends at 20 (BoTorch's at 100)
+    answers = [0, 1, 1, 0, 1, 1, 0, 1]
+    opt = PreferentialOptimizer(BOUNDS, strategy="random", refit_every=4)
+    _run(opt, answers, problem=Branin())
+    cap = LAPLACE_OUTPUTSCALE_BOUNDS[1]
+    assert opt.model_name == "laplace"
+    assert opt.model.covar_module.outputscale.item() <= cap * (1 + 1e-6)
+    assert opt.model.covar_module.outputscale_prior.b.item() == cap
+    # the same answers to a model with BoTorch's box: the evidence goes past 20
+    free = PreferentialOptimizer(
+        BOUNDS,
+        strategy="random",
+        refit_every=4,
+        model_options={"covar_module": default_preference_covar_module(2)},
+    )
+    _run(free, answers, problem=Branin())
+    assert free.model.covar_module.outputscale.item() > cap
+
+
+def test_outputscale_bounds_are_checked():
+    with pytest.raises(InputDataError, match="outputscale_bounds"):
+        default_preference_covar_module(2, outputscale_bounds=(2.0, 20.0))
+    with pytest.raises(InputDataError, match="outputscale_bounds"):
+        default_preference_covar_module(2, outputscale_bounds=(0.01,))
