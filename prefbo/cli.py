@@ -170,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
     new = ss.add_parser("new", help="start a session logged to FILE")
     new.add_argument("file", type=Path)
     new.add_argument("--space", type=Path, required=True, help="space.json")
-    new.add_argument("--model", choices=MODELS, default="laplace")
+    new.add_argument("--model", choices=MODELS, default="ep")
     new.add_argument("--strategy", choices=STRATEGIES, default="eubo")
     new.add_argument("--q", type=int, default=2, help="options per question")
     new.add_argument("--keep-winner", action="store_true")

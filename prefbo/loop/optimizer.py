@@ -87,8 +87,9 @@ DEFAULT_SKEW_OPTIONS = {"num_samples": 256, "burnin": 50}
 # answers the exact Laplace evidence keeps rising with the outputscale (to ~80
 # where BoTorch's clamped evidence stops at ~14), the curvature of decisive
 # answers then vanishes, their variance stops shrinking and EUBO re-asks them;
-# at 20 the loop's regret is worse than BoTorch's on no cell of the paired
-# 10-seed benchmark (at 100: worse on Branin/low and Hartmann3/low)
+# at 20 Branin/low's mean final regret halves (0.117 -> 0.051, paired 10-seed
+# benchmark) and Hartmann3/low's drops (1.55 -> 1.42), still worse than BoTorch
+# there, so EP stays the default
 LAPLACE_OUTPUTSCALE_BOUNDS = (1e-2, 20.0)
 # full-batch Adam for the small data sets of an interactive session; at every
 # answer q(u) is refitted under the kernel of the latest hyperparameter fit
@@ -214,7 +215,7 @@ class PreferentialOptimizer:
     def __init__(
         self,
         bounds: Tensor | list,
-        model: str = "laplace",
+        model: str = "ep",
         strategy: str = "eubo",
         q: int = 2,
         keep_winner: bool = False,
@@ -232,17 +233,17 @@ class PreferentialOptimizer:
         r"""
         Args:
             bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64).
-            model: ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`,
-                the default; unless ``model_options`` give a
-                ``covar_module``, BoTorch's default kernel with the
-                outputscale prior's box ending at 20, see
-                ``LAPLACE_OUTPUTSCALE_BOUNDS``: with nearly noiseless answers
-                and the box at 100 the exact Laplace approximation stops
-                shrinking the variance of pairs it has seen decisively, and
-                EUBO then repeats questions — see
-                ``benchmarks/results/pbo_regret.md``), ``"ep"``
-                (:class:`~prefbo.models.PairwiseEPGP`, BoTorch's priors; about
-                1.5x slower per answer), ``"skew"``
+            model: ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`, the
+                default: in the paired 10-seed benchmark it is worse than
+                BoTorch on no cell, with the lower mean on 7 of 8),
+                ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`,
+                ~1.4x faster per answer; unless ``model_options`` give a
+                ``covar_module``, BoTorch's default kernel with the outputscale
+                prior's box ending at 20, ``LAPLACE_OUTPUTSCALE_BOUNDS``: with
+                nearly noiseless answers the exact Laplace approximation stops
+                shrinking the variance of pairs it has seen decisively and
+                EUBO repeats questions, which the cap reduces but does not
+                remove — see ``benchmarks/results/pbo_regret.md``), ``"skew"``
                 (:class:`~prefbo.models.SkewGP`) or ``"variational"``
                 (:class:`~prefbo.models.VariationalPreferenceGP` with all
                 designs as inducing points unless ``model_options`` say

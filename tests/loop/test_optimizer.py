@@ -386,19 +386,21 @@ def test_fit_options_cap_the_refit_evaluations(monkeypatch):
         PreferentialOptimizer(BOUNDS, fit_options=30)
 
 
-def test_laplace_default_caps_the_outputscale_and_model_options_win():
+def test_laplace_caps_the_outputscale_unless_model_options_give_a_kernel():
     # nearly separable answers: the exact Laplace evidence rises with the
     # outputscale; the loop's default box ends at 20 (BoTorch's at 100)
     answers = [0, 1, 1, 0, 1, 1, 0, 1]
-    opt = PreferentialOptimizer(BOUNDS, strategy="random", refit_every=4)
+    opt = PreferentialOptimizer(
+        BOUNDS, model="laplace", strategy="random", refit_every=4
+    )
     _run(opt, answers, problem=Branin())
     cap = LAPLACE_OUTPUTSCALE_BOUNDS[1]
-    assert opt.model_name == "laplace"
     assert opt.model.covar_module.outputscale.item() <= cap * (1 + 1e-6)
     assert opt.model.covar_module.outputscale_prior.b.item() == cap
     # the same answers to a model with BoTorch's box: the evidence goes past 20
     free = PreferentialOptimizer(
         BOUNDS,
+        model="laplace",
         strategy="random",
         refit_every=4,
         model_options={"covar_module": default_preference_covar_module(2)},
