@@ -1,7 +1,7 @@
 r"""Inference engines: Laplace (Newton), and shared linear algebra."""
 
 from prefbo.inference.cholesky import jittered_cholesky
-from prefbo.inference.ep import EPEvidence, EPState, ep_evidence, run_ep
+from prefbo.inference.ep import EPEvidence, EPSites, EPState, ep_evidence, run_ep
 from prefbo.inference.laplace import (
     FORMS,
     LaplaceEvidence,
@@ -15,6 +15,7 @@ from prefbo.inference.laplace import (
 
 __all__ = [
     "EPEvidence",
+    "EPSites",
     "EPState",
     "ep_evidence",
     "run_ep",

@@ -61,6 +61,58 @@ class EPState(LaplaceState):
     site_nu: Tensor | None = None
     invalid_cavities: Tensor | None = None
 
+    def sites(self) -> EPSites:
+        r"""The site parameters alone, to warm-start another EP run."""
+        return EPSites(self.curvature, self.site_nu, self.comparisons)
+
+
+@dataclass(frozen=True, eq=False)
+class EPSites:
+    r"""EP site parameters without the moments: a light warm start.
+
+    Attributes:
+        tau: ``batch_shape x m`` site precisions ``τ̃``.
+        nu: ``batch_shape x m`` site shifts ``ν̃``.
+        comparisons: ``batch_shape x m x 2`` the comparisons they belong to.
+    """
+
+    tau: Tensor
+    nu: Tensor
+    comparisons: Tensor
+
+
+def _initial_sites(init, comps: Tensor, dtype, device) -> tuple[Tensor, Tensor]:
+    r"""``(τ̃, ν̃)`` to start from: ``init``'s sites on the rows they belong to.
+
+    ``init`` (an :class:`EPState` or :class:`EPSites`) is used when its
+    comparisons are the first ``m₀ ≤ m`` rows of ``comps`` (the same answers,
+    or answers appended since; the new rows start at zero) and ignored
+    otherwise (a cold start at zero: the fixed point is the same).
+    """
+    tau = torch.zeros(comps.shape[:-1], dtype=dtype, device=device)
+    nu = torch.zeros_like(tau)
+    if isinstance(init, EPState):
+        if init.site_nu is None:
+            return tau, nu
+        init = init.sites()
+    if not isinstance(init, EPSites):
+        return tau, nu
+    m0 = init.tau.shape[-1]
+    old = init.comparisons
+    if (
+        m0 > comps.shape[-2]
+        or init.tau.shape[:-1] != tau.shape[:-1]
+        or init.nu.shape != init.tau.shape
+        or old.shape[:-2] != comps.shape[:-2]
+        or old.shape[-2] != m0
+        or old.device != comps.device
+        or not torch.equal(old, comps[..., :m0, :])
+    ):
+        return tau, nu
+    tau[..., :m0] = init.tau.to(tau)
+    nu[..., :m0] = init.nu.to(nu)
+    return tau, nu
+
 
 def _gaussian(L, Kinv, tau, nu, comps, precision, with_logdet=True):
     r"""``μ``, ``Σ``, the factor used and ``log|I + K W|`` (``None`` unless
@@ -108,6 +160,7 @@ def run_ep(
     tol: float | None = None,
     damping: float | None = None,
     form: str = "auto",
+    anderson_memory: int = 5,
 ) -> EPState:
     r"""Parallel EP for a batch of pairwise probit problems.
 
@@ -116,7 +169,10 @@ def run_ep(
             covariance ``K``.
         comparisons: ``batch_shape x m x 2`` long ``[winner, loser]`` rows.
         likelihood: A :class:`~prefbo.likelihoods.PairwiseProbitLikelihood`.
-        init: Optional previous :class:`EPState` whose sites start the sweep.
+        init: Optional previous :class:`EPState` or :class:`EPSites` whose
+            sites start the sweep: of the same comparisons, or of their first
+            ``m₀`` rows (answers appended since start at zero); ignored when
+            its comparisons are not such a prefix.
         max_iter: Sweep budget.
         tol: Stop when every site's ``|Δτ̃| / (1 + τ̃)`` and
             ``|Δν̃| / (1 + |ν̃|)`` fall below it; default ``1e-9`` (float64),
@@ -128,6 +184,9 @@ def run_ep(
         form: ``"whitened"`` (``I + Lᵀ W L``, stable for any ``K``),
             ``"precision"`` (``K⁻¹ + W``, cheaper) or ``"auto"`` (precision in
             float64 when the diagonal of ``L`` spans at most 6 decades).
+        anderson_memory: Sweeps remembered by the Anderson acceleration of
+            the site updates (see :class:`_Anderson`; 0: plain damped sweeps).
+            Default 5.
 
     Returns:
         The :class:`EPState` (detached from autograd), with the EP evidence.
@@ -142,6 +201,14 @@ def run_ep(
         raise ValueError(f"form must be one of {FORMS}; got {form!r}.")
     if damping is not None and not 0 < damping <= 1:
         raise ValueError(f"damping must be in (0, 1]; got {damping}.")
+    if (
+        isinstance(anderson_memory, bool)
+        or not isinstance(anderson_memory, int)
+        or anderson_memory < 0
+    ):
+        raise ValueError(
+            f"anderson_memory must be an int >= 0; got {anderson_memory!r}."
+        )
     with torch.no_grad():
         L = chol_prior
         if form == "auto":
@@ -159,31 +226,79 @@ def run_ep(
             tol,
             damping,
             form == "precision",
+            anderson_memory,
         )
 
 
-def _run_ep(L, comparisons, likelihood, init, max_iter, tol, damping, precision):
+class _Anderson:
+    r"""Anderson acceleration (type II) of the damped parallel-EP map.
+
+    Parallel EP converges linearly, and slowly where answers share designs
+    (a contraction of ~0.75 per sweep on the PBO loop's data: 70 sweeps from
+    zero sites to ``1e-9``). With the last ``memory`` sweeps' sites ``x_j``
+    and their images ``g_j = x_j + step·Δ_j``, the next sites are
+    ``g - ΔG γ``, ``γ`` the least-squares fit of the latest residual by the
+    residual differences ``ΔF`` (scaled like the stopping test). A proposal
+    with a negative site precision or a non-finite value is not taken (the
+    plain damped step is, and the history restarts), so every iterate is a
+    proper EP state; the stopping test is the plain sweep's change as before,
+    so the fixed point and its tolerance are unchanged.
+    """
+
+    def __init__(self, memory: int) -> None:
+        self.memory = memory
+        self.f: list[Tensor] = []
+        self.g: list[Tensor] = []
+
+    def extrapolate(self, tau, nu, d_tau, d_nu, step, converged):
+        m = tau.shape[-1]
+        g = torch.cat([tau, nu], -1)  # the damped step's sites, batch x 2m
+        d = torch.cat([d_tau, d_nu], -1) * step.unsqueeze(-1)
+        f = d / (1.0 + (g - d).abs())
+        self.f.append(f)
+        self.g.append(g)
+        if len(self.f) > self.memory + 1:
+            self.f.pop(0)
+            self.g.pop(0)
+        if len(self.f) < 2:
+            return tau, nu
+        dF = torch.stack([b - a for a, b in zip(self.f, self.f[1:])], -1)
+        dG = torch.stack([b - a for a, b in zip(self.g, self.g[1:])], -1)
+        A = dF.transpose(-1, -2) @ dF  # batch x k x k
+        ridge = 1e-10 * A.diagonal(dim1=-2, dim2=-1).sum(-1) + 1e-300
+        A.diagonal(dim1=-2, dim2=-1).add_(ridge.unsqueeze(-1))
+        C, info = torch.linalg.cholesky_ex(A)
+        gamma = torch.cholesky_solve((dF.transpose(-1, -2) @ f.unsqueeze(-1)), C)
+        x = g - (dG @ gamma).squeeze(-1)
+        ok = (
+            (info == 0)
+            & torch.isfinite(x).all(-1)
+            & (x[..., :m] >= 0).all(-1)
+            & ~converged
+        )
+        if not bool(ok.all()):
+            self.f, self.g = [], []  # restart the history
+        x = torch.where(ok.unsqueeze(-1), x, g)
+        return x[..., :m], x[..., m:]
+
+
+def _run_ep(
+    L, comparisons, likelihood, init, max_iter, tol, damping, precision, anderson_memory
+):
     n = L.shape[-1]
     batch = L.shape[:-2]
     dtype = L.dtype
     tol = _default_tol(dtype) if tol is None else tol
     s2 = likelihood.scale**2
     comps = comparisons.expand(batch + comparisons.shape[-2:])
-    m = comps.shape[-2]
     Kinv = _row_major(torch.cholesky_inverse(L)) if precision else None
-    tau = torch.zeros(batch + (m,), dtype=dtype, device=L.device)
-    nu = torch.zeros_like(tau)
-    if (
-        isinstance(init, EPState)
-        and init.site_nu is not None
-        and init.site_nu.shape == tau.shape
-    ):
-        tau, nu = init.curvature.to(tau).clone(), init.site_nu.to(tau).clone()
+    tau, nu = _initial_sites(init, comps, dtype, L.device)
     converged = torch.zeros(batch, dtype=torch.bool, device=L.device)
     step = torch.full(
         batch, 1.0 if damping is None else damping, dtype=dtype, device=L.device
     )
     last_change = torch.full(batch, float("inf"), dtype=dtype, device=L.device)
+    anderson = _Anderson(anderson_memory) if anderson_memory > 0 else None
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
         mu, S, _, info, _, _ = _gaussian(
@@ -217,6 +332,8 @@ def _run_ep(L, comparisons, likelihood, init, max_iter, tol, damping, precision)
         converged = change <= tol
         if bool(converged.all()):
             break
+        if anderson is not None:
+            tau, nu = anderson.extrapolate(tau, nu, d_tau, d_nu, step, converged)
     if not bool(converged.all()):
         warnings.warn(
             f"EP stopped after {max_iter} sweeps with {int((~converged).sum())} of "
@@ -288,7 +405,7 @@ def ep_evidence(
     K: Tensor,
     comparisons: Tensor,
     likelihood: PairwiseLikelihood,
-    init: EPState | None = None,
+    init: EPState | EPSites | None = None,
     **options,
 ) -> tuple[Tensor, EPState]:
     r"""EP log evidence, differentiable in ``K``, and the EP state.

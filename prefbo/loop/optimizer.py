@@ -91,6 +91,11 @@ DEFAULT_SKEW_OPTIONS = {"num_samples": 256, "burnin": 50}
 # benchmark) and Hartmann3/low's drops (1.55 -> 1.42), still worse than BoTorch
 # there, so EP stays the default
 LAPLACE_OUTPUTSCALE_BOUNDS = (1e-2, 20.0)
+# site tolerance of the loop's EP posteriors (PairwiseEPGP's default: 1e-9).
+# Parallel EP converges linearly (~0.75 per sweep on these data), so 1e-9 takes
+# ~25 sweeps even from the fit's sites; the moments EUBO and best() read are
+# then accurate to ~1e-6, far below what changes a question
+EP_POSTERIOR_TOL = 1e-6
 # full-batch Adam for the small data sets of an interactive session; at every
 # answer q(u) is refitted under the kernel of the latest hyperparameter fit
 DEFAULT_VARIATIONAL_FIT = {"epochs": 300, "lr": 0.05, "early_stopping_patience": 30}
@@ -363,6 +368,7 @@ class PreferentialOptimizer:
             )
         self.fit_options = {**DEFAULT_FIT_OPTIONS, **(fit_options or {})}
         self._fits: dict[int, Any] = {}  # answers -> fitted kernel
+        self._fit_sites: dict[int, Any] = {}  # answers -> EP sites at the fit
         self._log = None
         if log_path is not None:
             self._log = SessionLog.create(log_path, self.config)
@@ -467,6 +473,7 @@ class PreferentialOptimizer:
         self._pending, self._model = None, None
         for c in [c for c in self._fits if c > len(self._tells)]:
             del self._fits[c]  # its answers are no longer all in force
+            self._fit_sites.pop(c, None)
         return last
 
     # ------------------------------------------------------------ resume
@@ -530,7 +537,7 @@ class PreferentialOptimizer:
                 )
             return PairwiseLaplaceGP(designs, comps, **opts)
         if self.model_name == "ep":
-            return PairwiseEPGP(designs, comps, **opts)
+            return PairwiseEPGP(designs, comps, **{"tol": EP_POSTERIOR_TOL, **opts})
         if self.model_name == "variational":
             model = self._build_variational(designs, comps, opts)
             if covar is not None:  # condition q(u) on all answers, kernel fixed
@@ -599,10 +606,13 @@ class PreferentialOptimizer:
             c = k - k % self.refit_every
             designs, comps = self.data()
             kernel = self._fitted_kernel(c)
-            # always rebuilt from the kernel alone: a fitted model's cached
-            # state can depend on the optimiser's path, not only on the data
+            # always rebuilt from the fitted kernel (and, for EP, the sites of
+            # that fit's last evaluation as a warm start): never the fitted
+            # model itself, whose cached state depends on the optimiser's path
             with _seeded(self.seed * 7919 + k), expected_fit_warnings():
                 self._model = self._build(designs, comps, kernel)
+            if c in self._fit_sites:  # EP: start at the fit's sites (a prefix)
+                self._model.warm_start(self._fit_sites[c])
             self._model.eval()
         return self._model
 
@@ -629,8 +639,12 @@ class PreferentialOptimizer:
             with _seeded(self.seed * 7919 + count), expected_fit_warnings():
                 designs, comps = _pairs_from(self._tells[:count])
                 fitted = self._build_for_fit(designs, comps, start)
+                if start is not None and count - step in self._fit_sites:
+                    fitted.warm_start(self._fit_sites[count - step])
                 self._fit(fitted)
             self._fits[count] = fitted.covar_module
+            if isinstance(fitted, PairwiseEPGP) and fitted.last_sites is not None:
+                self._fit_sites[count] = fitted.last_sites
         return self._fits[c]
 
     def _build_for_fit(self, designs: Tensor, comps: Tensor, start: Any) -> Any:

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from prefbo.exceptions import UnsupportedError
-from prefbo.inference.ep import EPState, ep_evidence, run_ep
+from prefbo.exceptions import InputDataError, UnsupportedError
+from prefbo.inference.ep import EPSites, EPState, ep_evidence, run_ep
 from prefbo.likelihoods.pairwise import PairwiseProbitLikelihood
 from prefbo.models.pairwise import PairwisePreferenceGP
 
@@ -87,22 +87,54 @@ class PairwiseEPGP(PairwisePreferenceGP):
     def _ep_options(self) -> dict:
         return dict(self._options, damping=self._damping)
 
+    def _initial_sites(self) -> EPState | EPSites | None:
+        warm = self._warm
+        return warm if isinstance(warm, (EPState, EPSites)) else None
+
+    def warm_start(self, sites: EPSites | EPState) -> None:
+        r"""Start the next EP run (fit or posterior) from ``sites``.
+
+        Useful when answers were appended: the sites of a model of the first
+        ``m₀`` answers (:attr:`last_sites`) start those rows, the new rows
+        start at zero, and EP converges in a few sweeps instead of tens.
+        Sites whose comparisons are not the first rows of this model's are
+        ignored (a cold start); the fixed point is the same either way.
+
+        Args:
+            sites: :class:`~prefbo.inference.ep.EPSites` or an
+                :class:`~prefbo.inference.ep.EPState`.
+        """
+        if not isinstance(sites, (EPSites, EPState)):
+            raise InputDataError(
+                f"sites must be an EPSites or EPState; got {type(sites).__name__}."
+            )
+        self._warm = sites
+
+    @property
+    def last_sites(self) -> EPSites | None:
+        r"""The sites of the latest EP run (a fit's evidence or the posterior),
+        ``None`` before any; computes nothing."""
+        warm = self._warm
+        if isinstance(warm, EPState) and warm.site_nu is not None:
+            return warm.sites()
+        return warm if isinstance(warm, EPSites) else None
+
     def _compute_state(self, chol_prior: Tensor) -> EPState:
-        warm = self._warm if isinstance(self._warm, EPState) else None
         return run_ep(
             chol_prior,
             self.comparisons,
             self.likelihood,
-            warm,
+            self._initial_sites(),
             form="whitened",
             **self._ep_options(),
         )
 
     def _compute_evidence(self, K: Tensor) -> tuple[Tensor, EPState]:
-        warm = self._warm if isinstance(self._warm, EPState) else None
         options = self._ep_options()
         options["tol"] = self._fit_tol or (1e-6 if K.dtype == torch.float64 else 1e-4)
-        return ep_evidence(K, self.comparisons, self.likelihood, warm, **options)
+        return ep_evidence(
+            K, self.comparisons, self.likelihood, self._initial_sites(), **options
+        )
 
     @property
     def ep_state(self) -> EPState:

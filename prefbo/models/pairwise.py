@@ -187,7 +187,7 @@ class PairwisePreferenceGP(Model, GP, ABC):
         self.register_buffer("comparison_mask", None, persistent=False)
         self._state: LaplaceState | None = None
         self._state_key: tuple | None = None
-        self._warm: Tensor | LaplaceState | None = None
+        self._warm: Any = None  # a mode, LaplaceState/EPState or EPSites
         self.unconsolidated_datapoints: Tensor | None = None
         self.unconsolidated_comparisons: Tensor | None = None
         self.consolidated_indices: Tensor | None = None
@@ -308,8 +308,8 @@ class PairwisePreferenceGP(Model, GP, ABC):
         warm = self._warm
         if isinstance(warm, LaplaceState):
             warm = warm.mode
-        if warm is not None and warm.shape != dp.shape[:-1]:
-            self._warm = None
+        if isinstance(warm, Tensor) and warm.shape != dp.shape[:-1]:
+            self._warm = None  # (EP sites are checked against the comparisons)
         self.datapoints = dp
         self.comparisons = cp
         self.consolidated_indices = idx

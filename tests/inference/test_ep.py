@@ -141,3 +141,51 @@ def test_ep_needs_probit():
             PairwiseProbitLikelihood(),
             damping=1.5,
         )
+
+
+def _slow_ep_problem():
+    # decisive, nearly noiseless answers sharing designs: plain parallel EP
+    # contracts slowly here (~60 sweeps to the default tolerance)
+    X, comp, _ = make_pairwise_data(30, 60, d=3, seed=2)
+    K = _rbf(X, 0.3, 20.0) + 1e-6 * torch.eye(30, dtype=torch.float64)
+    return torch.linalg.cholesky(K), comp, PairwiseProbitLikelihood(0.3)
+
+
+@pytest.mark.parametrize("form", ["whitened", "precision"])
+def test_anderson_acceleration_reaches_the_plain_fixed_point_in_fewer_sweeps(form):
+    L, comp, lik = _slow_ep_problem()
+    plain = run_ep(L, comp, lik, anderson_memory=0, form=form)
+    fast = run_ep(L, comp, lik, form=form)
+    # the fixed point to far below the default tolerance, by plain sweeps
+    ref = run_ep(L, comp, lik, anderson_memory=0, tol=1e-12, max_iter=3000)
+    assert bool(fast.converged) and bool(plain.converged)
+    assert fast.iterations <= plain.iterations // 2
+    for state in (plain, fast):
+        torch.testing.assert_close(state.mode, ref.mode, rtol=0, atol=1e-7)
+        torch.testing.assert_close(state.site_nu, ref.site_nu, rtol=1e-6, atol=1e-7)
+        assert state.evidence.item() == pytest.approx(ref.evidence.item(), rel=1e-10)
+        assert (state.curvature >= 0).all()
+
+
+def test_sites_of_the_first_answers_warm_start_a_run_on_more():
+    L, comp, lik = _slow_ep_problem()
+    first = run_ep(L, comp[:54], lik)
+    cold = run_ep(L, comp, lik)
+    warm = run_ep(L, comp, lik, init=first.sites())
+    assert bool(warm.converged)
+    torch.testing.assert_close(warm.mode, cold.mode, rtol=0, atol=1e-7)
+    assert warm.evidence.item() == pytest.approx(cold.evidence.item(), rel=1e-10)
+    assert warm.iterations < cold.iterations
+    # sites of other comparisons than the first rows are not used
+    shifted = run_ep(L, comp[6:], lik)
+    ignored = run_ep(L, comp, lik, init=shifted.sites())
+    assert ignored.iterations == cold.iterations
+    assert torch.equal(ignored.mode, cold.mode)
+
+
+def test_anderson_memory_is_checked():
+    K = torch.eye(2, dtype=torch.float64)
+    L, comp = torch.linalg.cholesky(K), torch.tensor([[0, 1]])
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="anderson_memory must be an int >= 0"):
+            run_ep(L, comp, PairwiseProbitLikelihood(), anderson_memory=bad)

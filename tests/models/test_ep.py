@@ -9,7 +9,7 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.sampling import SobolQMCNormalSampler
 
 from prefbo import PairwiseEPGP, PairwiseEPMLL, PairwiseLaplaceGP
-from prefbo.exceptions import UnsupportedError
+from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.likelihoods import PairwiseLogitLikelihood
 from prefbo.utils.testing import make_pairwise_data, tolerance
 
@@ -110,3 +110,24 @@ def test_ep_requires_probit():
     X, comp, _ = make_pairwise_data(5, 5)
     with pytest.raises(UnsupportedError, match="PairwiseEPGP needs a probit"):
         PairwiseEPGP(X, comp, likelihood=PairwiseLogitLikelihood())
+
+
+def test_warm_start_from_the_sites_of_fewer_answers():
+    X, comp, _ = make_pairwise_data(30, 70, seed=5)
+    first = PairwiseEPGP(X, comp[:60])
+    assert first.last_sites is None  # nothing computed yet
+    first.posterior(X[:2])
+    sites = first.last_sites
+    torch.testing.assert_close(sites.tau, first.ep_state.curvature)
+    cold = PairwiseEPGP(X, comp)
+    warm = PairwiseEPGP(X, comp)
+    warm.warm_start(sites)
+    assert warm.ep_state.iterations < cold.ep_state.iterations
+    Xt = torch.rand(5, 2, dtype=torch.float64)
+    pc, pw = cold.posterior(Xt), warm.posterior(Xt)
+    torch.testing.assert_close(pw.mean, pc.mean, rtol=0, atol=1e-7)
+    torch.testing.assert_close(
+        pw.covariance_matrix, pc.covariance_matrix, rtol=0, atol=1e-7
+    )
+    with pytest.raises(InputDataError, match="sites must be an EPSites or EPState"):
+        warm.warm_start(sites.tau)
