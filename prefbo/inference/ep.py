@@ -247,37 +247,35 @@ class _Anderson:
 
     def __init__(self, memory: int) -> None:
         self.memory = memory
-        self.f: list[Tensor] = []
-        self.g: list[Tensor] = []
+        self.last: tuple[Tensor, Tensor] | None = None  # (f, g) of the last sweep
+        self.dF: list[Tensor] = []  # differences of consecutive (f, g)
+        self.dG: list[Tensor] = []
 
     def extrapolate(self, tau, nu, d_tau, d_nu, step, converged):
         m = tau.shape[-1]
         g = torch.cat([tau, nu], -1)  # the damped step's sites, batch x 2m
         d = torch.cat([d_tau, d_nu], -1) * step.unsqueeze(-1)
         f = d / (1.0 + (g - d).abs())
-        self.f.append(f)
-        self.g.append(g)
-        if len(self.f) > self.memory + 1:
-            self.f.pop(0)
-            self.g.pop(0)
-        if len(self.f) < 2:
+        last, self.last = self.last, (f, g)
+        if last is None:
             return tau, nu
-        dF = torch.stack([b - a for a, b in zip(self.f, self.f[1:])], -1)
-        dG = torch.stack([b - a for a, b in zip(self.g, self.g[1:])], -1)
-        A = dF.transpose(-1, -2) @ dF  # batch x k x k
-        ridge = 1e-10 * A.diagonal(dim1=-2, dim2=-1).sum(-1) + 1e-300
-        A.diagonal(dim1=-2, dim2=-1).add_(ridge.unsqueeze(-1))
+        self.dF.append(f - last[0])
+        self.dG.append(g - last[1])
+        if len(self.dF) > self.memory:
+            del self.dF[0], self.dG[0]
+        dF, dG = torch.stack(self.dF, -1), torch.stack(self.dG, -1)  # b x 2m x k
+        dFt = dF.transpose(-1, -2)
+        A = dFt @ dF  # batch x k x k
+        ridge = 1e-10 * A.diagonal(dim1=-2, dim2=-1).sum(-1, keepdim=True) + 1e-300
+        A.diagonal(dim1=-2, dim2=-1).add_(ridge)
         C, info = torch.linalg.cholesky_ex(A)
-        gamma = torch.cholesky_solve((dF.transpose(-1, -2) @ f.unsqueeze(-1)), C)
+        gamma = torch.cholesky_solve(dFt @ f.unsqueeze(-1), C)
         x = g - (dG @ gamma).squeeze(-1)
         ok = (
-            (info == 0)
-            & torch.isfinite(x).all(-1)
-            & (x[..., :m] >= 0).all(-1)
-            & ~converged
+            (info == 0) & ~converged & (x[..., :m].amin(-1) >= 0) & x.isfinite().all(-1)
         )
-        if not bool(ok.all()):
-            self.f, self.g = [], []  # restart the history
+        if not bool(ok.all()):  # restart the history from this sweep
+            self.dF, self.dG = [], []
         x = torch.where(ok.unsqueeze(-1), x, g)
         return x[..., :m], x[..., m:]
 

@@ -183,8 +183,14 @@ def _accept_optimizer_stops(w: warnings.WarningMessage) -> bool:
 
 @contextmanager
 def _seeded(seed: int) -> Iterator[None]:
+    r"""Run under the CPU RNG seeded by ``seed`` (restored afterwards).
+
+    The loop's tensors live on the CPU; seeding the default generator alone
+    gives the same draws as ``torch.manual_seed`` without its per-device
+    (lazy CUDA) seeding, which costs ~0.25 ms a call.
+    """
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed % _SEED_MOD)
+        torch.default_generator.manual_seed(seed % _SEED_MOD)
         yield
 
 

@@ -46,6 +46,7 @@ class PairwiseEPGP(PairwisePreferenceGP):
         *,
         damping: float | None = None,
         fit_tol: float | None = None,
+        anderson_memory: int = 5,
         **options: Any,
     ) -> None:
         r"""
@@ -65,11 +66,15 @@ class PairwiseEPGP(PairwisePreferenceGP):
                 hyperparameters to 5 digits as with ``1e-9``, 12x faster);
                 tighter values hit the rounding floor of the precision form
                 from n ≈ 400 on and then run every sweep of ``max_iter``.
+            anderson_memory: Sweeps remembered by the Anderson acceleration of
+                the site updates (0: plain damped sweeps; see
+                :func:`prefbo.inference.run_ep`).
             **options: ``max_iter`` (EP sweeps), ``tol`` and the data options of
                 :class:`~prefbo.models.pairwise.PairwisePreferenceGP`.
         """
         self._damping = damping
         self._fit_tol = fit_tol
+        self._anderson_memory = anderson_memory
         super().__init__(
             datapoints,
             comparisons,
@@ -85,7 +90,11 @@ class PairwiseEPGP(PairwisePreferenceGP):
             )
 
     def _ep_options(self) -> dict:
-        return dict(self._options, damping=self._damping)
+        return dict(
+            self._options,
+            damping=self._damping,
+            anderson_memory=self._anderson_memory,
+        )
 
     def _initial_sites(self) -> EPState | EPSites | None:
         warm = self._warm
