@@ -230,12 +230,19 @@ def run_ep(
         )
 
 
+# sweeps before the acceleration starts: a warm start (a fit's next
+# evaluation) converges in a few plain sweeps, which the acceleration's own
+# ~20 small ops per sweep would only slow down
+_ANDERSON_FROM = 4
+
+
 class _Anderson:
     r"""Anderson acceleration (type II) of the damped parallel-EP map.
 
     Parallel EP converges linearly, and slowly where answers share designs
     (a contraction of ~0.75 per sweep on the PBO loop's data: 70 sweeps from
-    zero sites to ``1e-9``). With the last ``memory`` sweeps' sites ``x_j``
+    zero sites to ``1e-9``). From sweep ``_ANDERSON_FROM`` on, with the last
+    ``memory`` sweeps' sites ``x_j``
     and their images ``g_j = x_j + step·Δ_j``, the next sites are
     ``g - ΔG γ``, ``γ`` the least-squares fit of the latest residual by the
     residual differences ``ΔF`` (scaled like the stopping test). A proposal
@@ -330,7 +337,7 @@ def _run_ep(
         converged = change <= tol
         if bool(converged.all()):
             break
-        if anderson is not None:
+        if anderson is not None and it >= _ANDERSON_FROM:
             tau, nu = anderson.extrapolate(tau, nu, d_tau, d_nu, step, converged)
     if not bool(converged.all()):
         warnings.warn(

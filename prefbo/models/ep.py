@@ -67,8 +67,12 @@ class PairwiseEPGP(PairwisePreferenceGP):
                 tighter values hit the rounding floor of the precision form
                 from n ≈ 400 on and then run every sweep of ``max_iter``.
             anderson_memory: Sweeps remembered by the Anderson acceleration of
-                the site updates (0: plain damped sweeps; see
-                :func:`prefbo.inference.run_ep`).
+                the posterior's site updates (0: plain damped sweeps; see
+                :func:`prefbo.inference.run_ep`). Hyperparameter fits always
+                run plain sweeps, warm-started from the previous evaluation:
+                their runs are short, and an accelerated run's end point moves
+                discontinuously with the hyperparameters (at the tolerance's
+                level), which makes L-BFGS-B's line search fail more often.
             **options: ``max_iter`` (EP sweeps), ``tol`` and the data options of
                 :class:`~prefbo.models.pairwise.PairwisePreferenceGP`.
         """
@@ -141,6 +145,10 @@ class PairwiseEPGP(PairwisePreferenceGP):
     def _compute_evidence(self, K: Tensor) -> tuple[Tensor, EPState]:
         options = self._ep_options()
         options["tol"] = self._fit_tol or (1e-6 if K.dtype == torch.float64 else 1e-4)
+        # plain sweeps: where an accelerated run stops moves discontinuously
+        # with the hyperparameters (at the tolerance's level), and L-BFGS-B's
+        # line search then fails more often (BoTorch retries and gives up)
+        options["anderson_memory"] = 0
         return ep_evidence(
             K, self.comparisons, self.likelihood, self._initial_sites(), **options
         )
