@@ -85,9 +85,10 @@ def _initial_sites(init, comps: Tensor, dtype, device) -> tuple[Tensor, Tensor]:
     r"""``(τ̃, ν̃)`` to start from: ``init``'s sites on the rows they belong to.
 
     ``init`` (an :class:`EPState` or :class:`EPSites`) is used when its
-    comparisons are the first ``m₀ ≤ m`` rows of ``comps`` (the same answers,
-    or answers appended since; the new rows start at zero) and ignored
-    otherwise (a cold start at zero: the fixed point is the same).
+    comparisons, broadcast to ``comps``'s batch, are the first ``m₀ ≤ m`` rows
+    of ``comps`` (the same answers, or answers appended since; the new rows
+    start at zero) and ignored otherwise (a cold start at zero: the fixed
+    point is the same).
     """
     tau = torch.zeros(comps.shape[:-1], dtype=dtype, device=device)
     nu = torch.zeros_like(tau)
@@ -98,19 +99,18 @@ def _initial_sites(init, comps: Tensor, dtype, device) -> tuple[Tensor, Tensor]:
     if not isinstance(init, EPSites):
         return tau, nu
     m0 = init.tau.shape[-1]
-    old = init.comparisons
-    if (
-        m0 > comps.shape[-2]
-        or init.tau.shape[:-1] != tau.shape[:-1]
-        or init.nu.shape != init.tau.shape
-        or old.shape[:-2] != comps.shape[:-2]
-        or old.shape[-2] != m0
-        or old.device != comps.device
-        or not torch.equal(old, comps[..., :m0, :])
-    ):
+    if m0 > comps.shape[-2] or init.comparisons.device != comps.device:
         return tau, nu
-    tau[..., :m0] = init.tau.to(tau)
-    nu[..., :m0] = init.nu.to(nu)
+    try:  # sites of an unbatched model also start a batch (e.g. of fantasies)
+        t0 = init.tau.expand(tau.shape[:-1] + (m0,))
+        n0 = init.nu.expand(tau.shape[:-1] + (m0,))
+        old = init.comparisons.expand(comps.shape[:-2] + (m0, 2))
+    except RuntimeError:
+        return tau, nu
+    if not torch.equal(old, comps[..., :m0, :]):
+        return tau, nu
+    tau[..., :m0] = t0.to(tau)
+    nu[..., :m0] = n0.to(nu)
     return tau, nu
 
 

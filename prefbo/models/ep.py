@@ -132,6 +132,11 @@ class PairwiseEPGP(PairwisePreferenceGP):
             return warm.sites()
         return warm if isinstance(warm, EPSites) else None
 
+    def _conditioned_start(self, init: Tensor) -> Any:
+        # the new comparisons are appended: the current sites start the rest
+        sites = self.last_sites
+        return init if sites is None else sites
+
     def _compute_state(self, chol_prior: Tensor) -> EPState:
         return run_ep(
             chol_prior,

@@ -131,3 +131,21 @@ def test_warm_start_from_the_sites_of_fewer_answers():
     )
     with pytest.raises(InputDataError, match="sites must be an EPSites or EPState"):
         warm.warm_start(sites.tau)
+
+
+def test_conditioned_ep_model_starts_at_the_current_sites():
+    X, comp, _ = make_pairwise_data(30, 70, seed=6)
+    model = PairwiseEPGP(X, comp)
+    model.posterior(X[:1])
+    Xnew = torch.tensor([[0.123, 0.456], [0.789, 0.012]], dtype=torch.float64)
+    # a batch of 3 fantasy answers on the new pair, conditioned in one call
+    Y = torch.tensor([[[1, 0]], [[0, 1]], [[1, 0]]])
+    cond = model.condition_on_observations(Xnew.expand(3, 2, 2), Y)
+    Xt = torch.rand(5, 2, dtype=torch.float64)
+    for b in range(3):
+        full = PairwiseEPGP(torch.cat([X, Xnew]), torch.cat([comp, Y[b] + 30]))
+        torch.testing.assert_close(
+            cond.posterior(Xt).mean[b], full.posterior(Xt).mean, rtol=0, atol=1e-7
+        )
+        assert cond.ep_state.iterations < full.ep_state.iterations
+    assert model.n == 30 and cond.n == 32  # the original is untouched
