@@ -246,7 +246,7 @@ class PreferentialOptimizer:
             bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64).
             model: ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`, the
                 default: in the paired 10-seed benchmark it is worse than
-                BoTorch on no cell, with the lower mean on 7 of 8),
+                BoTorch on no cell, better on one, lower mean on 6 of 8),
                 ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`,
                 ~1.4x faster per answer; unless ``model_options`` give a
                 ``covar_module``, BoTorch's default kernel with the outputscale
