@@ -242,11 +242,11 @@ class _Anderson:
     Parallel EP converges linearly, and slowly where answers share designs
     (a contraction of ~0.75 per sweep on the PBO loop's data: 70 sweeps from
     zero sites to ``1e-9``). From sweep ``_ANDERSON_FROM`` on, with the last
-    ``memory`` sweeps' sites ``x_j``
-    and their images ``g_j = x_j + step·Δ_j``, the next sites are
-    ``g - ΔG γ``, ``γ`` the least-squares fit of the latest residual by the
-    residual differences ``ΔF`` (scaled like the stopping test). A proposal
-    with a negative site precision or a non-finite value is not taken (the
+    ``memory`` sweeps' sites ``x_j`` and their images ``g_j = x_j + step·Δ_j``,
+    the next sites are ``g - ΔG γ``, ``γ`` the least-squares fit of the latest
+    residual by the residual differences ``ΔF`` (scaled like the stopping
+    test). EP's site precisions are non-negative by construction, so a proposal
+    with a negative one or a non-finite value is not taken (the
     plain damped step is, and the history restarts), so every iterate is a
     proper EP state; the stopping test is the plain sweep's change as before,
     so the fixed point and its tolerance are unchanged.
