@@ -649,8 +649,9 @@ class PreferentialOptimizer:
                     fitted.warm_start(self._fit_sites[count - step])
                 self._fit(fitted)
             self._fits[count] = fitted.covar_module
-            if isinstance(fitted, PairwiseEPGP) and fitted.last_sites is not None:
-                self._fit_sites[count] = fitted.last_sites
+            sites = fitted.last_sites if isinstance(fitted, PairwiseEPGP) else None
+            if sites is not None:
+                self._fit_sites[count] = sites
         return self._fits[c]
 
     def _build_for_fit(self, designs: Tensor, comps: Tensor, start: Any) -> Any:

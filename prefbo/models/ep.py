@@ -100,10 +100,6 @@ class PairwiseEPGP(PairwisePreferenceGP):
             anderson_memory=self._anderson_memory,
         )
 
-    def _initial_sites(self) -> EPState | EPSites | None:
-        warm = self._warm
-        return warm if isinstance(warm, (EPState, EPSites)) else None
-
     def warm_start(self, sites: EPSites | EPState) -> None:
         r"""Start the next EP run (fit or posterior) from ``sites``.
 
@@ -142,7 +138,7 @@ class PairwiseEPGP(PairwisePreferenceGP):
             chol_prior,
             self.comparisons,
             self.likelihood,
-            self._initial_sites(),
+            self.last_sites,
             form="whitened",
             **self._ep_options(),
         )
@@ -155,7 +151,7 @@ class PairwiseEPGP(PairwisePreferenceGP):
         # line search then fails more often (BoTorch retries and gives up)
         options["anderson_memory"] = 0
         return ep_evidence(
-            K, self.comparisons, self.likelihood, self._initial_sites(), **options
+            K, self.comparisons, self.likelihood, self.last_sites, **options
         )
 
     @property
