@@ -21,7 +21,6 @@ from copy import deepcopy
 from itertools import chain
 from typing import Any
 
-import gpytorch
 import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import Model
@@ -44,6 +43,7 @@ from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.laplace import LaplaceState
 from prefbo.kernels.defaults import default_preference_covar_module
+from prefbo.kernels.fused import prior_gram
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, as_prefbo_likelihood
 
 
@@ -401,9 +401,9 @@ class PairwisePreferenceGP(Model, GP, ABC):
         return tuple(key)
 
     def _prior_covariance(self, X: Tensor) -> Tensor:
-        # evaluated at once: the lazy kernel tensor only adds overhead here
-        with gpytorch.settings.lazily_evaluate_kernels(False):
-            return self.covar_module(X).to_dense()
+        # evaluated at once (the lazy kernel tensor only adds overhead here),
+        # BoTorch's default kernel with its closed-form backward
+        return prior_gram(self.covar_module, X)
 
     def _train_covariance(self, X: Tensor) -> Tensor:
         r"""``K + nugget · mean(diag K) · I`` at the training designs."""
