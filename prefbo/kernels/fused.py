@@ -14,11 +14,11 @@ gradients in closed form instead:
   column sums of ``H``; ``u`` centred as in the forward).
 
 Forward plus backward take about half of GPyTorch's time at ``n = 200`` and
-70 % at ``n = 800`` (d = 4, float64, 2 threads). It applies only where it gives the same numbers: a plain
-``ScaleKernel`` over a plain ``RBFKernel`` (not subclasses), no
-``active_dims``, inputs that do not require grad (a learnable input transform
-falls back) and GPyTorch's trace mode off; anything else goes through the
-module unchanged (:func:`prior_gram`).
+70 % at ``n = 800`` (d = 4, float64, 2 threads). It applies only where it
+gives the same numbers: a plain ``ScaleKernel`` over a plain ``RBFKernel``
+(not subclasses), no ``active_dims``, inputs that do not require grad (a
+learnable input transform falls back) and GPyTorch's trace mode off; anything
+else goes through the module unchanged (:func:`prior_gram`).
 """
 
 from __future__ import annotations
