@@ -106,3 +106,15 @@ def test_used_only_where_it_is_exact():
     Xg = X.clone().requires_grad_(True)
     prior_gram(default, Xg).sum().backward()
     assert Xg.grad is not None and Xg.grad.abs().sum() > 0
+
+
+def test_second_derivatives_are_refused_not_wrong():
+    X = torch.rand(5, 2, dtype=torch.float64)
+    ls = torch.full((1, 2), 0.5, dtype=torch.float64, requires_grad=True)
+    os_ = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    K = ScaledRBFGram.apply(X, ls, os_, False)
+    (g,) = torch.autograd.grad(K.sum(), ls, create_graph=True)
+    with pytest.raises(
+        RuntimeError, match="once_differentiable|twice|does not require grad"
+    ):
+        g.sum().backward()
