@@ -34,10 +34,11 @@ from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.laplace import (
     FORMS,
     LaplaceState,
+    _cholesky_plus_laplacian,
     _default_tol,
+    _laplacian_index,
     _pair_diff,
     _row_major,
-    comparison_laplacian,
     evidence_kernel_gradient,
     laplacian_matmul,
     pair_quadratic,
@@ -120,8 +121,7 @@ def _gaussian(L, Kinv, tau, nu, comps, precision, with_logdet=True):
     n = L.shape[-1]
     b = scatter_pairs(nu, comps, n)  # Dᵀ ν̃
     if precision:
-        B = comparison_laplacian(tau, comps, n, base=Kinv)  # K⁻¹ + W
-        C, info = torch.linalg.cholesky_ex(B)
+        C, info = _cholesky_plus_laplacian(Kinv, tau, _laplacian_index(comps, n))
         S = _row_major(torch.cholesky_inverse(C))
     else:
         A = L.transpose(-1, -2) @ laplacian_matmul(tau, comps, L)

@@ -183,6 +183,32 @@ def _scatter_laplacian_(flat: Tensor, weights: Tensor, index: Tensor) -> None:
     flat.scatter_add_(-1, index, torch.cat([weights, weights, -weights, -weights], -1))
 
 
+def _cholesky_plus_laplacian(
+    Kinv: Tensor, weights: Tensor, index: Tensor
+) -> tuple[Tensor, Tensor]:
+    r"""``cholesky_ex(K⁻¹ + W)`` for ``W = Dᵀ diag(weights) D`` without an n²
+    copy: ``W``'s ``4m`` entries (positions ``index``, see
+    :func:`_laplacian_index`) are added to ``Kinv`` in place, the sum is
+    factorised into a new tensor, and the entries are restored exactly.
+
+    Args:
+        Kinv: ``batch x n x n`` (row-major; copied once otherwise).
+        weights: ``batch x m``.
+        index: ``batch x 4m``.
+
+    Returns:
+        The lower factor and ``info`` of :func:`torch.linalg.cholesky_ex`.
+    """
+    Kinv = Kinv.contiguous()
+    flat = Kinv.view(Kinv.shape[:-2] + (-1,))
+    saved = flat.gather(-1, index)
+    _scatter_laplacian_(flat, weights, index)
+    try:
+        return torch.linalg.cholesky_ex(Kinv)
+    finally:
+        flat.scatter_(-1, index, saved)
+
+
 def _row_major(S: Tensor) -> Tensor:
     r"""A symmetric matrix as a row-major view: LAPACK-backed results
     (``cholesky_inverse``) come column-major, and every flattening or
@@ -518,25 +544,13 @@ def _find_mode(
     converged = torch.zeros(batch, dtype=torch.bool, device=device)
     it = 0
     lap_index = _laplacian_index(comps_j, n) if precision else None
-    Kinv_flat = None
-    if precision and Kinv.is_contiguous():
-        Kinv_flat = Kinv.view(batch + (n * n,))
     # derivatives at the current iterate; on CPU the full Newton step's are
     # computed for the damping test and reused by the next iteration
     logp, grad_k, omega, domega = likelihood.derivatives(f, comps_j)
     for it in range(1, max_iter + 1):
         omega_c = omega  # the curvature C is factorised at
         if precision:
-            if Kinv_flat is None:
-                B = _scatter_laplacian(omega, lap_index, n, Kinv)  # K⁻¹ + W
-                C, info = torch.linalg.cholesky_ex(B)
-            else:
-                # K⁻¹ + W in place, factorised (into a new tensor), then the
-                # 4m entries restored exactly: no n² copy per iteration
-                saved = Kinv_flat.gather(-1, lap_index)
-                _scatter_laplacian_(Kinv_flat, omega, lap_index)
-                C, info = torch.linalg.cholesky_ex(Kinv)
-                Kinv_flat.scatter_(-1, lap_index, saved)
+            C, info = _cholesky_plus_laplacian(Kinv, omega, lap_index)  # K⁻¹ + W
             # the Newton point x = B⁻¹ (W f + ∇ℓ), with W f + ∇ℓ = Dᵀ (ω ⊙ D f + g)
             # in one scatter; K⁻¹ x = (W f + ∇ℓ) - W x since B = K⁻¹ + W: a
             # sparse product instead of an n² one, as accurate as K⁻¹ itself

@@ -73,18 +73,22 @@ class ScaledRBFGram(torch.autograd.Function):
         return None, grad_ls, grad_os, None
 
 
-def _fusable(covar_module: Kernel, X: Tensor) -> bool:
+def _fused_lengthscale(covar_module: Kernel, X: Tensor) -> Tensor | None:
+    r"""The lengthscale of a kernel :class:`ScaledRBFGram` computes exactly,
+    ``None`` for any other kernel or inputs."""
     if type(covar_module) is not ScaleKernel:
-        return False
+        return None
     base = covar_module.base_kernel
-    return (
-        type(base) is RBFKernel
-        and covar_module.active_dims is None
-        and base.active_dims is None
-        and not X.requires_grad
-        and not settings.trace_mode.on()
-        and base.lengthscale.shape[-1] in (1, X.shape[-1])
-    )
+    if (
+        type(base) is not RBFKernel
+        or covar_module.active_dims is not None
+        or base.active_dims is not None
+        or X.requires_grad
+        or settings.trace_mode.on()
+    ):
+        return None
+    lengthscale = base.lengthscale
+    return lengthscale if lengthscale.shape[-1] in (1, X.shape[-1]) else None
 
 
 def prior_gram(covar_module: Kernel, X: Tensor) -> Tensor:
@@ -101,17 +105,13 @@ def prior_gram(covar_module: Kernel, X: Tensor) -> Tensor:
         ``batch_shape x n x n`` (the kernel's and the inputs' batch shapes
         broadcast).
     """
-    if _fusable(covar_module, X):
-        base = covar_module.base_kernel
-        lengthscale = base.lengthscale
-        # GPyTorch zeroes the diagonal's distances unless x / ℓ requires grad
-        # in its generic path; its RBFCovariance path (one lengthscale) always
-        ard = base.ard_num_dims is not None and base.ard_num_dims > 1
-        zero_diagonal = not (
-            ard and torch.is_grad_enabled() and lengthscale.requires_grad
-        )
-        return ScaledRBFGram.apply(
-            X, lengthscale, covar_module.outputscale, zero_diagonal
-        )
-    with settings.lazily_evaluate_kernels(False):
-        return covar_module(X).to_dense()
+    lengthscale = _fused_lengthscale(covar_module, X)
+    if lengthscale is None:
+        with settings.lazily_evaluate_kernels(False):
+            return covar_module(X).to_dense()
+    # GPyTorch zeroes the diagonal's distances unless x / ℓ requires grad in
+    # its generic path; its RBFCovariance path (one lengthscale) always
+    ard_num_dims = covar_module.base_kernel.ard_num_dims
+    ard = ard_num_dims is not None and ard_num_dims > 1
+    zero_diagonal = not (ard and torch.is_grad_enabled() and lengthscale.requires_grad)
+    return ScaledRBFGram.apply(X, lengthscale, covar_module.outputscale, zero_diagonal)
