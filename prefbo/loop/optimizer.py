@@ -58,7 +58,6 @@ from prefbo.exceptions import (
     NumericalWarning,
     UnsupportedError,
 )
-from prefbo.fit.bounds import box_prior_bounds
 from prefbo.fit.variational import fit_variational
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.pairwise import PairwiseLikelihood
@@ -290,10 +289,11 @@ class PreferentialOptimizer:
                 ``optimizer_kwargs["options"]``); default ``{"maxfun": 30}``
                 (at most 30 evaluations: separable answers otherwise let the
                 evidence creep towards the outputscale cap for up to 190).
-                The refits also bound every box-prior hyperparameter (the
-                outputscale) to its box (:func:`prefbo.fit.box_prior_bounds`),
-                which pins it at the cap where L-BFGS-B would crawl along the
-                prior's wall: about half the evaluations.
+                The refits (``fit_gpytorch_mll`` on prefbo's models) also
+                bound every box-prior hyperparameter (the outputscale) to its
+                box (:func:`prefbo.fit.box_prior_bounds`), which pins it at
+                the cap where L-BFGS-B would crawl along the prior's wall:
+                about half the evaluations.
             seed: Seed of every random choice.
             log_path: Append-only session log to create (see
                 :mod:`prefbo.loop.session`); ``None`` for none.
@@ -598,10 +598,7 @@ class PreferentialOptimizer:
                     fit_gpytorch_mll(
                         mll,
                         warning_handler=_accept_optimizer_stops,
-                        optimizer_kwargs={
-                            "options": dict(self.fit_options),
-                            "bounds": box_prior_bounds(mll),
-                        },
+                        optimizer_kwargs={"options": dict(self.fit_options)},
                     )
             except ModelFittingError:  # keep the default hyperparameters
                 self.failed_fits += 1

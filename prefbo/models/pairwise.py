@@ -358,6 +358,22 @@ class PairwisePreferenceGP(Model, GP, ABC):
             return torch.Size()
         return self.datapoints.shape[:-2]
 
+    def custom_fit(self, mll: Any, **kwargs: Any) -> Any:
+        r"""What ``botorch.fit.fit_gpytorch_mll(mll, ...)`` runs for this model.
+
+        BoTorch's fallback (retries from prior samples, rollback, warning
+        policy) with L-BFGS-B in log coordinates for the parameters bounded
+        below only (the raw lengthscales), see
+        :func:`prefbo.fit.fit_mll_scipy`, and box-prior hyperparameters (the
+        outputscale) bounded to their box, see
+        :func:`prefbo.fit.box_prior_bounds`. An ``optimizer=`` given to
+        ``fit_gpytorch_mll`` is used instead of both; the other arguments go
+        through unchanged.
+        """
+        from prefbo.fit.scipy_log import custom_fit
+
+        return custom_fit(mll, **kwargs)
+
     # ------------------------------------------------------ input transforms
     def _set_transformed_inputs(self) -> None:
         # Designs are stored raw and transformed on the fly.

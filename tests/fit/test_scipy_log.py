@@ -1,0 +1,219 @@
+import math
+
+import pytest
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.optim.closures import get_loss_closure_with_grads
+from botorch.optim.fit import fit_gpytorch_mll_scipy
+
+import prefbo.fit.scipy_log as scipy_log
+from prefbo import PairwiseEPGP, PairwiseLaplaceGP
+from prefbo.exceptions import InputTypeError
+from prefbo.fit import fit_mll_scipy
+from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
+
+LS = "model.covar_module.base_kernel.raw_lengthscale"
+OS = "model.covar_module.raw_outputscale"
+
+
+def _data(n=40, m=120, d=3, seed=0, batch=()):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(*batch, n, d, generator=g, dtype=torch.float64)
+    u = torch.sin(3 * X).sum(-1) - 2 * (X - 0.5).pow(2).sum(-1)
+    pairs = torch.stack([torch.randperm(n, generator=g)[:2] for _ in range(m)]).expand(
+        *batch, m, 2
+    )
+    uw = u.gather(-1, pairs[..., 0])
+    ul = u.gather(-1, pairs[..., 1])
+    p = torch.special.ndtr((uw - ul) / math.sqrt(2))
+    first = torch.rand(p.shape, generator=g, dtype=torch.float64) < p
+    return X, torch.where(first.unsqueeze(-1), pairs, pairs.flip(-1))
+
+
+def _mll(model_cls=PairwiseLaplaceGP, mll_cls=PairwiseLaplaceMLL, **kw):
+    model = model_cls(*_data(**kw))
+    return mll_cls(model.likelihood, model)
+
+
+def _loss_and_grads(mll):
+    mll.train()
+    params = dict(mll.named_parameters())
+    for p in params.values():
+        p.grad = None
+    model = mll.model
+    loss = -mll(model(*model.train_inputs), model.train_targets).sum()
+    loss.backward()
+    return loss.item(), {n: p.grad.clone() for n, p in params.items()}
+
+
+@pytest.mark.parametrize(
+    "model_cls, mll_cls",
+    [(PairwiseLaplaceGP, PairwiseLaplaceMLL), (PairwiseEPGP, PairwiseEPMLL)],
+)
+def test_same_optimum_as_botorchs_raw_coordinates(model_cls, mll_cls):
+    ours, ref = _mll(model_cls, mll_cls), _mll(model_cls, mll_cls)
+    tight = {"ftol": 1e-13, "gtol": 1e-9}
+    ours.train()
+    ref.train()
+    a = fit_mll_scipy(ours, options=tight)
+    b = fit_gpytorch_mll_scipy(ref, options=tight)
+    assert a.fval == pytest.approx(b.fval, rel=1e-9, abs=1e-9)
+    for name, p in ours.named_parameters():
+        q = dict(ref.named_parameters())[name]
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
+
+
+def test_log_coordinate_gradient_matches_finite_differences():
+    mll = _mll()
+    mll.train()
+    params = dict(mll.named_parameters())
+    shift = torch.tensor(1e-4, dtype=torch.float64).expand(params[LS].shape)
+    coords = {LS: (params[LS].detach() - shift).log(), OS: params[OS]}
+    closure = get_loss_closure_with_grads(mll, parameters=params)
+    log_closure, write_back = scipy_log._log_coordinate_closure(
+        closure, params, coords, {LS: shift}
+    )
+    _, (_, g_ls) = log_closure()
+    base, eps = coords[LS].clone(), 1e-5
+    for k in range(g_ls.numel()):
+        vals = []
+        for sign in (1, -1):
+            coords[LS] = base.clone()
+            coords[LS].view(-1)[k] += sign * eps
+            vals.append(log_closure()[0].item())
+        fd = (vals[0] - vals[1]) / (2 * eps)
+        assert g_ls.view(-1)[k].item() == pytest.approx(fd, rel=1e-5, abs=1e-7)
+    coords[LS] = base
+    write_back()
+    torch.testing.assert_close(params[LS].detach(), coords[LS].exp() + shift)
+
+
+def test_fitted_point_is_stationary_in_the_raw_parameters():
+    mll = _mll()
+    _, g0 = _loss_and_grads(mll)
+    mll.train()
+    fit_mll_scipy(mll)
+    _, grads = _loss_and_grads(mll)
+    for name in (LS, OS):
+        assert grads[name].abs().max() < 1e-3 * g0[name].abs().max()
+
+
+def test_fit_gpytorch_mll_routes_through_custom_fit(monkeypatch):
+    calls = []
+
+    def spy(mll, **kwargs):
+        calls.append(kwargs)
+        return fit_mll_scipy(mll, **kwargs)
+
+    monkeypatch.setattr(scipy_log, "fit_mll_scipy", spy)
+    mll = _mll()
+    out = fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": 50}})
+    assert out is mll and not mll.training
+    assert len(calls) == 1
+    assert calls[0]["closure"] is None and calls[0]["options"] == {"maxiter": 50}
+    assert set(calls[0]["bounds"]) == {OS}  # the box prior's, by default
+    # the fit moved the lengthscales away from the prior mode
+    assert not torch.allclose(
+        mll.model.covar_module.base_kernel.lengthscale,
+        PairwiseLaplaceGP(*_data()).covar_module.base_kernel.lengthscale,
+    )
+
+
+def test_an_explicit_optimizer_replaces_it(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("fit_mll_scipy must not run")
+
+    monkeypatch.setattr(scipy_log, "fit_mll_scipy", fail)
+    used = []
+
+    def botorch_raw(mll, **kwargs):
+        used.append(True)
+        return fit_gpytorch_mll_scipy(mll, **kwargs)
+
+    mll = _mll()
+    fit_gpytorch_mll(mll, optimizer=botorch_raw)
+    assert used == [True]
+
+
+def test_upper_bounded_parameter_keeps_raw_coordinates_and_its_bound():
+    mll = _mll()
+    mll.train()
+    fit_mll_scipy(mll, bounds={LS: (None, 0.3)})
+    ls = mll.model.covar_module.base_kernel.lengthscale
+    assert (ls <= 0.3 + 1e-12).all()
+    assert (ls >= 1e-4).all()
+
+
+def test_parameter_at_its_lower_bound_is_not_sent_to_minus_infinity():
+    mll = _mll()
+    with torch.no_grad():
+        mll.model.covar_module.base_kernel.raw_lengthscale[..., 0] = 1e-4
+    raw = mll.model.covar_module.base_kernel.raw_lengthscale
+    bound = (torch.tensor(1e-4, dtype=torch.float64), None)
+    assert scipy_log._log_shift(raw, bound) is None
+    mll.train()
+    res = fit_mll_scipy(mll)
+    assert math.isfinite(res.fval)
+    assert torch.isfinite(raw).all() and (raw >= 1e-4).all()
+
+
+def test_callback_sees_the_models_parameters():
+    mll = _mll()
+    mll.train()
+    seen = []
+
+    def callback(parameters, result):
+        seen.append((set(parameters), parameters[LS].detach().clone(), result.fval))
+
+    fit_mll_scipy(mll, callback=callback, options={"maxiter": 5})
+    assert seen and all(names == {LS, OS} for names, _, _ in seen)
+    # the values passed are lengthscales (near 0.1-3), not their logarithms
+    assert all((ls > 0).all() for _, ls, _ in seen)
+    loss, _ = _loss_and_grads(mll)
+    assert seen[-1][2] == pytest.approx(loss, rel=1e-8)
+
+
+def test_batched_model_fits_each_element_like_a_separate_fit():
+    opts = {"options": {"ftol": 1e-13, "gtol": 1e-9}}
+    X, comps = _data(n=25, m=60, batch=(2,))
+    X[1] = X[1].flip(0)  # a different data set in the second element
+    model = PairwiseLaplaceGP(X, comps)
+    mll = PairwiseLaplaceMLL(model.likelihood, model)
+    fit_gpytorch_mll(mll, optimizer_kwargs=opts)
+    for b in range(2):
+        single = PairwiseLaplaceGP(X[b], comps[b])
+        fit_gpytorch_mll(
+            PairwiseLaplaceMLL(single.likelihood, single), optimizer_kwargs=opts
+        )
+        torch.testing.assert_close(
+            model.covar_module.base_kernel.lengthscale[b],
+            single.covar_module.base_kernel.lengthscale,
+            rtol=1e-3,
+            atol=1e-5,
+        )
+
+
+def test_rejects_what_is_not_an_mll():
+    with pytest.raises(InputTypeError, match="mll must be"):
+        fit_mll_scipy(torch.nn.Linear(2, 2))
+
+
+def test_default_fit_bounds_the_outputscale_to_its_box_and_user_bounds_win():
+    # noiseless answers about a linear utility: the evidence keeps rising with
+    # the outputscale, past the box prior's edge at 100 unless bounded
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(15, 2, generator=g, dtype=torch.float64)
+    u = X @ torch.tensor([1.0, 2.0], dtype=torch.float64)
+    pairs = torch.randint(0, 15, (30, 2), generator=g)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    first = (u[pairs[:, 0]] > u[pairs[:, 1]]).unsqueeze(-1)
+    comps = torch.where(first, pairs, pairs.flip(-1))
+    model = PairwiseLaplaceGP(X, comps)
+    fit_gpytorch_mll(PairwiseLaplaceMLL(model.likelihood, model))
+    assert model.covar_module.outputscale.item() == pytest.approx(100.0, rel=1e-9)
+    model = PairwiseLaplaceGP(X, comps)
+    mll = PairwiseLaplaceMLL(model.likelihood, model)
+    constraint = model.covar_module.raw_outputscale_constraint
+    cap = constraint.inverse_transform(torch.tensor(20.0, dtype=torch.float64))
+    fit_gpytorch_mll(mll, optimizer_kwargs={"bounds": {OS: (None, cap)}})
+    assert model.covar_module.outputscale.item() == pytest.approx(20.0, rel=1e-9)
