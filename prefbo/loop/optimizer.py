@@ -76,11 +76,16 @@ DEFAULT_ACQF_OPTIONS = {
     "raw_samples": 128,
     "maxiter": 100,
     "mc_samples": 128,
+    # L-BFGS-B's relative tolerance on the acquisition value (BoTorch's
+    # default 2.2e-9 refines EUBO far below anything that changes a question)
+    "ftol": 1e-6,
 }
 # L-BFGS-B options of the Laplace/EP refits: with nearly separable answers the
 # evidence creeps towards the outputscale prior's cap for 50-190 evaluations;
-# 30 keep the regret (paired 10-seed benchmark) at ~15 % less time per answer
-DEFAULT_FIT_OPTIONS = {"maxfun": 30}
+# 30 keep the regret (paired 10-seed benchmark) at ~15 % less time per answer.
+# ftol: relative change of the evidence (tens) at which a refit stops
+DEFAULT_FIT_OPTIONS = {"maxfun": 30, "ftol": 1e-6}
+SCIPY_FTOL = 2.220446049250313e-09  # scipy's L-BFGS-B default (older logs)
 DEFAULT_SKEW_OPTIONS = {"num_samples": 256, "burnin": 50}
 # model="laplace" without a covar_module: BoTorch's default kernel with the
 # outputscale's box prior ending at 20 instead of 100. With nearly noiseless
@@ -220,6 +225,30 @@ def _pairs_from(tells: list[Answer]) -> tuple[Tensor, Tensor]:
     return designs, torch.tensor(rows, dtype=torch.long).reshape(-1, 2)
 
 
+def _acqf_scipy_options(o: dict[str, Any], seed: int) -> dict[str, Any]:
+    r"""``optimize_acqf`` options from the loop's ``acqf_options`` ``o``.
+
+    ``ftol`` (``None``: BoTorch's default) is passed the way BoTorch's
+    L-BFGS-B path of this call takes it: its batched fast path needs
+    ``factr=None`` beside ``ftol``, scipy's ``minimize`` only ``ftol``.
+    """
+    options: dict[str, Any] = {"seed": seed % _SEED_MOD, "maxiter": o["maxiter"]}
+    ftol = o.get("ftol")
+    if ftol is None:
+        return options
+    tol: dict[str, Any] = {"ftol": float(ftol)}
+    try:
+        from botorch.generation.gen import get_reasons_against_fast_path
+    except ImportError:  # no batched fast path in this BoTorch
+        return {**options, **tol}
+    fast = {"maxiter": o["maxiter"], **tol, "factr": None}
+    if not get_reasons_against_fast_path(
+        method="L-BFGS-B", with_grad=True, minimize_options=fast, timeout_sec=None
+    ):
+        tol["factr"] = None
+    return {**options, **tol}
+
+
 class PreferentialOptimizer:
     r"""Ask/tell preferential BO over a box (see the module docstring)."""
 
@@ -286,9 +315,11 @@ class PreferentialOptimizer:
                 the model's default hyperparameters.
             fit_options: scipy L-BFGS-B ``options`` of the Laplace and EP
                 hyperparameter refits (``fit_gpytorch_mll``'s
-                ``optimizer_kwargs["options"]``); default ``{"maxfun": 30}``
-                (at most 30 evaluations: separable answers otherwise let the
-                evidence creep towards the outputscale cap for up to 190).
+                ``optimizer_kwargs["options"]``); default ``{"maxfun": 30,
+                "ftol": 1e-6}`` (at most 30 evaluations: separable answers
+                otherwise let the evidence creep towards the outputscale cap
+                for up to 190; stop once the evidence changes by less than
+                1e-6 of itself instead of scipy's 2.2e-9).
                 The refits (``fit_gpytorch_mll`` on prefbo's models) also
                 bound every box-prior hyperparameter (the outputscale) to its
                 box (:func:`prefbo.fit.box_prior_bounds`), which pins it at
@@ -299,8 +330,10 @@ class PreferentialOptimizer:
                 :mod:`prefbo.loop.session`); ``None`` for none.
             initial_random: Questions drawn uniformly at random before the
                 strategy takes over.
-            acqf_options: ``num_restarts``, ``raw_samples``, ``maxiter`` of
-                the acquisition maximiser and ``mc_samples`` of qEUBO/BALD.
+            acqf_options: ``num_restarts``, ``raw_samples``, ``maxiter`` and
+                ``ftol`` (L-BFGS-B's relative tolerance on the acquisition
+                value, default 1e-6; ``None``: BoTorch's 2.2e-9) of the
+                acquisition maximiser and ``mc_samples`` of qEUBO/BALD.
                 ``optimizer`` chooses the maximiser of strategy ``"eubo"``:
                 ``"scipy"`` (default) BoTorch's ``optimize_acqf`` (L-BFGS-B;
                 ``raw_samples`` random pairs) on
@@ -513,8 +546,14 @@ class PreferentialOptimizer:
         # logs written before these settings existed: keep their behaviour
         config.setdefault("warm_start_fits", False)
         config.setdefault("fit_options", {"maxfun": 15000})  # scipy's default
+        if isinstance(config.get("fit_options"), dict):
+            config["fit_options"] = {"ftol": SCIPY_FTOL, **config["fit_options"]}
         if isinstance(config.get("acqf_options"), dict):
-            config["acqf_options"] = {"optimizer": "scipy", **config["acqf_options"]}
+            config["acqf_options"] = {
+                "optimizer": "scipy",
+                "ftol": None,  # BoTorch's default
+                **config["acqf_options"],
+            }
         for key, value in expected.items():
             stored = config.get(key, "<missing>")
             if isinstance(value, Tensor):
@@ -743,7 +782,7 @@ class PreferentialOptimizer:
                 q=1,
                 num_restarts=o["num_restarts"],
                 raw_samples=o["raw_samples"],
-                options={"seed": seed % _SEED_MOD, "maxiter": o["maxiter"]},
+                options=_acqf_scipy_options(o, seed),
             )
             if fixed is not None:
                 return x.detach()
@@ -782,6 +821,6 @@ class PreferentialOptimizer:
             q=n_new,
             num_restarts=o["num_restarts"],
             raw_samples=o["raw_samples"],
-            options={"seed": seed % _SEED_MOD, "maxiter": o["maxiter"]},
+            options=_acqf_scipy_options(o, seed),
         )
         return cand.detach()

@@ -334,7 +334,9 @@ def test_the_fit_chain_depends_on_the_answers_alone():
         assert torch.equal(p, dict(batch._fits[6].named_parameters())[name])
 
 
-def test_logs_from_before_warm_starts_and_maximize_eubo_resume_as_written(tmp_path):
+def test_logs_from_before_warm_starts_maximize_eubo_and_tolerances_resume_as_written(
+    tmp_path,
+):
     from prefbo.loop.session import encode_record, read_session_log
 
     path = tmp_path / "old.jsonl"
@@ -345,11 +347,14 @@ def test_logs_from_before_warm_starts_and_maximize_eubo_resume_as_written(tmp_pa
     del header["config"]["warm_start_fits"]
     del header["config"]["fit_options"]
     del header["config"]["acqf_options"]["optimizer"]
+    del header["config"]["acqf_options"]["ftol"]
     lines = path.read_text().splitlines(keepends=True)
     path.write_text(encode_record(header) + "".join(lines[1:]))
     resumed = PreferentialOptimizer.resume(path)
     assert resumed.warm_start_fits is False
-    assert resumed.fit_options == {"maxfun": 15000}  # no cap, as written
+    # no cap and scipy's tolerances, as written
+    assert resumed.fit_options == {"maxfun": 15000, "ftol": 2.220446049250313e-09}
+    assert resumed.acqf_options["ftol"] is None  # BoTorch's default
     # the legacy values also satisfy an explicit expectation
     assert PreferentialOptimizer.resume(path, warm_start_fits=False).ask() is not None
     assert resumed.acqf_options["optimizer"] == "scipy"
@@ -381,7 +386,7 @@ def test_fit_options_cap_the_refit_evaluations(monkeypatch):
         assert opt.model is not None  # one refit, at 8 answers
         counts[cap] = len(calls)
     assert counts[3] <= 4 < counts[15000]
-    assert PreferentialOptimizer(BOUNDS).fit_options == {"maxfun": 30}
+    assert PreferentialOptimizer(BOUNDS).fit_options == {"maxfun": 30, "ftol": 1e-6}
     with pytest.raises(InputDataError, match="fit_options must be a dict"):
         PreferentialOptimizer(BOUNDS, fit_options=30)
 
@@ -414,3 +419,24 @@ def test_outputscale_bounds_are_checked():
         default_preference_covar_module(2, outputscale_bounds=(2.0, 20.0))
     with pytest.raises(InputDataError, match="outputscale_bounds"):
         default_preference_covar_module(2, outputscale_bounds=(0.01,))
+
+
+def test_acquisition_tolerance_reaches_botorchs_lbfgsb_in_the_form_it_takes():
+    from botorch.generation.gen import get_reasons_against_fast_path
+
+    from prefbo.loop.optimizer import _acqf_scipy_options
+
+    assert _acqf_scipy_options({"maxiter": 5, "ftol": None}, 3) == {
+        "seed": 3,
+        "maxiter": 5,
+    }
+    options = _acqf_scipy_options({"maxiter": 5, "ftol": 1e-6}, 3)
+    # BoTorch's batched L-BFGS-B asserts factr is None beside ftol
+    assert options == {"seed": 3, "maxiter": 5, "ftol": 1e-6, "factr": None}
+    assert not get_reasons_against_fast_path(
+        method="L-BFGS-B",
+        with_grad=True,
+        minimize_options={k: v for k, v in options.items() if k != "seed"},
+        timeout_sec=None,
+    )
+    assert PreferentialOptimizer(BOUNDS).acqf_options["ftol"] == 1e-6
