@@ -275,10 +275,10 @@ class PreferentialOptimizer:
             bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64).
             model: ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`, the
                 default: in the paired 10-seed benchmark it is worse than
-                BoTorch on no cell, with the lower mean on 5 of 8),
+                BoTorch on no cell, with the lower mean on all 8),
                 ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`,
-                ~1.15x faster per answer, worse on no cell but with the
-                lower mean on only 2 of 8; unless ``model_options`` give a
+                ~1.1x faster per answer, worse on no cell, better on one,
+                with the lower mean on 4 of 8; unless ``model_options`` give a
                 ``covar_module``, BoTorch's default kernel with the outputscale
                 prior's box ending at 20, ``LAPLACE_OUTPUTSCALE_BOUNDS``: with
                 nearly noiseless answers the exact Laplace approximation stops
