@@ -27,15 +27,14 @@ both.
 from __future__ import annotations
 
 import inspect
-import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 import torch
-from botorch.exceptions.warnings import OptimizationWarning
 from botorch.optim.closures import get_loss_closure_with_grads
-from botorch.optim.core import OptimizationResult, OptimizationStatus, scipy_minimize
+from botorch.optim.core import OptimizationResult
+from botorch.optim.fit import fit_gpytorch_mll_scipy
 from botorch.optim.utils import get_parameters_and_bounds
 from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
@@ -149,8 +148,6 @@ def fit_mll_scipy(
         name: (param.detach() - shifts[name]).log() if name in shifts else param
         for name, param in parameters.items()
     }
-    coord_bounds = {n: b for n, b in bounds.items() if n in coords and n not in shifts}
-
     log_closure, write_back = _log_coordinate_closure(
         closure, parameters, coords, shifts
     )
@@ -162,23 +159,18 @@ def fit_mll_scipy(
             write_back()
             callback(parameters, result)
 
-    result = scipy_minimize(
-        closure=log_closure,
+    # BoTorch's routine on the coordinates: log ones are unbounded
+    result = fit_gpytorch_mll_scipy(
+        mll,
         parameters=coords,
-        bounds=coord_bounds,
+        bounds={**bounds, **dict.fromkeys(shifts, (None, None))},
+        closure=log_closure,
         method=method,
         options=options,
         callback=wrapped_callback,
         timeout_sec=timeout_sec,
     )
     write_back()  # the optimiser's final point, not its last evaluation
-    if result.status not in (OptimizationStatus.SUCCESS, OptimizationStatus.STOPPED):
-        warnings.warn(
-            f"`scipy_minimize` terminated with status {result.status}, displaying"
-            f" original message from `scipy.optimize.minimize`: {result.message}",
-            OptimizationWarning,
-            stacklevel=2,
-        )
     return result
 
 

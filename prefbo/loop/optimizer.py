@@ -633,9 +633,8 @@ class PreferentialOptimizer:
                         if self.model_name == "laplace"
                         else PairwiseEPMLL
                     )
-                    mll = mll_cls(model.likelihood, model)
                     fit_gpytorch_mll(
-                        mll,
+                        mll_cls(model.likelihood, model),
                         warning_handler=_accept_optimizer_stops,
                         optimizer_kwargs={"options": dict(self.fit_options)},
                     )
