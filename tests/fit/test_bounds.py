@@ -18,20 +18,8 @@ from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 NAME = "model.covar_module.raw_outputscale"
 
 
-def _separable_data():
-    # noiseless answers about a linear utility: the evidence keeps rising with
-    # the outputscale, to the box prior's edge
-    g = torch.Generator().manual_seed(0)
-    X = torch.rand(15, 2, generator=g, dtype=torch.float64)
-    u = X @ torch.tensor([1.0, 2.0], dtype=torch.float64)
-    pairs = torch.randint(0, 15, (30, 2), generator=g)
-    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
-    first = (u[pairs[:, 0]] > u[pairs[:, 1]]).unsqueeze(-1)
-    return X, torch.where(first, pairs, pairs.flip(-1))
-
-
-def test_bounds_are_the_box_on_the_raw_scale():
-    X, comps = _separable_data()
+def test_bounds_are_the_box_on_the_raw_scale(separable_data):
+    X, comps = separable_data
     model = PairwiseLaplaceGP(X, comps)
     mll = PairwiseLaplaceMLL(model.likelihood, model)
     bounds = box_prior_bounds(mll)
@@ -52,13 +40,13 @@ def test_batched_kernel_gets_one_bound_per_element():
     assert lo.shape == hi.shape == (3,)
 
 
-def test_edges_beyond_the_constraint_are_left_to_it():
+def test_edges_beyond_the_constraint_are_left_to_it(separable_data):
     kernel = ScaleKernel(
         RBFKernel(ard_num_dims=2, lengthscale_prior=GammaPrior(2.4, 2.7)),
         outputscale_prior=SmoothedBoxPrior(0.01, 100.0),
         outputscale_constraint=Interval(0.05, 50.0),
     ).double()
-    X, comps = _separable_data()
+    X, comps = separable_data
     model = PairwiseLaplaceGP(X, comps, covar_module=kernel)
     bounds = box_prior_bounds(PairwiseLaplaceMLL(model.likelihood, model))
     assert bounds == {NAME: (None, None)}
@@ -74,7 +62,7 @@ def test_edges_beyond_the_constraint_are_left_to_it():
     [(PairwiseLaplaceGP, PairwiseLaplaceMLL), (PairwiseEPGP, PairwiseEPMLL)],
 )
 def test_bounded_fit_reaches_a_better_optimum_in_fewer_evaluations(
-    monkeypatch, model_cls, mll_cls
+    monkeypatch, model_cls, mll_cls, separable_data
 ):
     calls = [0]
     call = closures.ForwardBackwardClosure.__call__
@@ -84,7 +72,7 @@ def test_bounded_fit_reaches_a_better_optimum_in_fewer_evaluations(
         return call(self, *args, **kwargs)
 
     monkeypatch.setattr(closures.ForwardBackwardClosure, "__call__", counted)
-    X, comps = _separable_data()
+    X, comps = separable_data
     out = {}
     for bounded in (False, True):
         model = model_cls(X, comps)

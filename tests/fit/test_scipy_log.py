@@ -198,16 +198,12 @@ def test_rejects_what_is_not_an_mll():
         fit_mll_scipy(torch.nn.Linear(2, 2))
 
 
-def test_default_fit_bounds_the_outputscale_to_its_box_and_user_bounds_win():
-    # noiseless answers about a linear utility: the evidence keeps rising with
-    # the outputscale, past the box prior's edge at 100 unless bounded
-    g = torch.Generator().manual_seed(0)
-    X = torch.rand(15, 2, generator=g, dtype=torch.float64)
-    u = X @ torch.tensor([1.0, 2.0], dtype=torch.float64)
-    pairs = torch.randint(0, 15, (30, 2), generator=g)
-    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
-    first = (u[pairs[:, 0]] > u[pairs[:, 1]]).unsqueeze(-1)
-    comps = torch.where(first, pairs, pairs.flip(-1))
+def test_default_fit_bounds_the_outputscale_to_its_box_and_user_bounds_win(
+    separable_data,
+):
+    # the evidence keeps rising with the outputscale, past the box prior's
+    # edge at 100 unless bounded
+    X, comps = separable_data
     model = PairwiseLaplaceGP(X, comps)
     fit_gpytorch_mll(PairwiseLaplaceMLL(model.likelihood, model))
     assert model.covar_module.outputscale.item() == pytest.approx(100.0, rel=1e-9)
