@@ -2,11 +2,13 @@ r"""Acquisition helpers for preference models (BoTorch's own functions run on
 prefbo models unchanged)."""
 
 from prefbo.acquisition.eubo import FastAnalyticEUBO, eubo_values, maximize_eubo
+from prefbo.acquisition.gen import gen_candidates_eubo
 from prefbo.acquisition.thompson import maximize_paths, thompson_batch, thompson_pairs
 
 __all__ = [
     "FastAnalyticEUBO",
     "eubo_values",
+    "gen_candidates_eubo",
     "maximize_eubo",
     "maximize_paths",
     "thompson_batch",

@@ -497,8 +497,57 @@ class FastAnalyticEUBO(AcquisitionFunction):
     def forward(self, X: Tensor) -> Tensor:
         r"""EUBO of ``batch_shape x q x d`` questions (``q = 2``, or ``q = 1``
         with a previous winner); returns ``batch_shape`` values."""
+        self._check_questions(X)
         winner = self.previous_winner
-        q = 1 if winner is not None else 2
+        if (
+            self.closed_form_gradient
+            and torch.is_grad_enabled()
+            and X.requires_grad
+            and (winner is None or not winner.requires_grad)
+        ):  # the written-out gradient: autograd's graph costs more here
+            values, _ = _EUBOWithGradient.apply(X, self)
+            return values
+        return self.moments.eubo(
+            _append_winner(X, winner), add_second_mean=winner is None
+        )
+
+    @property
+    def closed_form_gradient(self) -> bool:
+        r"""Whether :meth:`value_and_grad` is available: moments read once from
+        the model (:func:`pair_moments`) with a ``ScaleKernel(RBFKernel)``."""
+        moments = self.moments
+        return isinstance(moments, _KernelMoments) and moments.rbf is not None
+
+    def value_and_grad(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""EUBO of ``b x q x d`` questions and its gradient in ``X``, both
+        from the written-out forward pass, without autograd.
+
+        The numbers ``forward`` and its backward give, for optimisers that want
+        both at once (:func:`~prefbo.acquisition.gen_candidates_eubo`).
+        Needs :attr:`closed_form_gradient`.
+
+        Args:
+            X: ``b x q x d`` questions (``q = 2``, or ``q = 1`` with a
+                previous winner) in the model's dtype.
+
+        Returns:
+            ``(values, grad)``: ``b`` values and the ``b x q x d`` gradient.
+        """
+        if not self.closed_form_gradient:
+            raise UnsupportedError(
+                f"{type(self).__name__}.value_and_grad needs the written-out "
+                "gradient (a prefbo GP whose moments are read once, with a "
+                "ScaleKernel(RBFKernel)); use forward and autograd for this model."
+            )
+        self._check_questions(X)
+        winner = self.previous_winner
+        values, grad = self.moments.eubo_and_grad(
+            _append_winner(X.detach(), winner), add_second_mean=winner is None
+        )
+        return values, grad[..., : X.shape[-2], :]
+
+    def _check_questions(self, X: Tensor) -> None:
+        q = 1 if self.previous_winner is not None else 2
         if X.shape[-2] != q:
             raise UnsupportedError(
                 f"{type(self).__name__} takes q={q} option(s) per question "
@@ -506,27 +555,16 @@ class FastAnalyticEUBO(AcquisitionFunction):
                 f"X of shape {tuple(X.shape)}."
             )
         moments = self.moments
-        read_once = isinstance(moments, _KernelMoments)
-        if read_once and X.dtype != moments.Z.dtype:
+        if isinstance(moments, _KernelMoments) and X.dtype != moments.Z.dtype:
             raise InputTypeError(
                 f"X must have the model's dtype {moments.Z.dtype}; got {X.dtype}."
             )
-        if (
-            read_once
-            and moments.rbf is not None
-            and torch.is_grad_enabled()
-            and X.requires_grad
-            and (winner is None or not winner.requires_grad)
-        ):  # the written-out gradient: autograd's graph costs more here
-            values, _ = _EUBOWithGradient.apply(X, moments, winner)
-            return values
-        return moments.eubo(_append_winner(X, winner), add_second_mean=winner is None)
 
 
 class _EUBOWithGradient(torch.autograd.Function):
     r"""EUBO of ``... x q x d`` questions (and, as a second, non-differentiable
     output, its gradient) whose backward is the gradient
-    :meth:`_KernelMoments.eubo_and_grad` wrote out in the forward pass.
+    :meth:`FastAnalyticEUBO.value_and_grad` wrote out in the forward pass.
 
     A backward that builds a graph (``create_graph=True``, Hessians,
     ``torch.func`` transforms) differentiates the autograd form of the same
@@ -534,32 +572,28 @@ class _EUBOWithGradient(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(X, moments, winner):  # noqa: D102
-        q = X.shape[-2]
-        values, grad = moments.eubo_and_grad(
-            _append_winner(X.detach(), winner), add_second_mean=winner is None
-        )
-        return values, grad[..., :q, :]
+    def forward(X, acqf):  # noqa: D102
+        return acqf.value_and_grad(X)
 
     @staticmethod
     def setup_context(ctx, inputs, output):  # noqa: D102
-        X, moments, winner = inputs
+        X, acqf = inputs
         ctx.mark_non_differentiable(output[1])
         ctx.save_for_backward(X, output[1])
-        ctx.moments, ctx.winner = moments, winner
+        ctx.acqf = acqf
 
     @staticmethod
     def backward(ctx, grad_out, _):  # noqa: D102
         X, grad = ctx.saved_tensors
         if torch.is_grad_enabled():  # a graph is wanted: the autograd form
+            winner = ctx.acqf.previous_winner
             with torch.enable_grad():
-                values = ctx.moments.eubo(
-                    _append_winner(X, ctx.winner),
-                    add_second_mean=ctx.winner is None,
+                values = ctx.acqf.moments.eubo(
+                    _append_winner(X, winner), add_second_mean=winner is None
                 )
                 (g,) = torch.autograd.grad(values, X, grad_out, create_graph=True)
-            return g, None, None
-        return grad_out[..., None, None] * grad, None, None
+            return g, None
+        return grad_out[..., None, None] * grad, None
 
 
 # ---------------------------------------------------------------- maximiser

@@ -49,6 +49,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from prefbo.acquisition.eubo import FastAnalyticEUBO, maximize_eubo
+from prefbo.acquisition.gen import gen_candidates_eubo
 from prefbo.acquisition.thompson import thompson_batch
 from prefbo.data.containers import PairwiseComparisons
 from prefbo.data.validation import check_bounds
@@ -821,5 +822,8 @@ class PreferentialOptimizer:
             num_restarts=o["num_restarts"],
             raw_samples=o["raw_samples"],
             options=_acqf_scipy_options(o, seed),
+            # BoTorch's L-BFGS-B on the written-out EUBO gradient (same
+            # iterates as gen_candidates_scipy; anything else goes there)
+            gen_candidates=gen_candidates_eubo,
         )
         return cand.detach()

@@ -1,0 +1,202 @@
+r"""Candidate generation for ``optimize_acqf`` with the written-out EUBO gradient.
+
+BoTorch's ``optimize_acqf`` hands its restarts to ``gen_candidates_scipy``,
+which runs BoTorch's batched L-BFGS-B (each restart its own problem) and, at
+every evaluation, converts the point to a tensor, runs the acquisition
+function's forward pass, asks autograd for the gradient and converts both
+back. For :class:`~prefbo.acquisition.FastAnalyticEUBO` the gradient is
+already written out in the forward pass, so
+:func:`gen_candidates_eubo` runs the *same* L-BFGS-B — BoTorch's
+``fmin_l_bfgs_b_batched``, the same options, bounds, starts and result
+handling — on :meth:`~prefbo.acquisition.FastAnalyticEUBO.value_and_grad`
+directly. The iterates are the same numbers, so the question is the same as
+with BoTorch's default; each evaluation skips the autograd graph and
+BoTorch's forward decorators (about half of ``optimize_acqf``'s time on the
+PBO loop's models).
+
+Anything else — another acquisition function, a model without the
+closed-form gradient, constraints, fixed features, options or a timeout that
+take BoTorch off its batched path — goes to ``gen_candidates_scipy``
+unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.exceptions.errors import OptimizationGradientError
+from botorch.generation.gen import gen_candidates_scipy
+from botorch.optim.utils import columnwise_clamp
+from torch import Tensor
+
+from prefbo.acquisition.eubo import FastAnalyticEUBO
+
+# options BoTorch's gen_candidates_scipy keeps out of the L-BFGS-B call
+_NOT_LBFGSB = (
+    "method",
+    "callback",
+    "with_grad",
+    "max_optimization_problem_aggregation_size",
+)
+
+
+def _batched_lbfgsb() -> tuple[Callable, Callable, Callable, Callable] | None:
+    r"""BoTorch's batched L-BFGS-B pieces, or ``None`` in a BoTorch without
+    them (then everything goes to ``gen_candidates_scipy``)."""
+    try:
+        from botorch.generation.gen import (
+            _process_scipy_result,
+            get_reasons_against_fast_path,
+        )
+        from botorch.optim.batched_lbfgs_b import (
+            fmin_l_bfgs_b_batched,
+            translate_bounds_for_lbfgsb,
+        )
+    except ImportError:
+        return None
+    return (
+        fmin_l_bfgs_b_batched,
+        translate_bounds_for_lbfgsb,
+        get_reasons_against_fast_path,
+        _process_scipy_result,
+    )
+
+
+def gen_candidates_eubo(
+    initial_conditions: Tensor,
+    acquisition_function: AcquisitionFunction,
+    lower_bounds: float | Tensor | None = None,
+    upper_bounds: float | Tensor | None = None,
+    options: dict[str, Any] | None = None,
+    fixed_features: Mapping[int, float | Tensor] | None = None,
+    timeout_sec: float | None = None,
+    use_parallel_mode: bool | None = None,
+    **constraints: Any,
+) -> tuple[Tensor, Tensor]:
+    r"""``gen_candidates_scipy`` for :class:`~prefbo.acquisition.FastAnalyticEUBO`,
+    evaluating its written-out value and gradient directly.
+
+    Pass it as ``optimize_acqf(..., gen_candidates=gen_candidates_eubo)``. The
+    arguments and results are ``gen_candidates_scipy``'s; so are the
+    candidates (same L-BFGS-B iterates), at about half the time on
+    prefbo's pairwise GPs.
+
+    Example:
+        >>> acqf = FastAnalyticEUBO(model)
+        >>> X, value = optimize_acqf(
+        ...     acqf, bounds, q=2, num_restarts=4, raw_samples=128,
+        ...     gen_candidates=gen_candidates_eubo,
+        ... )
+
+    Args:
+        initial_conditions: ``b x q x d`` (or ``q x d``) starting points.
+        acquisition_function: The acquisition function; anything but a
+            :class:`~prefbo.acquisition.FastAnalyticEUBO` with
+            :attr:`~prefbo.acquisition.FastAnalyticEUBO.closed_form_gradient`
+            goes to ``gen_candidates_scipy``.
+        lower_bounds: Lower bounds of the candidates' columns.
+        upper_bounds: Upper bounds of the candidates' columns.
+        options: ``gen_candidates_scipy``'s options (``maxiter``, ``ftol``,
+            ``factr``, ``pgtol``, ``maxls``, ``callback``, …).
+        fixed_features: Features fixed to values (``gen_candidates_scipy``).
+        timeout_sec: Timeout (``gen_candidates_scipy``).
+        use_parallel_mode: ``gen_candidates_scipy``'s; ``False`` (its serial
+            path) goes there.
+        **constraints: Constraints (``inequality_constraints``, …); any given
+            goes to ``gen_candidates_scipy``.
+
+    Returns:
+        ``(candidates, values)``: the optimised ``initial_conditions``-shaped
+        candidates and their ``b`` acquisition values.
+    """
+    options = dict(options or {})
+    batched = _batched_lbfgsb()
+    minimize_options = {k: v for k, v in options.items() if k not in _NOT_LBFGSB}
+    minimize_options["maxiter"] = options.get("maxiter", 2000)
+    direct = (
+        batched is not None
+        and isinstance(acquisition_function, FastAnalyticEUBO)
+        and acquisition_function.closed_form_gradient
+        and initial_conditions.ndim in (2, 3)
+        and not fixed_features
+        and all(c is None for c in constraints.values())
+        and use_parallel_mode is not False
+        and not batched[2](
+            method=options.get("method", "L-BFGS-B"),
+            with_grad=options.get("with_grad", True),
+            minimize_options=minimize_options,
+            timeout_sec=timeout_sec,
+        )
+    )
+    if not direct:
+        return gen_candidates_scipy(
+            initial_conditions,
+            acquisition_function,
+            lower_bounds=lower_bounds,
+            upper_bounds=upper_bounds,
+            options=options,
+            fixed_features=fixed_features,
+            timeout_sec=timeout_sec,
+            use_parallel_mode=use_parallel_mode,
+            **constraints,
+        )
+    fmin_l_bfgs_b_batched, translate_bounds, _, process_result = batched
+    shape = initial_conditions.shape
+    ics = (
+        initial_conditions if initial_conditions.ndim == 3 else initial_conditions[None]
+    )
+    clamped = columnwise_clamp(
+        ics, lower=lower_bounds, upper=upper_bounds, raise_on_violation=True
+    )
+    b, q, d = clamped.shape
+    dtype, device = clamped.dtype, clamped.device
+
+    def value_and_grad(x: np.ndarray, batch_indices: list[int] | None = None):
+        # minimised: the negative EUBO of the restarts still running (``x`` is
+        # ``b' x q·d``), as gen_candidates_scipy's wrapper returns it
+        if np.isnan(x).any():
+            raise RuntimeError(
+                f"{np.isnan(x).sum()} elements of the {x.size} element array `x` "
+                "are NaN."
+            )
+        X = torch.from_numpy(x).to(device=device, dtype=dtype).view(-1, q, d)
+        values, grad = acquisition_function.value_and_grad(X)
+        g = grad.neg().reshape(x.shape).cpu().double().numpy()
+        if np.isnan(g).any():
+            raise OptimizationGradientError(
+                f"{np.isnan(g).sum()} elements of the {g.size} element gradient "
+                "array `gradf` are NaN. This often indicates numerical issues.",
+                current_x=x,
+            )
+        return values.neg().cpu().numpy(), g
+
+    x0 = clamped.detach().cpu().double().numpy().reshape(b, -1)
+    # (BoTorch also caps numpy's BLAS threads here, which costs a scan of the
+    # loaded libraries, ~3 ms per call; L-BFGS-B's products are far too small
+    # to be threaded, so the iterates are the same without it)
+    xs, _, results = fmin_l_bfgs_b_batched(
+        func=value_and_grad,
+        x0=x0,
+        bounds=translate_bounds(
+            lower_bounds=lower_bounds,
+            upper_bounds=upper_bounds,
+            num_features=d,
+            q=q,
+        ),
+        callback=options.get("callback"),
+        pass_batch_indices=True,
+        **minimize_options,
+    )
+    for res in results:
+        process_result(res=res, options=options)
+    candidates = torch.from_numpy(xs).view_as(clamped).to(ics)
+    candidates = columnwise_clamp(
+        candidates, lower=lower_bounds, upper=upper_bounds, raise_on_violation=True
+    ).reshape(shape)
+    with torch.no_grad():
+        values = acquisition_function(candidates)
+    return candidates, values
