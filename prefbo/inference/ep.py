@@ -115,13 +115,14 @@ def _initial_sites(init, comps: Tensor, dtype, device) -> tuple[Tensor, Tensor]:
     return tau, nu
 
 
-def _gaussian(L, Kinv, tau, nu, comps, precision, with_logdet=True):
+def _gaussian(L, Kinv, tau, nu, comps, index, precision, with_logdet=True):
     r"""``μ``, ``Σ``, the factor used and ``log|I + K W|`` (``None`` unless
-    ``with_logdet``: only the evidence needs it) for sites ``(τ̃, ν̃)``."""
+    ``with_logdet``: only the evidence needs it) for sites ``(τ̃, ν̃)``;
+    ``index``: the comparisons' :func:`_laplacian_index`."""
     n = L.shape[-1]
     b = scatter_pairs(nu, comps, n)  # Dᵀ ν̃
     if precision:
-        C, info = _cholesky_plus_laplacian(Kinv, tau, _laplacian_index(comps, n))
+        C, info = _cholesky_plus_laplacian(Kinv, tau, index)
         S = _row_major(torch.cholesky_inverse(C))
     else:
         A = L.transpose(-1, -2) @ laplacian_matmul(tau, comps, L)
@@ -138,10 +139,10 @@ def _gaussian(L, Kinv, tau, nu, comps, precision, with_logdet=True):
     return mu, S, C, info, logdet, b
 
 
-def _cavities(mu, S, tau, nu, comps):
+def _cavities(mu, S, tau, nu, comps, index):
     r"""Cavity precisions and shifts on every ``Δ_k``, and their validity."""
     m_k = _pair_diff(mu, comps)
-    v_raw = pair_quadratic(S, comps)
+    v_raw = pair_quadratic(S, comps, index)
     v_k = v_raw.clamp_min(torch.finfo(S.dtype).tiny)
     tau_c = 1.0 / v_k - tau
     nu_c = m_k / v_k - nu
@@ -297,6 +298,7 @@ def _run_ep(
     s2 = likelihood.scale**2
     comps = comparisons.expand(batch + comparisons.shape[-2:])
     Kinv = _row_major(torch.cholesky_inverse(L)) if precision else None
+    index = _laplacian_index(comps, n)
     tau, nu = _initial_sites(init, comps, dtype, L.device)
     converged = torch.zeros(batch, dtype=torch.bool, device=L.device)
     step = torch.full(
@@ -307,14 +309,14 @@ def _run_ep(
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
         mu, S, _, info, _, _ = _gaussian(
-            L, Kinv, tau, nu, comps, precision, with_logdet=False
+            L, Kinv, tau, nu, comps, index, precision, with_logdet=False
         )
         if bool((info > 0).any()):
             raise NumericalError(
                 "EP: the approximate posterior precision is not positive definite; "
                 "check the kernel hyperparameters."
             )
-        tau_c, nu_c, valid = _cavities(mu, S, tau, nu, comps)
+        tau_c, nu_c, valid = _cavities(mu, S, tau, nu, comps, index)
         vc = 1.0 / tau_c
         mc = nu_c * vc
         root = (s2 + vc).sqrt()
@@ -347,8 +349,8 @@ def _run_ep(
             ConvergenceWarning,
             stacklevel=3,
         )
-    mu, S, C, _, logdet, b = _gaussian(L, Kinv, tau, nu, comps, precision)
-    tau_c, nu_c, valid = _cavities(mu, S, tau, nu, comps)
+    mu, S, C, _, logdet, b = _gaussian(L, Kinv, tau, nu, comps, index, precision)
+    tau_c, nu_c, valid = _cavities(mu, S, tau, nu, comps, index)
     vc = 1.0 / tau_c
     mc = nu_c * vc
     logZ_hat = torch.special.log_ndtr(mc / (s2 + vc).sqrt())

@@ -693,19 +693,24 @@ class LaplaceEvidence(torch.autograd.Function):
         return M.mul_((0.5 * grad_out)[..., None, None]), None, None, None, None, None
 
 
-def pair_quadratic(S: Tensor, comparisons: Tensor) -> Tensor:
+def pair_quadratic(
+    S: Tensor, comparisons: Tensor, index: Tensor | None = None
+) -> Tensor:
     r"""``a_kᵀ S a_k = S_ww + S_ll - 2 S_wl`` for every comparison.
 
     Args:
         S: ``batch_shape x n x n`` symmetric matrix.
         comparisons: ``batch_shape x m x 2`` long ``[w, l]`` rows.
+        index: Their :func:`_laplacian_index` if the caller has it.
 
     Returns:
         ``batch_shape x m``.
     """
     n, m = S.shape[-1], comparisons.shape[-2]
-    # the (cached) positions ww, ll, wl, lw of W's entries are the ones read
-    ww_ll_wl = S.flatten(-2).gather(-1, _laplacian_index(comparisons, n)[..., : 3 * m])
+    if index is None:
+        index = _laplacian_index(comparisons, n)
+    # the positions ww, ll, wl, lw of W's entries are the ones read
+    ww_ll_wl = S.flatten(-2).gather(-1, index[..., : 3 * m])
     return ww_ll_wl[..., :m] + ww_ll_wl[..., m : 2 * m] - 2 * ww_ll_wl[..., 2 * m :]
 
 

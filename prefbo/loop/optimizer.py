@@ -414,7 +414,10 @@ class PreferentialOptimizer:
             )
         self.fit_options = {**DEFAULT_FIT_OPTIONS, **(fit_options or {})}
         self._fits: dict[int, Any] = {}  # answers -> fitted kernel
-        self._fit_sites: dict[int, Any] = {}  # answers -> EP sites at the fit
+        # answers -> where the fit's last evaluation left the approximation (EP
+        # sites, a Laplace mode): the start of the next fit and of the models
+        # built from that fit
+        self._fit_starts: dict[int, Any] = {}
         self._log = None
         if log_path is not None:
             self._log = SessionLog.create(log_path, self.config)
@@ -519,7 +522,7 @@ class PreferentialOptimizer:
         self._pending, self._model = None, None
         for c in [c for c in self._fits if c > len(self._tells)]:
             del self._fits[c]  # its answers are no longer all in force
-            self._fit_sites.pop(c, None)
+            self._fit_starts.pop(c, None)
         return last
 
     # ------------------------------------------------------------ resume
@@ -663,8 +666,8 @@ class PreferentialOptimizer:
             # model itself, whose cached state depends on the optimiser's path
             with _seeded(self.seed * 7919 + k), expected_fit_warnings():
                 self._model = self._build(designs, comps, kernel)
-            if c in self._fit_sites:  # EP: start at the fit's sites (a prefix)
-                self._model.warm_start(self._fit_sites[c])
+            if c in self._fit_starts:  # start at the fit's sites / mode (a prefix)
+                self._model.warm_start(self._fit_starts[c])
             self._model.eval()
         return self._model
 
@@ -691,13 +694,17 @@ class PreferentialOptimizer:
             with _seeded(self.seed * 7919 + count), expected_fit_warnings():
                 designs, comps = _pairs_from(self._tells[:count])
                 fitted = self._build_for_fit(designs, comps, start)
-                if start is not None and count - step in self._fit_sites:
-                    fitted.warm_start(self._fit_sites[count - step])
+                if start is not None and count - step in self._fit_starts:
+                    fitted.warm_start(self._fit_starts[count - step])
                 self._fit(fitted)
             self._fits[count] = fitted.covar_module
-            sites = fitted.last_sites if isinstance(fitted, PairwiseEPGP) else None
-            if sites is not None:
-                self._fit_sites[count] = sites
+            last = None
+            if isinstance(fitted, PairwiseEPGP):
+                last = fitted.last_sites
+            elif isinstance(fitted, PairwiseLaplaceGP):
+                last = fitted.last_mode
+            if last is not None:
+                self._fit_starts[count] = last
         return self._fits[c]
 
     def _build_for_fit(self, designs: Tensor, comps: Tensor, start: Any) -> Any:

@@ -114,6 +114,53 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
             evidence = evidence - pad * self.likelihood._log_prob(zero)
         return evidence, state
 
+    def warm_start(self, mode: Tensor | LaplaceState) -> None:
+        r"""Start the next Newton search (a fit's evidence or the posterior)
+        from ``mode``.
+
+        Useful when designs were appended: the mode of a model of the first
+        ``n₀`` designs (:attr:`last_mode`) starts those, the designs added
+        since start at zero. Only the start changes: Newton keeps it only
+        where it beats ``f = 0``, and finds the same mode to its tolerance.
+
+        Args:
+            mode: ``batch_shape x n₀`` utilities (``n₀ ≤ n``, the number of
+                designs), or a :class:`~prefbo.inference.LaplaceState`.
+        """
+        if isinstance(mode, LaplaceState):
+            mode = mode.mode
+        if not isinstance(mode, Tensor) or mode.ndim < 1:
+            raise InputDataError(
+                "mode must be a batch_shape x n0 tensor or a LaplaceState; got "
+                f"{type(mode).__name__}."
+            )
+        if self._has_no_data():
+            raise InputDataError("warm_start needs training data; this model has none.")
+        batch, n = self.datapoints.shape[:-2], self.datapoints.shape[-2]
+        n0 = mode.shape[-1]
+        if n0 > n:
+            raise InputDataError(
+                f"mode must have at most n={n} entries (one per design); got {n0}."
+            )
+        try:
+            mode = mode.detach().to(self.datapoints).expand(batch + (n0,))
+        except RuntimeError:
+            raise InputDataError(
+                f"mode must have the model's batch_shape {tuple(batch)}; got shape "
+                f"{tuple(mode.shape)}."
+            ) from None
+        self._warm = torch.cat([mode, mode.new_zeros(batch + (n - n0,))], dim=-1)
+
+    @property
+    def last_mode(self) -> Tensor | None:
+        r"""The mode of the latest Newton search (a fit's evidence or the
+        posterior; the :meth:`warm_start` given if none ran since), ``None``
+        before any; computes nothing."""
+        warm = self._warm
+        if isinstance(warm, LaplaceState):
+            return warm.mode
+        return warm if isinstance(warm, Tensor) else None
+
     @property
     def laplace_state(self) -> LaplaceState:
         r"""The :class:`~prefbo.inference.LaplaceState` at the mode."""

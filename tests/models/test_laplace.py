@@ -16,6 +16,7 @@ from botorch.models.likelihoods.pairwise import (
 )
 from botorch.models.pairwise_gp import PairwiseLaplaceMarginalLogLikelihood
 from botorch.sampling import SobolQMCNormalSampler
+from gpytorch.kernels import RBFKernel
 from linear_operator.utils.warnings import NumericalWarning
 
 from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
@@ -409,3 +410,48 @@ def test_knowledge_gradient_and_mes_with_pending_points_run():
         X_pending=torch.rand(1, 2, dtype=torch.float64),
     )
     assert torch.isfinite(mes(torch.rand(3, 1, 2, dtype=torch.float64))).all()
+
+
+def test_warm_start_from_the_mode_of_fewer_designs():
+    # the loop's models: designs appended, the mode of the first ones a start
+    X0, comp0, _ = make_pairwise_data(38, 76, seed=5)
+    X = torch.cat([X0, torch.tensor([[0.1, 0.9], [0.8, 0.3]], dtype=torch.float64)])
+    comp = torch.cat([comp0, torch.tensor([[38, 39]])])  # one new answer
+    first = PairwiseLaplaceGP(X0, comp0)
+    assert first.last_mode is None  # nothing computed yet
+    first.posterior(X[:2])
+    mode = first.last_mode
+    torch.testing.assert_close(mode, first.laplace_state.mode)
+    same = PairwiseLaplaceGP(X0, comp0)
+    same.warm_start(mode)  # at the mode already: one Newton step confirms it
+    assert same.laplace_state.iterations == 1 < first.laplace_state.iterations
+    cold = PairwiseLaplaceGP(X, comp)
+    warm = PairwiseLaplaceGP(X, comp)
+    warm.warm_start(mode)
+    torch.testing.assert_close(warm.laplace_state.mode, cold.laplace_state.mode)
+    Xt = torch.rand(5, 2, dtype=torch.float64)
+    pc, pw = cold.posterior(Xt), warm.posterior(Xt)
+    torch.testing.assert_close(pw.mean, pc.mean, rtol=0, atol=1e-8)
+    torch.testing.assert_close(
+        pw.covariance_matrix, pc.covariance_matrix, rtol=0, atol=1e-8
+    )
+    # a fit's evidence starts there too, and reaches the same value
+    fits = []
+    for model in (PairwiseLaplaceGP(X, comp), PairwiseLaplaceGP(X, comp)):
+        if fits:
+            model.warm_start(first.laplace_state)  # a state is accepted as well
+        model.train()
+        mll = PairwiseLaplaceMLL(model.likelihood, model)
+        out = model(*model.train_inputs)
+        fits.append(mll(out, model.train_targets).detach())
+    # (to the fit's Newton tolerance, fit_tol = 1e-6: first order in the evidence)
+    torch.testing.assert_close(fits[1], fits[0], rtol=1e-6, atol=0)
+    with pytest.raises(InputDataError, match="at most n=40 entries"):
+        warm.warm_start(torch.zeros(41, dtype=torch.float64))
+    with pytest.raises(InputDataError, match="batch_shape x n0 tensor"):
+        warm.warm_start([0.0])
+    with pytest.raises(InputDataError, match=r"batch_shape \(\)"):
+        warm.warm_start(torch.zeros(3, 30, dtype=torch.float64))
+    with pytest.raises(InputDataError, match="needs training data"):
+        prior_only = PairwiseLaplaceGP(None, None, covar_module=RBFKernel())
+        prior_only.warm_start(mode)
