@@ -11,8 +11,13 @@ model (hyperparameters fitted as in the loop) is the one both maximisers get:
   ``torch.manual_seed(seed)`` (its Boltzmann choice of starts draws from
   torch's global generator) — the loop's ``acqf_options={"optimizer":
   "scipy"}``;
-- prefbo: ``maximize_eubo(model, bounds, num_restarts, raw_samples,
-  num_steps=maxiter, seed)`` (the loop's default).
+- prefbo (``--prefbo maximize_eubo``, default): ``maximize_eubo(model,
+  bounds, num_restarts, raw_samples, num_steps=maxiter, seed)`` (the loop's
+  ``acqf_options={"optimizer": "torch"}``);
+- prefbo (``--prefbo gen_candidates``): the same ``optimize_acqf`` call on
+  :class:`~prefbo.acquisition.FastAnalyticEUBO` with
+  ``gen_candidates=gen_candidates_eubo`` (the loop's default maximiser; it
+  should return BoTorch's question: 0 better, 0 worse).
 
 Two settings of ``(num_restarts, raw_samples, maxiter)``: the loop's defaults
 ``(4, 128, 100)`` and the regret benchmark's ``(2, 64, 50)``; both questions
@@ -30,6 +35,8 @@ BoTorch's minus 1e-6, the number of cases where it is more than 1e-6 higher
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/eubo_optimizer.py           # ~1.5 minutes
+    OMP_NUM_THREADS=1 python benchmarks/eubo_optimizer.py --prefbo gen_candidates \
+        --output benchmarks/results/eubo_gen_candidates.md
     OMP_NUM_THREADS=1 python benchmarks/eubo_optimizer.py --quick   # ~10 s
 
 The markdown report is printed and written to
@@ -64,7 +71,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 import prefbo
-from prefbo.acquisition import maximize_eubo
+from prefbo.acquisition import FastAnalyticEUBO, gen_candidates_eubo, maximize_eubo
 from prefbo.benchmarks import Branin, Hartmann3, Hartmann6, SimulatedPerson
 from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
 
@@ -73,6 +80,12 @@ PROBLEMS = {p.__name__: p for p in (Branin, Hartmann3, Hartmann6)}
 MODELS = ("laplace", "ep", "skew", "variational")
 SETTINGS = {"loop": (4, 128, 100), "regret": (2, 64, 50)}  # restarts, raw, maxiter
 TOL = 1e-6
+ARMS = {
+    "maximize_eubo": "`maximize_eubo`",
+    "gen_candidates": (
+        "`optimize_acqf(FastAnalyticEUBO, gen_candidates=gen_candidates_eubo)`"
+    ),
+}
 
 
 @dataclass
@@ -121,9 +134,10 @@ def _timed(fn: Callable[[], Tensor]) -> tuple[float, Tensor]:
 
 
 def run_case(
-    bounds, model, winner, setting: str, seed: int, repeats: int
+    bounds, model, winner, setting: str, seed: int, repeats: int, arm: str
 ) -> tuple[float, float, float, float]:
-    r"""``(t_botorch, t_prefbo, v_botorch, v_prefbo)`` for one question."""
+    r"""``(t_botorch, t_prefbo, v_botorch, v_prefbo)`` for one question
+    (``arm``: prefbo's maximiser, see the module docstring)."""
     restarts, raw, maxiter = SETTINGS[setting]
     acqf = AnalyticExpectedUtilityOfBestOption(
         pref_model=model,
@@ -143,6 +157,20 @@ def run_case(
         return X.detach()
 
     def prefbo_max():
+        if arm == "gen_candidates":
+            fast = FastAnalyticEUBO(
+                model, previous_winner=None if winner is None else winner[None]
+            )
+            X, _ = optimize_acqf(
+                fast,
+                bounds=bounds,
+                q=q,
+                num_restarts=restarts,
+                raw_samples=raw,
+                options={"seed": seed, "maxiter": maxiter},
+                gen_candidates=gen_candidates_eubo,
+            )
+            return X.detach()
         return maximize_eubo(
             model,
             bounds,
@@ -160,6 +188,7 @@ def run_case(
             # starts (torch's global generator): seed that too, as the loop does
             torch.manual_seed(seed)
             tb, X_b = _timed(botorch_max)
+            torch.manual_seed(seed)
             tp, X_p = _timed(prefbo_max)
             t_b, t_p = min(t_b, tb), min(t_p, tp)
     with torch.no_grad():
@@ -180,7 +209,13 @@ def run(args: argparse.Namespace) -> list[Case]:
                             w = winner if with_winner else None
                             with _expected_warnings():
                                 res = run_case(
-                                    bounds, model, w, setting, seed, args.repeats
+                                    bounds,
+                                    model,
+                                    w,
+                                    setting,
+                                    seed,
+                                    args.repeats,
+                                    args.prefbo,
                                 )
                             cases.append(
                                 Case(
@@ -232,7 +267,7 @@ def _summary(rows: list[Case]) -> tuple:
 def report(cases: list[Case], args: argparse.Namespace, load: tuple) -> str:
     r"""The markdown report."""
     lines = [
-        "# EUBO maximisation: `maximize_eubo` vs BoTorch's `optimize_acqf`",
+        f"# EUBO maximisation: {ARMS[args.prefbo]} vs BoTorch's `optimize_acqf`",
         "",
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"- versions: torch {torch.__version__}, botorch {botorch.__version__}, "
@@ -309,6 +344,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS)
     )
     p.add_argument("--repeats", type=int, default=3, help="timed calls per case")
+    p.add_argument(
+        "--prefbo",
+        default="maximize_eubo",
+        choices=list(ARMS),
+        help="prefbo's maximiser (see the module docstring)",
+    )
     p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     p.add_argument("--append", action="store_true", help="append to --output")
     p.add_argument(

@@ -55,8 +55,12 @@ design masks, other variational strategies, …) goes through
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from types import SimpleNamespace
 
 import gpytorch
+import numpy as np
+import scipy.special
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.models.model import Model
@@ -70,6 +74,7 @@ from torch.quasirandom import SobolEngine
 
 from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.inference.laplace import comparison_laplacian
 from prefbo.models.pairwise import PairwisePreferenceGP
 from prefbo.models.skew import SkewGP
 from prefbo.models.variational import VariationalPreferenceGP
@@ -78,6 +83,23 @@ SIGMA_JITTER = 1e-8  # BoTorch's clamp of Var(f1 - f2)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 # relative Levenberg–Marquardt damping of the steps tried in parallel (0: Newton)
 _DAMPING = (0.0, 1e-6, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0)
+# the array functions the written-out EUBO needs, for tensors and for arrays
+_TORCH = SimpleNamespace(
+    exp=torch.exp,
+    sqrt=torch.sqrt,
+    ndtr=torch.special.ndtr,
+    where=torch.where,
+    stack=torch.stack,
+    clamp_min=torch.clamp_min,
+)
+_NUMPY = SimpleNamespace(
+    exp=np.exp,
+    sqrt=np.sqrt,
+    ndtr=scipy.special.ndtr,
+    where=np.where,
+    stack=np.stack,
+    clamp_min=np.maximum,
+)
 # starts closer than this (root-mean-square per unit-box coordinate) count as one
 _START_RADIUS = 0.2
 
@@ -164,6 +186,8 @@ class _KernelMoments(PairMoments):
         alpha: ``n`` weights of the mean.
         factors: ``2 x n x n`` lower factors ``[L, L C]`` (or ``None``).
         M: ``n x n`` symmetric matrix (or ``None``).
+        dense_M: With ``factors``: a function returning ``M`` as a matrix,
+            for the NumPy evaluation (:meth:`eubo_and_grad` on arrays).
         mean_constant: ``c``.
         jitter: ``j``, added to every variance (GPyTorch's variational
             strategies add it).
@@ -177,12 +201,15 @@ class _KernelMoments(PairMoments):
         *,
         factors: Tensor | None = None,
         M: Tensor | None = None,
+        dense_M: Callable[[], Tensor] | None = None,
         mean_constant: float = 0.0,
         jitter: float = 0.0,
     ) -> None:
         super().__init__(model)
         self.Z, self.alpha, self.factors, self.M = Z, alpha, factors, M
         self.mean_constant, self.jitter = mean_constant, jitter
+        self._dense_M = dense_M
+        self._numpy: SimpleNamespace | None = None
         self.rbf = _rbf_parts(model.covar_module)
         if self.rbf is not None:
             Zs = self.Z / self.rbf[1]
@@ -252,37 +279,91 @@ class _KernelMoments(PairMoments):
     ) -> tuple[Tensor, Tensor]:
         if self.rbf is None:
             return super().eubo_and_grad(X, add_second_mean)
-        # the forward pass of ``eubo`` and its gradient written out: autograd's
-        # graph costs more than the arithmetic at these sizes
+        return self._written_out(X, add_second_mean, self._torch_parts(), _TORCH)
+
+    @property
+    def numpy_ready(self) -> bool:
+        r"""Whether :meth:`numpy_eubo_and_grad` is available: the closed-form
+        kernel, float64 on the CPU, and ``M`` as a matrix."""
+        return (
+            self.rbf is not None
+            and self.Z.device.type == "cpu"
+            and self.Z.dtype == torch.float64
+            and (self.M is not None or self._dense_M is not None)
+        )
+
+    def numpy_eubo_and_grad(
+        self, X: np.ndarray, add_second_mean: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        r""":meth:`eubo_and_grad` of a float64 ``b x 2 x d`` array, in NumPy:
+        the same formula (to rounding), without torch's per-operation
+        overhead, for optimisers that work on arrays (needs
+        :attr:`numpy_ready`)."""
+        if self._numpy is None:
+            M = self.M if self.M is not None else self._dense_M()
+            parts = self._torch_parts(M=M)
+            self._numpy = SimpleNamespace(
+                **{
+                    k: v.detach().cpu().numpy() if isinstance(v, Tensor) else v
+                    for k, v in vars(parts).items()
+                }
+            )
+        return self._written_out(X, add_second_mean, self._numpy, _NUMPY)
+
+    def _torch_parts(self, M: Tensor | None = None) -> SimpleNamespace:
         scale, ls = self.rbf
+        return SimpleNamespace(
+            scale=scale,
+            ls=ls,
+            centre=self.centre,
+            Zc=self.Zc,
+            Zc_sq=self.Zc_sq,
+            Zs=self.Zs,
+            alpha=self.alpha,
+            M=self.M if M is None else M,
+            constant=self.mean_constant,
+            jitter=self.jitter,
+        )
+
+    def _written_out(self, X, add_second_mean: bool, p: SimpleNamespace, xp):
+        r"""EUBO and its gradient, written out (``p``: the moments' arrays,
+        ``xp``: their array functions, torch's or NumPy's): autograd's graph
+        costs more than the arithmetic at these sizes."""
         shape, d = X.shape[:-2], X.shape[-1]
-        Xs = (X / ls).reshape(-1, 2, d)  # B x 2 x d
-        Ks = scale * torch.exp(-0.5 * self._sq_dist(Xs))  # B x 2 x n
-        mean = self.mean_constant + Ks @ self.alpha  # B x 2
-        red, Mdk = self._reduce(Ks[:, 0] - Ks[:, 1], grad=True)  # B, B x n
+        Xs = (X / p.ls).reshape(-1, 2, d)  # B x 2 x d
+        A = Xs - p.centre  # squared distances to Z, expanded around the centre
+        sq = (A * A).sum(-1)[..., None] + p.Zc_sq - 2.0 * (A @ p.Zc.swapaxes(-1, -2))
+        Ks = p.scale * xp.exp(-0.5 * xp.clamp_min(sq, 0))  # B x 2 x n
+        mean = p.constant + Ks @ p.alpha  # B x 2
+        dk = Ks[:, 0] - Ks[:, 1]  # B x n
+        if p.M is not None:
+            Mdk = dk @ p.M
+            red = (Mdk * dk).sum(-1)
+        else:
+            red, Mdk = self._reduce(dk, grad=True)  # B, B x n
         d01 = Xs[:, 0] - Xs[:, 1]  # B x d
-        e01 = torch.exp(-0.5 * d01.square().sum(-1))  # B
-        var = 2.0 * scale * (1.0 - e01) + 2.0 * self.jitter + red
-        sigma = var.clamp(min=SIGMA_JITTER).sqrt()
+        e01 = xp.exp(-0.5 * (d01 * d01).sum(-1))  # B
+        var = 2.0 * p.scale * (1.0 - e01) + 2.0 * p.jitter + red
+        sigma = xp.sqrt(xp.clamp_min(var, SIGMA_JITTER))
         u = (mean[:, 0] - mean[:, 1]) / sigma
-        pdf = _INV_SQRT_2PI * torch.exp(-0.5 * u * u)
-        cdf = torch.special.ndtr(u)
+        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * u * u)
+        cdf = xp.ndtr(u)
         values = sigma * (pdf + u * cdf)
         g_m1 = -cdf
         if add_second_mean:
             values = values + mean[:, 1]
             g_m1 = g_m1 + 1.0
         # d EUBO / d σ = φ(u), so d EUBO / d var = φ(u) / (2 σ) (0 when clamped)
-        g_var = torch.where(var > SIGMA_JITTER, pdf / (2.0 * sigma), 0.0)
-        g_dk = (2.0 * g_var).unsqueeze(-1) * Mdk  # d EUBO / d dk, B x n
-        G0 = cdf.unsqueeze(-1) * self.alpha + g_dk
-        G1 = g_m1.unsqueeze(-1) * self.alpha - g_dk
-        GK = torch.stack([G0, G1], dim=-2) * Ks  # B x 2 x n: d EUBO / d log k
+        g_var = xp.where(var > SIGMA_JITTER, pdf / (2.0 * sigma), 0.0)
+        g_dk = (2.0 * g_var)[..., None] * Mdk  # d EUBO / d dk, B x n
+        G0 = cdf[..., None] * p.alpha + g_dk
+        G1 = g_m1[..., None] * p.alpha - g_dk
+        GK = xp.stack([G0, G1], -2) * Ks  # B x 2 x n: d EUBO / d log k
         # d k(x, z) / d xs = -k(x, z) (xs - zs)
-        g_Xs = GK @ self.Zs - GK.sum(-1, keepdim=True) * Xs  # B x 2 x d
-        g_prior = (2.0 * scale * g_var * e01).unsqueeze(-1) * d01  # B x d
-        g_Xs = g_Xs + torch.stack([g_prior, -g_prior], dim=-2)
-        return values.reshape(shape), (g_Xs / ls).reshape(shape + (2, d))
+        g_Xs = GK @ p.Zs - GK.sum(-1)[..., None] * Xs  # B x 2 x d
+        g_prior = (2.0 * p.scale * g_var * e01)[..., None] * d01  # B x d
+        g_Xs = g_Xs + xp.stack([g_prior, -g_prior], -2)
+        return values.reshape(shape), (g_Xs / p.ls).reshape(shape + (2, d))
 
     def joint(self, X: Tensor) -> tuple[Tensor, Tensor]:  # noqa: D102
         Ks = self._kernel(X)  # N x n
@@ -309,11 +390,22 @@ def _pairwise_gp_moments(model: PairwisePreferenceGP) -> _KernelMoments | None:
         return None
     with torch.no_grad():
         state = model._get_state()
+
+        def dense_M() -> Tensor:
+            # (L C)⁻ᵀ (L C)⁻¹ - L⁻ᵀ L⁻¹ = -(K + Ŵ⁻¹)⁻¹ = Ŵ Σ Ŵ - Ŵ: no K⁻¹
+            # (whose entries grow with K's conditioning), bounded by Ŵ's
+            with torch.no_grad():
+                n = state.mode.shape[-1]
+                W = comparison_laplacian(state.curvature, state.comparisons, n)
+                M = W @ state.posterior_covariance() @ W - W
+                return 0.5 * (M + M.mT)
+
         return _KernelMoments(
             model,
             model._train_inputs().detach(),
             state.alpha.detach(),
             factors=state.predictive_factors().detach(),
+            dense_M=dense_M,
         )
 
 
@@ -464,11 +556,18 @@ class FastAnalyticEUBO(AcquisitionFunction):
     EP). With the default ``ScaleKernel(RBFKernel)`` the gradient is the one
     written out in the forward pass (:meth:`_KernelMoments.eubo_and_grad`)
     instead of autograd's graph, another ~20 % off ``optimize_acqf``; first
-    derivatives only. No ``outcome_model``.
+    derivatives only. No ``outcome_model``. :meth:`value_and_grad` returns
+    both without autograd, and ``optimize_acqf(...,
+    gen_candidates=gen_candidates_eubo)`` runs BoTorch's L-BFGS-B on it: the
+    same question again, about twice as fast
+    (:func:`~prefbo.acquisition.gen_candidates_eubo`).
 
     Example:
         >>> acqf = FastAnalyticEUBO(model)
-        >>> X, _ = optimize_acqf(acqf, bounds, q=2, num_restarts=4, raw_samples=128)
+        >>> X, _ = optimize_acqf(
+        ...     acqf, bounds, q=2, num_restarts=4, raw_samples=128,
+        ...     gen_candidates=gen_candidates_eubo,
+        ... )
 
     Args:
         pref_model: A one-output preference model.
@@ -545,6 +644,48 @@ class FastAnalyticEUBO(AcquisitionFunction):
             _append_winner(X.detach(), winner), add_second_mean=winner is None
         )
         return values, grad[..., : X.shape[-2], :]
+
+    @property
+    def numpy_ready(self) -> bool:
+        r"""Whether :meth:`numpy_value_and_grad` is available (the written-out
+        gradient, float64 on the CPU, a winner that needs no gradient)."""
+        winner = self.previous_winner
+        return (
+            self.closed_form_gradient
+            and self.moments.numpy_ready
+            and (winner is None or not winner.requires_grad)
+        )
+
+    def numpy_value_and_grad(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r""":meth:`value_and_grad` of a float64 ``b x q x d`` array, computed in
+        NumPy (the same formula, to rounding; a fraction of torch's
+        per-operation cost at these sizes). Needs :attr:`numpy_ready`.
+
+        Args:
+            X: ``b x q x d`` float64 questions.
+
+        Returns:
+            ``(values, grad)``: ``b`` values and the ``b x q x d`` gradient.
+        """
+        if not self.numpy_ready:
+            raise UnsupportedError(
+                f"{type(self).__name__}.numpy_value_and_grad needs the written-out "
+                "gradient of a float64 model on the CPU; use value_and_grad."
+            )
+        q = 1 if self.previous_winner is not None else 2
+        if X.ndim != 3 or X.shape[-2] != q:
+            raise UnsupportedError(
+                f"{type(self).__name__} takes b x {q} x d arrays here; got shape "
+                f"{X.shape}."
+            )
+        winner = self.previous_winner
+        if winner is not None:
+            w = winner.detach().cpu().numpy()
+            X = np.concatenate([X, np.broadcast_to(w, (X.shape[0], 1, X.shape[-1]))], 1)
+        values, grad = self.moments.numpy_eubo_and_grad(
+            X, add_second_mean=winner is None
+        )
+        return values, grad[:, :q]
 
     def _check_questions(self, X: Tensor) -> None:
         q = 1 if self.previous_winner is not None else 2
