@@ -831,8 +831,9 @@ class PreferentialOptimizer:
             num_restarts=o["num_restarts"],
             raw_samples=o["raw_samples"],
             options=_acqf_scipy_options(o, seed),
-            # BoTorch's L-BFGS-B on the written-out EUBO gradient (same
-            # iterates as gen_candidates_scipy; anything else goes there)
+            # BoTorch's L-BFGS-B on the written-out EUBO value and gradient
+            # (gen_candidates_scipy's iterates, to rounding; qEUBO, BALD and
+            # the fixed-first wrapper go to gen_candidates_scipy itself)
             gen_candidates=gen_candidates_eubo,
         )
         return cand.detach()
