@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "eubo_optimizer.py"
-
-
-def _load_script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    name = "_prefbo_bench_eubo_optimizer"
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, name, module)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("arm", ["maximize_eubo", "gen_candidates"])
-def test_tiny_run_writes_the_table(monkeypatch, tmp_path, arm):
-    bench = _load_script(monkeypatch)
+def test_tiny_run_writes_the_table(load_benchmark, tmp_path, arm):
+    bench = load_benchmark("eubo_optimizer")
     out = tmp_path / "eubo.md"
     argv = ["--problems", "Branin", "--models", "laplace", "--answers", "8"]
     argv += ["--seeds", "1", "--settings", "regret", "--repeats", "1"]

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu.py"
 
 
-def test_quick_run_reports_every_part(tmp_path, monkeypatch, capsys):
-    name = "_prefbo_bench_gpu"
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, name, module)
-    spec.loader.exec_module(module)
+def test_quick_run_reports_every_part(tmp_path, load_benchmark, capsys):
+    module = load_benchmark("gpu")
     out = tmp_path / "gpu.md"
     assert module.main(["--quick", "--output", str(out)]) == 0
     text = out.read_text()

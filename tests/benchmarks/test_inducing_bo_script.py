@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "inducing_bo.py"
 
-
-def _load_script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    name = "_prefbo_bench_inducing_bo"
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_problems_are_negated_and_their_optima_attained(monkeypatch):
-    bench = _load_script(monkeypatch)
+def test_problems_are_negated_and_their_optima_attained(load_benchmark):
+    bench = load_benchmark("inducing_bo")
     import torch
 
     f, optimum = bench.make_problem("ackley5")
@@ -43,8 +27,8 @@ def test_problems_are_negated_and_their_optima_attained(monkeypatch):
     assert (f(torch.rand(100, 6, dtype=torch.float64)) <= optimum).all()
 
 
-def test_tiny_run_writes_table_and_plot(monkeypatch, tmp_path):
-    bench = _load_script(monkeypatch)
+def test_tiny_run_writes_table_and_plot(load_benchmark, tmp_path):
+    bench = load_benchmark("inducing_bo")
     out, png = tmp_path / "report.md", tmp_path / "regret.png"
     argv = (
         "--seeds 1 --rounds 1 --batch-size 8 --num-init 48 --inducing 10 "

@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "laplace_vs_botorch.py"
-
-
-def _load_script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """Import the benchmark script as a module from its path."""
-    name = "_prefbo_bench_laplace_vs_botorch"
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, name, module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _table_row(text: str, section: str, first_cell: str) -> list[str]:
@@ -53,9 +37,9 @@ def _is_finite_number(cell: str) -> bool:
 
 
 def test_tiny_run_writes_markdown(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tmp_path: Path, load_benchmark, capsys: pytest.CaptureFixture
 ) -> None:
-    bench = _load_script(monkeypatch)
+    bench = load_benchmark("laplace_vs_botorch")
     output = tmp_path / "report.md"
     status = bench.main(
         [
@@ -90,9 +74,9 @@ def test_tiny_run_writes_markdown(
 
 
 def test_failure_skip_and_warnings_are_reported_not_raised(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    load_benchmark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bench = _load_script(monkeypatch)
+    bench = load_benchmark("laplace_vs_botorch")
 
     class Broken:
         def __init__(self, *args: object, **kwargs: object) -> None:

@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "pbo_regret.py"
 
-
-def _load_script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    name = "_prefbo_bench_pbo_regret"
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_tiny_run_writes_the_table_and_the_plot(monkeypatch, tmp_path):
-    bench = _load_script(monkeypatch)
+def test_tiny_run_writes_the_table_and_the_plot(load_benchmark, tmp_path):
+    bench = load_benchmark("pbo_regret")
     argv = ["--problems", "Branin", "--seeds", "2", "--answers", "3"]
     argv += ["--configs", "botorch-eubo", "laplace-eubo", "laplace-random"]
     argv += ["--noises", "low", "--raw-samples", "16", "--maxiter", "10"]
@@ -55,19 +39,19 @@ def test_tiny_run_writes_the_table_and_the_plot(monkeypatch, tmp_path):
     assert "| laplace-eubo |" in verdicts and "| laplace-random |" in verdicts
 
 
-def test_noise_is_scaled_by_the_spread(monkeypatch):
-    bench = _load_script(monkeypatch)
+def test_noise_is_scaled_by_the_spread(load_benchmark):
+    bench = load_benchmark("pbo_regret")
     from prefbo.benchmarks import Hartmann6
 
     assert bench.utility_spread(Hartmann6()) == pytest.approx(1.0, abs=0.05)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_paired_test_matches_scipy_exact_permutation(monkeypatch, seed):
+def test_paired_test_matches_scipy_exact_permutation(load_benchmark, seed):
     stats = pytest.importorskip("scipy.stats")
     import torch
 
-    bench = _load_script(monkeypatch)
+    bench = load_benchmark("pbo_regret")
     d = torch.randn(9, generator=torch.Generator().manual_seed(seed)) + 0.3
     p_worse, p_better = bench.paired_test(d)
     for alternative, p in (("greater", p_worse), ("less", p_better)):
@@ -81,10 +65,10 @@ def test_paired_test_matches_scipy_exact_permutation(monkeypatch, seed):
         assert p == pytest.approx(ref.pvalue, abs=1e-9)
 
 
-def test_paired_test_extremes(monkeypatch):
+def test_paired_test_extremes(load_benchmark):
     import torch
 
-    bench = _load_script(monkeypatch)
+    bench = load_benchmark("pbo_regret")
     p_worse, p_better = bench.paired_test(torch.ones(5))
     assert p_worse == pytest.approx(1 / 32) and p_better == 1.0
     p_worse, p_better = bench.paired_test(-torch.arange(1.0, 11.0))

@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
-import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sampler_throughput.py"
 
 
-def _load_script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    name = "_prefbo_bench_sampler_throughput"
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_ess_of_ar1_chains_matches_the_known_autocorrelation_time(monkeypatch):
+def test_ess_of_ar1_chains_matches_the_known_autocorrelation_time(load_benchmark):
     # AR(1) with coefficient a has integrated autocorrelation time (1 + a)/(1 - a)
-    bench = _load_script(monkeypatch)
+    bench = load_benchmark("sampler_throughput")
     rng = np.random.default_rng(0)
     n, chains = 4000, 8
     coefs = np.array([0.0, 0.5, 0.9])
@@ -39,8 +22,8 @@ def test_ess_of_ar1_chains_matches_the_known_autocorrelation_time(monkeypatch):
     np.testing.assert_allclose(ess, expected, rtol=0.15)
 
 
-def test_tiny_run_writes_a_well_formed_table(monkeypatch, tmp_path):
-    bench = _load_script(monkeypatch)
+def test_tiny_run_writes_a_well_formed_table(load_benchmark, tmp_path):
+    bench = load_benchmark("sampler_throughput")
     out = tmp_path / "throughput.md"
     argv = ["--sizes", "8", "--chains", "1,4", "--budget-s", "0.05"]
     text = bench.main([*argv, "--burnin-s", "0.02", "--output", str(out)])

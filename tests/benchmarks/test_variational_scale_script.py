@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
-import pytest
 import torch
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "variational_scale.py"
-
-
-def _load_script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    name = "_prefbo_bench_variational_scale"
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, name, module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_data_follow_the_probit_model_and_the_metric_is_exact_for_the_truth(
-    monkeypatch,
+    load_benchmark,
 ):
-    bench = _load_script(monkeypatch)
+    bench = load_benchmark("variational_scale")
     data, u = bench.make_data(20_000, 50, seed=1)
     w, l = data.comparisons[:, 0], data.comparisons[:, 1]
     assert (w != l).all()
@@ -41,8 +23,8 @@ def test_data_follow_the_probit_model_and_the_metric_is_exact_for_the_truth(
     assert bench.accuracy(-u_test, u_test, pairs) == 0.0
 
 
-def test_tiny_run_writes_a_report(monkeypatch, tmp_path):
-    bench = _load_script(monkeypatch)
+def test_tiny_run_writes_a_report(load_benchmark, tmp_path):
+    bench = load_benchmark("variational_scale")
     out = tmp_path / "report.md"
     argv = ["--sizes", "2000", "--steps", "8", "--laplace-size", "2000"]
     text = bench.main(argv + ["--in-process", "--output", str(out)])
