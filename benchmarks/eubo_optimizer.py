@@ -145,32 +145,27 @@ def run_case(
     )
     q = 1 if winner is not None else 2
 
-    def botorch_max():
+    def optimize(acquisition, **kwargs):
         X, _ = optimize_acqf(
-            acqf,
+            acquisition,
             bounds=bounds,
             q=q,
             num_restarts=restarts,
             raw_samples=raw,
             options={"seed": seed, "maxiter": maxiter},
+            **kwargs,
         )
         return X.detach()
+
+    def botorch_max():
+        return optimize(acqf)
 
     def prefbo_max():
         if arm == "gen_candidates":
             fast = FastAnalyticEUBO(
                 model, previous_winner=None if winner is None else winner[None]
             )
-            X, _ = optimize_acqf(
-                fast,
-                bounds=bounds,
-                q=q,
-                num_restarts=restarts,
-                raw_samples=raw,
-                options={"seed": seed, "maxiter": maxiter},
-                gen_candidates=gen_candidates_eubo,
-            )
-            return X.detach()
+            return optimize(fast, gen_candidates=gen_candidates_eubo)
         return maximize_eubo(
             model,
             bounds,

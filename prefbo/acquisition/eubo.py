@@ -209,7 +209,7 @@ class _KernelMoments(PairMoments):
         self.Z, self.alpha, self.factors, self.M = Z, alpha, factors, M
         self.mean_constant, self.jitter = mean_constant, jitter
         self._dense_M = dense_M
-        self._numpy: SimpleNamespace | None = None
+        self._parts: dict[str, SimpleNamespace] = {}  # per backend, see _parts_for
         self.rbf = _rbf_parts(model.covar_module)
         if self.rbf is not None:
             Zs = self.Z / self.rbf[1]
@@ -279,7 +279,7 @@ class _KernelMoments(PairMoments):
     ) -> tuple[Tensor, Tensor]:
         if self.rbf is None:
             return super().eubo_and_grad(X, add_second_mean)
-        return self._written_out(X, add_second_mean, self._torch_parts(), _TORCH)
+        return self._written_out(X, add_second_mean, self._parts_for("torch"), _TORCH)
 
     @property
     def numpy_ready(self) -> bool:
@@ -299,31 +299,39 @@ class _KernelMoments(PairMoments):
         the same formula (to rounding), without torch's per-operation
         overhead, for optimisers that work on arrays (needs
         :attr:`numpy_ready`)."""
-        if self._numpy is None:
-            M = self.M if self.M is not None else self._dense_M()
-            parts = self._torch_parts(M=M)
-            self._numpy = SimpleNamespace(
-                **{
-                    k: v.detach().cpu().numpy() if isinstance(v, Tensor) else v
-                    for k, v in vars(parts).items()
-                }
-            )
-        return self._written_out(X, add_second_mean, self._numpy, _NUMPY)
+        return self._written_out(X, add_second_mean, self._parts_for("numpy"), _NUMPY)
 
-    def _torch_parts(self, M: Tensor | None = None) -> SimpleNamespace:
-        scale, ls = self.rbf
-        return SimpleNamespace(
-            scale=scale,
-            ls=ls,
-            centre=self.centre,
-            Zc=self.Zc,
-            Zc_sq=self.Zc_sq,
-            Zs=self.Zs,
-            alpha=self.alpha,
-            M=self.M if M is None else M,
-            constant=self.mean_constant,
-            jitter=self.jitter,
-        )
+    def _parts_for(self, backend: str) -> SimpleNamespace:
+        r"""The arrays :meth:`_written_out` reads, built once per backend:
+        tensors (``M`` as given: ``None`` means the factors' solves), or
+        NumPy arrays (``M`` always a matrix)."""
+        parts = self._parts.get(backend)
+        if parts is None:
+            scale, ls = self.rbf
+            M = self.M
+            if backend == "numpy" and M is None:
+                M = self._dense_M()
+            parts = SimpleNamespace(
+                scale=scale,
+                ls=ls,
+                centre=self.centre,
+                Zc=self.Zc,
+                Zc_sq=self.Zc_sq,
+                Zs=self.Zs,
+                alpha=self.alpha,
+                M=M,
+                constant=self.mean_constant,
+                jitter=self.jitter,
+            )
+            if backend == "numpy":
+                parts = SimpleNamespace(
+                    **{
+                        k: v.detach().cpu().numpy() if isinstance(v, Tensor) else v
+                        for k, v in vars(parts).items()
+                    }
+                )
+            self._parts[backend] = parts
+        return parts
 
     def _written_out(self, X, add_second_mean: bool, p: SimpleNamespace, xp):
         r"""EUBO and its gradient, written out (``p``: the moments' arrays,
@@ -640,6 +648,10 @@ class FastAnalyticEUBO(AcquisitionFunction):
                 "ScaleKernel(RBFKernel)); use forward and autograd for this model."
             )
         self._check_questions(X)
+        return self._value_and_grad(X)
+
+    def _value_and_grad(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        r""":meth:`value_and_grad` of checked questions."""
         winner = self.previous_winner
         values, grad = self.moments.eubo_and_grad(
             _append_winner(X.detach(), winner), add_second_mean=winner is None
@@ -715,7 +727,7 @@ class _EUBOWithGradient(torch.autograd.Function):
 
     @staticmethod
     def forward(X, acqf):  # noqa: D102
-        return acqf.value_and_grad(X)
+        return acqf._value_and_grad(X)  # (forward checked the questions)
 
     @staticmethod
     def setup_context(ctx, inputs, output):  # noqa: D102

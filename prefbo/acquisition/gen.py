@@ -27,7 +27,7 @@ unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -49,26 +49,19 @@ _NOT_LBFGSB = (
 )
 
 
-def _batched_lbfgsb() -> tuple[Callable, Callable, Callable, Callable] | None:
-    r"""BoTorch's batched L-BFGS-B pieces, or ``None`` in a BoTorch without
-    them (then everything goes to ``gen_candidates_scipy``)."""
-    try:
-        from botorch.generation.gen import (
-            _process_scipy_result,
-            get_reasons_against_fast_path,
-        )
-        from botorch.optim.batched_lbfgs_b import (
-            fmin_l_bfgs_b_batched,
-            translate_bounds_for_lbfgsb,
-        )
-    except ImportError:
-        return None
-    return (
+# BoTorch's batched L-BFGS-B pieces, looked up once; without them (a BoTorch
+# that lacks the batched path) everything goes to gen_candidates_scipy
+try:
+    from botorch.generation.gen import (
+        _process_scipy_result,
+        get_reasons_against_fast_path,
+    )
+    from botorch.optim.batched_lbfgs_b import (
         fmin_l_bfgs_b_batched,
         translate_bounds_for_lbfgsb,
-        get_reasons_against_fast_path,
-        _process_scipy_result,
     )
+except ImportError:  # pragma: no cover - BoTorch 0.18 has them
+    fmin_l_bfgs_b_batched = None
 
 
 def gen_candidates_eubo(
@@ -119,18 +112,17 @@ def gen_candidates_eubo(
         candidates and their ``b`` acquisition values.
     """
     options = dict(options or {})
-    batched = _batched_lbfgsb()
     minimize_options = {k: v for k, v in options.items() if k not in _NOT_LBFGSB}
     minimize_options["maxiter"] = options.get("maxiter", 2000)
     direct = (
-        batched is not None
+        fmin_l_bfgs_b_batched is not None
         and isinstance(acquisition_function, FastAnalyticEUBO)
         and acquisition_function.closed_form_gradient
         and initial_conditions.ndim in (2, 3)
         and not fixed_features
         and all(c is None for c in constraints.values())
         and use_parallel_mode is not False
-        and not batched[2](
+        and not get_reasons_against_fast_path(
             method=options.get("method", "L-BFGS-B"),
             with_grad=options.get("with_grad", True),
             minimize_options=minimize_options,
@@ -149,7 +141,6 @@ def gen_candidates_eubo(
             use_parallel_mode=use_parallel_mode,
             **constraints,
         )
-    fmin_l_bfgs_b_batched, translate_bounds, _, process_result = batched
     shape = initial_conditions.shape
     ics = (
         initial_conditions if initial_conditions.ndim == 3 else initial_conditions[None]
@@ -195,7 +186,7 @@ def gen_candidates_eubo(
     xs, _, results = fmin_l_bfgs_b_batched(
         func=value_and_grad,
         x0=x0,
-        bounds=translate_bounds(
+        bounds=translate_bounds_for_lbfgsb(
             lower_bounds=lower_bounds,
             upper_bounds=upper_bounds,
             num_features=d,
@@ -206,7 +197,7 @@ def gen_candidates_eubo(
         **minimize_options,
     )
     for res in results:
-        process_result(res=res, options=options)
+        _process_scipy_result(res=res, options=options)
     candidates = torch.from_numpy(xs).view_as(clamped).to(ics)
     candidates = columnwise_clamp(
         candidates, lower=lower_bounds, upper=upper_bounds, raise_on_violation=True
