@@ -67,6 +67,14 @@ def _decode(line: str, lineno: int) -> dict[str, Any] | str:
     return body
 
 
+def _check_version(path: Path, header: dict[str, Any]) -> None:
+    if header.get("version") != LOG_VERSION:
+        raise SessionLogError(
+            f"session log {str(path)!r} has version {header.get('version')!r}; "
+            f"this prefbo reads version {LOG_VERSION}."
+        )
+
+
 def read_session_log(
     path: str | os.PathLike, *, repair: bool = False
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -83,8 +91,9 @@ def read_session_log(
         and ``undo``), each without its ``"crc"``.
 
     Raises:
-        SessionLogError: The file is empty, has no valid header, or a line
-            other than the last is damaged.
+        SessionLogError: The file is empty, has no valid header, has another
+            version, or a line other than the last is damaged. Nothing is
+            removed from such a file, ``repair`` or not.
 
     Warns:
         SessionLogWarning: The last line is torn; it is ignored (and removed
@@ -108,10 +117,18 @@ def read_session_log(
                 f"({result}) and is not the last line, so it is not a torn "
                 "write; restore the file from a backup or cut it before that line."
             )
+        if lineno == 0:
+            _check_version(path, result)  # before reading on in another format
         records.append(result)
         offset += len(raw) + 1
     if tail and torn is None:
         torn = (len(complete), "no trailing newline", tail)
+    # nothing is cut from a file that is not a readable log
+    if not records:
+        raise SessionLogError(
+            f"session log {str(path)!r} has no valid header line; expected a JSON "
+            'line {"type": "header", "seq": 0, ...} written by PreferentialOptimizer.'
+        )
     if torn is not None:
         lineno, why, raw = torn
         warnings.warn(
@@ -119,7 +136,7 @@ def read_session_log(
             f"{len(raw)} bytes: {raw[:60]!r}{'...' if len(raw) > 60 else ''}), "
             "probably a crash while writing it; it is "
             + ("removed" if repair else "ignored")
-            + f" and the {max(len(records) - 1, 0)} earlier record(s) are kept.",
+            + f" and the {len(records) - 1} earlier record(s) are kept.",
             SessionLogWarning,
             stacklevel=2,
         )
@@ -128,17 +145,7 @@ def read_session_log(
                 f.truncate(offset)
                 f.flush()
                 os.fsync(f.fileno())
-    if not records:
-        raise SessionLogError(
-            f"session log {str(path)!r} has no valid header line; expected a JSON "
-            'line {"type": "header", "seq": 0, ...} written by PreferentialOptimizer.'
-        )
     header = records[0]
-    if header.get("version") != LOG_VERSION:
-        raise SessionLogError(
-            f"session log {str(path)!r} has version {header.get('version')!r}; "
-            f"this prefbo reads version {LOG_VERSION}."
-        )
     return header, records[1:]
 
 
@@ -192,15 +199,32 @@ class SessionLog:
 
         Returns:
             The record's sequence number.
+
+        Raises:
+            OSError: The write failed; the file is cut back to its length
+                before the call (as far as the file system allows), so a
+                later append starts on a fresh line.
         """
         seq = self.next_seq
         line = encode_record({**record, "seq": seq})
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            data = line.encode()
-            while data:  # os.write may write less than asked
-                data = data[os.write(fd, data) :]
-            os.fsync(fd)
+            size = os.fstat(fd).st_size
+            try:
+                data = line.encode()
+                while data:  # os.write may write less than asked
+                    data = data[os.write(fd, data) :]
+                os.fsync(fd)
+            except BaseException:
+                # a failed write (disk full, interrupt) must not leave part of
+                # a line that the next record would be appended to: cut back
+                # to the last complete record, then report the failure
+                try:
+                    os.ftruncate(fd, size)
+                    os.fsync(fd)
+                except OSError:
+                    pass  # the torn line is then reported on reading
+                raise
         finally:
             os.close(fd)
         self.next_seq = seq + 1

@@ -14,7 +14,12 @@ import torch
 
 from prefbo.exceptions import InputDataError
 from prefbo.loop.optimizer import PreferentialOptimizer
-from prefbo.loop.session import SessionLogError, SessionLogWarning, read_session_log
+from prefbo.loop.session import (
+    SessionLogError,
+    SessionLogWarning,
+    encode_record,
+    read_session_log,
+)
 
 SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20, "mc_samples": 32}
 BOUNDS = [[0.0, 0.0], [1.0, 1.0]]
@@ -103,6 +108,55 @@ def test_log_misuse_is_named(tmp_path):
     empty.write_text("")
     with pytest.raises(SessionLogError, match=r"has no valid header line"):
         read_session_log(empty)
+
+
+def test_a_file_that_is_not_a_readable_log_is_left_untouched(tmp_path):
+    # one line without a newline: torn-looking, but no header to keep
+    other = tmp_path / "config.json"
+    other.write_text('{"lr": 0.1, "epochs": 10}')
+    with pytest.raises(SessionLogError, match=r"has no valid header line"):
+        PreferentialOptimizer.resume(other)
+    assert other.read_text() == '{"lr": 0.1, "epochs": 10}'
+    # a log of another version whose last line this prefbo cannot decode
+    path = tmp_path / "s.jsonl"
+    _random_session(path, 2)
+    lines = path.read_text().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header.pop("crc")
+    header["version"] = 2
+    lines[0] = encode_record(header)
+    lines[-1] = encode_record({"type": "ask", "seq": len(lines) - 1})
+    text = "".join(lines)
+    path.write_text(text)
+    with pytest.raises(SessionLogError, match=r"has version 2; this prefbo reads version 1"):
+        PreferentialOptimizer.resume(path)
+    assert path.read_text() == text
+
+
+def test_a_failed_write_leaves_no_partial_line(tmp_path, monkeypatch):
+    path = tmp_path / "s.jsonl"
+    opt = _random_session(path, 1)
+    before = path.read_bytes()
+    real_write = os.write
+    calls = []
+
+    def failing_write(fd, data):  # half a record reaches the disk, then ENOSPC
+        calls.append(len(data))
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    opt.ask()
+    monkeypatch.setattr(os, "write", failing_write)
+    with pytest.raises(OSError, match="No space left"):
+        opt.tell(0)
+    monkeypatch.setattr(os, "write", real_write)
+    assert calls and path.read_bytes() == before  # cut back to the last record
+    assert len(opt.history) == 1  # the failed answer is not in force either
+    opt.tell(1)  # the next answer is appended on a fresh line and survives
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resumed = PreferentialOptimizer.resume(path)
+    assert [t.answer for t in resumed.history] == [0, 1]
 
 
 CHILD = textwrap.dedent(
