@@ -24,6 +24,9 @@ Example:
 from __future__ import annotations
 
 import copy
+import inspect
+import json
+import operator
 import os
 import warnings
 from collections.abc import Iterator
@@ -214,6 +217,104 @@ class _FixedFirst(AcquisitionFunction):
         return self.acqf(torch.cat([F, X], dim=-2))  # b x q x d
 
 
+# scipy's L-BFGS-B options (what fit_options are passed as)
+LBFGSB_OPTIONS = (
+    "maxcor",
+    "ftol",
+    "gtol",
+    "eps",
+    "maxfun",
+    "maxiter",
+    "maxls",
+    "finite_diff_rel_step",
+    "disp",
+    "iprint",
+)
+_MODEL_CLASSES = {
+    "laplace": PairwiseLaplaceGP,
+    "ep": PairwiseEPGP,
+    "skew": SkewGP,
+    "variational": VariationalPreferenceGP,
+}
+
+
+def _check_int(name: str, value: Any, low: int | None) -> int:
+    r"""``value``, an int (``>= low``); bools and non-integers are errors."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or (low is not None and value < low)
+    ):
+        expected = "an int" if low is None else f"an int >= {low}"
+        raise InputDataError(f"{name} must be {expected}; got {name}={value!r}.")
+    return value
+
+
+def _check_keys(name: str, given: dict[str, Any], known: Any) -> None:
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise InputDataError(
+            f"{name} has unknown key(s) {unknown}; expected some of {sorted(known)}."
+        )
+
+
+def _constructor_keywords(cls: type) -> set[str] | None:
+    r"""Keyword arguments ``cls(...)`` accepts, following ``**options`` passed
+    on to base classes; ``None`` if some ``__init__`` takes arbitrary ones."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters.values()
+        names |= {
+            p.name
+            for p in params
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
+        }
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return names
+        if klass.__module__.split(".")[0] != "prefbo":
+            return None  # a library's **kwargs: not checked here
+    return None
+
+
+def _check_model_options(model: str, options: dict[str, Any]) -> None:
+    r"""Unknown ``model_options`` keys raise now, not at the first model built
+    (after the log header is written)."""
+    known = _constructor_keywords(_MODEL_CLASSES[model])
+    if known is None:
+        return
+    known -= {"datapoints", "comparisons", "data"}  # the loop passes these
+    if model == "variational":
+        known.add("fit")  # fit_variational's settings, taken by the loop
+    _check_keys(f"model_options for model={model!r}", options, known)
+
+
+def _check_options(options: Tensor, bounds: Tensor) -> None:
+    r"""A told ``q x d`` question: finite, inside the box, options distinct."""
+    if not bool(torch.isfinite(options).all()):
+        raise InputDataError(f"options must be finite; got {options.tolist()}.")
+    lo, hi = bounds
+    outside = (options < lo) | (options > hi)
+    if bool(outside.any()):
+        i, j = (int(v) for v in outside.nonzero()[0])
+        raise InputDataError(
+            f"options must lie in the box bounds; option {i} has x[{j}] = "
+            f"{float(options[i, j])!r} outside [{float(lo[j])!r}, {float(hi[j])!r}]."
+        )
+    q = options.shape[0]
+    same = (options.unsqueeze(0) == options.unsqueeze(1)).all(-1)
+    same = same & ~torch.eye(q, dtype=torch.bool)
+    if bool(same.any()):
+        i, j = (int(v) for v in same.nonzero()[0])
+        raise InputDataError(
+            f"options must be distinct designs; options {i} and {j} are the same "
+            f"point {options[i].tolist()} (an answer about a design and itself "
+            "says nothing)."
+        )
+
+
 def _pairs_from(tells: list[Answer]) -> tuple[Tensor, Tensor]:
     r"""Designs (``n x d``, exact duplicates merged) and ``m x 2`` comparisons."""
     index: dict[tuple[float, ...], int] = {}
@@ -330,7 +431,8 @@ class PreferentialOptimizer:
             log_path: Append-only session log to create (see
                 :mod:`prefbo.loop.session`); ``None`` for none.
             initial_random: Questions drawn uniformly at random before the
-                strategy takes over.
+                strategy takes over; at least 1 unless ``strategy="random"``
+                (the first question comes before any answer, with no model).
             acqf_options: ``num_restarts``, ``raw_samples``, ``maxiter`` and
                 ``ftol`` (L-BFGS-B's relative tolerance on the acquisition
                 value, default 1e-6; ``None``: BoTorch's 2.2e-9) of the
@@ -368,8 +470,7 @@ class PreferentialOptimizer:
             raise InputDataError(
                 f"strategy must be one of {STRATEGIES}; got {strategy!r}."
             )
-        if not isinstance(q, int) or q < 2:
-            raise InputDataError(f"q must be an int >= 2; got q={q!r}.")
+        _check_int("q", q, 2)
         if strategy in PAIR_ONLY and q != 2:
             raise UnsupportedError(
                 f"strategy={strategy!r} asks pairs only (q=2); got q={q}. Use "
@@ -385,18 +486,19 @@ class PreferentialOptimizer:
                 "strategy='ts' needs pathwise samples, which model='skew' does not "
                 "provide; use model='laplace' or 'ep'."
             )
-        if not isinstance(refit_every, int) or refit_every < 1:
-            raise InputDataError(
-                f"refit_every must be an int >= 1; got {refit_every!r}."
-            )
-        if not isinstance(initial_random, int) or initial_random < 0:
-            raise InputDataError(
-                f"initial_random must be an int >= 0; got {initial_random!r}."
-            )
+        _check_int("refit_every", refit_every, 1)
+        _check_int("seed", seed, None)
+        # the first question comes before any answer: no model to acquire with
+        _check_int("initial_random", initial_random, 0 if strategy == "random" else 1)
         self.bounds = bounds
         self.model_name, self.strategy, self.q = model, strategy, q
         self.keep_winner, self.refit_every = bool(keep_winner), refit_every
         self.seed, self.initial_random = int(seed), initial_random
+        if acqf_options is not None and not isinstance(acqf_options, dict):
+            raise InputDataError(
+                f"acqf_options must be a dict; got {type(acqf_options).__name__}."
+            )
+        _check_keys("acqf_options", acqf_options or {}, DEFAULT_ACQF_OPTIONS)
         self.acqf_options = {**DEFAULT_ACQF_OPTIONS, **(acqf_options or {})}
         if self.acqf_options["optimizer"] not in EUBO_OPTIMIZERS:
             raise InputDataError(
@@ -404,6 +506,7 @@ class PreferentialOptimizer:
                 f"{self.acqf_options['optimizer']!r}."
             )
         self.model_options = dict(model_options or {})
+        _check_model_options(model, self.model_options)
         self.metadata = dict(metadata or {})
         self.failed_fits = 0
         self._tells: list[Answer] = []
@@ -414,6 +517,7 @@ class PreferentialOptimizer:
             raise InputDataError(
                 f"fit_options must be a dict of L-BFGS-B options; got {fit_options!r}."
             )
+        _check_keys("fit_options", fit_options or {}, LBFGSB_OPTIONS)
         self.fit_options = {**DEFAULT_FIT_OPTIONS, **(fit_options or {})}
         self._fits: dict[int, Any] = {}  # answers -> fitted kernel
         # answers -> where the fit's last evaluation left the approximation (EP
@@ -422,7 +526,17 @@ class PreferentialOptimizer:
         self._fit_starts: dict[int, Any] = {}
         self._log = None
         if log_path is not None:
-            self._log = SessionLog.create(log_path, self.config)
+            config = self.config
+            for key, value in config.items():
+                try:
+                    json.dumps(value, allow_nan=False)
+                except (TypeError, ValueError) as e:
+                    raise InputDataError(
+                        f"{key} cannot be stored in the session log at log_path "
+                        f"(it must be JSON-serialisable: {e}); pass plain values "
+                        "or log_path=None."
+                    ) from None
+            self._log = SessionLog.create(log_path, config)
 
     # ------------------------------------------------------------ properties
     @property
@@ -446,8 +560,9 @@ class PreferentialOptimizer:
 
     @property
     def history(self) -> list[Answer]:
-        r"""The answers in force (undone ones removed), oldest first."""
-        return list(self._tells)
+        r"""The answers in force (undone ones removed), oldest first (copies:
+        editing them does not change the optimizer's data)."""
+        return [Answer(t.seq, t.options.clone(), t.answer) for t in self._tells]
 
     @property
     def dim(self) -> int:
@@ -476,6 +591,11 @@ class PreferentialOptimizer:
             answer: Index in ``[0, q)`` of the chosen option.
             options: The ``q x d`` options the answer refers to; default the
                 pending question of :meth:`ask`.
+
+        Raises:
+            InputDataError: ``answer`` is not an int index of ``options``, or
+                ``options`` are not ``q x d`` (``q >= 2``), not finite, outside
+                the box, or not distinct designs.
         """
         if options is None:
             if self._pending is None:
@@ -490,13 +610,20 @@ class PreferentialOptimizer:
                 f"options must be a q x d tensor with q >= 2 and d={self.dim}; got "
                 f"shape {tuple(options.shape)}."
             )
-        if isinstance(answer, bool) or not isinstance(answer, int):
-            raise InputDataError(f"answer must be an int; got {answer!r}.")
+        try:  # ints, NumPy and 0-d torch integers; not bools or floats
+            if isinstance(answer, bool) or (
+                isinstance(answer, Tensor) and answer.dtype == torch.bool
+            ):
+                raise TypeError
+            answer = operator.index(answer)
+        except TypeError:
+            raise InputDataError(f"answer must be an int; got {answer!r}.") from None
         if not 0 <= answer < options.shape[0]:
             raise InputDataError(
                 f"answer must index one of the {options.shape[0]} options "
                 f"(0..{options.shape[0] - 1}); got answer={answer}."
             )
+        _check_options(options, self.bounds)
         seq = len(self._tells)
         if self._log is not None:
             record = {"type": "tell", "options": options.tolist(), "answer": answer}

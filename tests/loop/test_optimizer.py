@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
@@ -178,7 +179,36 @@ def test_refit_every_keeps_hyperparameters_between_refits():
             UnsupportedError,
             r"model='skew' does not",
         ),
-        ({"refit_every": 0}, InputDataError, r"refit_every must be an int >= 1; got 0"),
+        (
+            {"refit_every": 0},
+            InputDataError,
+            r"refit_every must be an int >= 1; got refit_every=0",
+        ),
+        ({"refit_every": True}, InputDataError, r"refit_every must be .*=True"),
+        ({"seed": 1.7}, InputDataError, r"seed must be an int; got seed=1\.7"),
+        ({"q": True, "strategy": "qeubo"}, InputDataError, r"q must be .*q=True"),
+        # the first question comes before any answer: a model strategy needs one
+        ({"initial_random": 0}, InputDataError, r"initial_random must be .*>= 1"),
+        (
+            {"acqf_options": {"num_restart": 7}},
+            InputDataError,
+            r"acqf_options has unknown key\(s\) \['num_restart'\]",
+        ),
+        (
+            {"fit_options": {"maxfunn": 3}},
+            InputDataError,
+            r"fit_options has unknown key\(s\) \['maxfunn'\]",
+        ),
+        (
+            {"model_options": {"bogus": 1}},
+            InputDataError,
+            r"model_options for model='ep' has unknown key\(s\) \['bogus'\]",
+        ),
+        (
+            {"model": "variational", "model_options": {"inducing": 4}},
+            InputDataError,
+            r"model='variational' has unknown key\(s\) \['inducing'\]",
+        ),
         ({"bounds": [[1.0], [0.0]]}, InputDataError, r"lower < upper"),
     ],
 )
@@ -199,6 +229,55 @@ def test_bad_tells_are_named():
         opt.undo()
     with pytest.raises(InputDataError, match=r"best\(\) needs at least one answer"):
         opt.best()
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ([[float("nan"), 0.5], [0.2, 0.3]], r"options must be finite"),
+        ([[float("inf"), 0.5], [0.2, 0.3]], r"options must be finite"),
+        (
+            [[0.5, 1.5], [0.2, 0.3]],
+            r"option 0 has x\[1\] = 1\.5 outside \[0\.0, 1\.0\]",
+        ),
+        ([[0.5, 0.5], [0.5, 0.5]], r"options 0 and 1 are the same point"),
+        ([[0.1, 0.2], [0.5, 0.5], [0.5, 0.5]], r"options 1 and 2 are the same"),
+    ],
+)
+def test_bad_options_are_named_and_nothing_is_kept(tmp_path, options, match):
+    path = tmp_path / "s.jsonl"
+    opt = PreferentialOptimizer(BOUNDS, strategy="random", log_path=path)
+    with pytest.raises(InputDataError, match=match):
+        opt.tell(0, options=torch.tensor(options))
+    assert opt.history == [] and len(path.read_text().splitlines()) == 1
+
+
+def test_integer_answers_of_other_types_are_taken_and_history_is_a_copy():
+    opt = PreferentialOptimizer(BOUNDS, strategy="random")
+    opt.ask()
+    opt.tell(np.int64(1))
+    opt.ask()
+    opt.tell(torch.tensor(0))
+    assert [t.answer for t in opt.history] == [1, 0]
+    assert all(type(t.answer) is int for t in opt.history)
+    for bad in (True, 1.0, torch.tensor(1.0), "1"):
+        opt.ask()
+        with pytest.raises(InputDataError, match=r"answer must be an int"):
+            opt.tell(bad)
+    designs = opt.data()[0].clone()
+    opt.history[0].options.add_(0.25)  # editing a copy leaves the data alone
+    assert torch.equal(opt.data()[0], designs)
+
+
+def test_a_config_the_log_cannot_store_is_named_before_the_file_is_made(tmp_path):
+    path = tmp_path / "s.jsonl"
+    covar = default_preference_covar_module(2)
+    with pytest.raises(InputDataError, match=r"model_options cannot be stored in"):
+        PreferentialOptimizer(
+            BOUNDS, model_options={"covar_module": covar}, log_path=path
+        )
+    assert not path.exists()
+    PreferentialOptimizer(BOUNDS, model_options={"covar_module": covar})  # no log
 
 
 VARIATIONAL_FIT = {"fit": {"epochs": 60, "lr": 0.05}}
