@@ -8,8 +8,10 @@ question with :meth:`compare`). Besides ``0`` (first option preferred) and
 
 - :data:`INDIFFERENT` (``-1``): "no noticeable difference"
   (:class:`IndifferentPerson`);
-- :data:`CONFLICT` (``-2``): neither option is at least as good on every
-  criterion (:class:`ParetoPerson`).
+- :data:`CONFLICT` (``-2``): neither option dominates the other, i.e. is at
+  least as good on every criterion and better on one (:class:`ParetoPerson`;
+  with noise ties have probability zero, without it an option tied on one
+  criterion and better on another dominates, and a tie on all is a conflict).
 
 Answer probabilities, with ``Δ = u(x₂) - u(x₁)`` (second minus first):
 
@@ -238,6 +240,6 @@ class ParetoPerson(_Person):
             U = U + self.noise_std * self._randn(U.shape, U)
         d = U[..., 1] - U[..., 0]  # K x batch_shape
         out = torch.full(d.shape[1:], CONFLICT, dtype=torch.long, device=X.device)
-        out[(d < 0).all(0)] = 0
-        out[(d > 0).all(0)] = 1
+        out[(d <= 0).all(0) & (d < 0).any(0)] = 0  # the first dominates
+        out[(d >= 0).all(0) & (d > 0).any(0)] = 1  # the second dominates
         return out

@@ -106,6 +106,12 @@ def test_noiseless_pareto_person():
     assert person.compare(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])) == (
         CONFLICT
     )
+    # tied on one criterion, better on the other: that option dominates
+    flat = ParetoPerson([linear, lambda X: 0.0 * X[..., 0]], noise_std=0.0)
+    a, b = torch.tensor([0.0, 0.3]), torch.tensor([1.0, 0.3])
+    assert flat.compare(a, b) == 1
+    assert flat.compare(b, a) == 0
+    assert flat.compare(a, a) == CONFLICT  # tied on all: neither dominates
 
 
 def test_errors():
