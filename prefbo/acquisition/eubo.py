@@ -547,6 +547,7 @@ def eubo_values(
             f"({'with' if q == 1 else 'without'} previous_winner); got shape "
             f"{tuple(X.shape)}."
         )
+    _check_dim(model, X)
     w = None
     if previous_winner is not None:
         w = _check_winner(previous_winner, X.shape[-1], X)
@@ -708,6 +709,7 @@ class FastAnalyticEUBO(AcquisitionFunction):
                 f"({'with' if q == 1 else 'without'} a previous winner); got "
                 f"X of shape {tuple(X.shape)}."
             )
+        _check_dim(self.model, X)
         moments = self.moments
         if isinstance(moments, _KernelMoments) and X.dtype != moments.Z.dtype:
             raise InputTypeError(
@@ -748,6 +750,20 @@ class _EUBOWithGradient(torch.autograd.Function):
                 (g,) = torch.autograd.grad(values, X, grad_out, create_graph=True)
             return g, None
         return grad_out[..., None, None] * grad, None
+
+
+def _check_dim(model: Model, X: Tensor) -> None:
+    r"""``X``'s last dimension against the model's input dimension, where the
+    model says it (prefbo's models hold their raw ``datapoints``)."""
+    try:
+        datapoints = getattr(model, "datapoints", None)
+    except Exception:  # noqa: BLE001 - a property that needs data
+        datapoints = None
+    if isinstance(datapoints, Tensor) and X.shape[-1] != datapoints.shape[-1]:
+        raise InputDataError(
+            f"X must have d={datapoints.shape[-1]} features (the model's "
+            f"datapoints); got X of shape {tuple(X.shape)}."
+        )
 
 
 # ---------------------------------------------------------------- maximiser

@@ -45,7 +45,10 @@ def thompson_batch(
         raw_samples: Sobol points on which every path is first evaluated.
         num_restarts: Best raw points per path refined by gradient ascent.
         num_steps: Adam steps of the refinement (all paths and starts at once).
-        lr: Adam learning rate, in units of the box width.
+        lr: Step size. The ascent runs Adam with learning rate ``50·lr`` on
+            the logits of the design's position in the box, so one step moves
+            a design by at most ``12.5·lr`` box widths (that much at the
+            box's centre, less towards its faces).
         num_features: Random Fourier features of the prior draws (prefbo
             models; BoTorch's own models use their default).
         seed: Seed for the raw points.
@@ -108,7 +111,10 @@ def maximize_paths(
         raw_samples: Sobol points per path.
         num_restarts: Starts refined per path.
         num_steps: Adam steps.
-        lr: Step size in units of the box width.
+        lr: Step size: Adam's learning rate on the logits of the position
+            in the box is ``50·lr``, so one step moves a design by at most
+            ``12.5·lr`` box widths (at the box's centre; less towards its
+            faces).
         seed: Seed of the Sobol points.
 
     Returns:

@@ -366,6 +366,11 @@ def test_fast_acqf_errors():
     model = _model("laplace", d=2)
     with pytest.raises(UnsupportedError, match="q=2"):
         FastAnalyticEUBO(model)(torch.rand(4, 3, 2, dtype=torch.float64))
+    wrong_d = torch.rand(4, 2, 3, dtype=torch.float64)
+    with pytest.raises(InputDataError, match=r"X must have d=2 features .*\(4, 2, 3\)"):
+        FastAnalyticEUBO(model)(wrong_d)
+    with pytest.raises(InputDataError, match=r"X must have d=2 features"):
+        eubo_values(model, wrong_d)
     with pytest.raises(UnsupportedError, match="q=1"):
         FastAnalyticEUBO(model, previous_winner=torch.rand(2, dtype=torch.float64))(
             torch.rand(4, 2, 2, dtype=torch.float64)
