@@ -37,10 +37,7 @@ from typing import Any
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
-from botorch.acquisition.preference import (
-    PairwiseBayesianActiveLearningByDisagreement,
-    qExpectedUtilityOfBestOption,
-)
+from botorch.acquisition.preference import qExpectedUtilityOfBestOption
 from botorch.exceptions.errors import ModelFittingError
 from botorch.exceptions.warnings import OptimizationWarning
 from botorch.fit import fit_gpytorch_mll
@@ -51,6 +48,7 @@ from linear_operator.utils.warnings import NumericalWarning as LONumericalWarnin
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from prefbo.acquisition.bald import PairwiseBALD
 from prefbo.acquisition.eubo import FastAnalyticEUBO, maximize_eubo
 from prefbo.acquisition.gen import gen_candidates_eubo
 from prefbo.acquisition.thompson import thompson_batch
@@ -395,7 +393,9 @@ class PreferentialOptimizer:
                 answer; ``model_options["fit"]`` overrides the settings of
                 :func:`~prefbo.fit.fit_variational`).
             strategy: ``"eubo"`` (analytic EUBO, ``q=2``), ``"qeubo"`` (MC
-                qEUBO), ``"bald"`` (pairwise BALD, ``q=2``), ``"mes"`` (the
+                qEUBO), ``"bald"`` (pairwise BALD under the model's own answer
+                likelihood, :class:`~prefbo.acquisition.PairwiseBALD`,
+                ``q=2``), ``"mes"`` (the
                 design of largest max-value entropy of the utility, ``q = 1``
                 on 512 Sobol candidates, against the current best or the kept
                 winner; ``q=2``), ``"ts"`` (the
@@ -436,7 +436,7 @@ class PreferentialOptimizer:
             acqf_options: ``num_restarts``, ``raw_samples``, ``maxiter`` and
                 ``ftol`` (L-BFGS-B's relative tolerance on the acquisition
                 value, default 1e-6; ``None``: BoTorch's 2.2e-9) of the
-                acquisition maximiser and ``mc_samples`` of qEUBO/BALD.
+                acquisition maximiser and ``mc_samples`` of qEUBO.
                 ``optimizer`` chooses the maximiser of strategy ``"eubo"``:
                 ``"scipy"`` (default) BoTorch's ``optimize_acqf`` (L-BFGS-B;
                 ``raw_samples`` random pairs) on
@@ -945,10 +945,8 @@ class PreferentialOptimizer:
                 torch.Size([o["mc_samples"]]), seed=seed % _SEED_MOD
             )
             acqf = qExpectedUtilityOfBestOption(pref_model=model, sampler=sampler)
-        else:
-            acqf = PairwiseBayesianActiveLearningByDisagreement(
-                pref_model=model, num_samples=o["mc_samples"]
-            )
+        else:  # BALD under the model's own answer noise (BoTorch's assumes s = 1)
+            acqf = PairwiseBALD(model)
         if fixed is not None:
             acqf = _FixedFirst(acqf, fixed)
         cand, _ = optimize_acqf(
