@@ -28,6 +28,8 @@ Hyperparameters are not learnt from the (orthant-probability) evidence:
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 import torch
@@ -43,6 +45,7 @@ from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.pairwise import PairwiseProbitLikelihood
 from prefbo.posteriors.samples import SkewGPPosterior
 from prefbo.sampling import GibbsSampler, InfeasibleConstraintsError, LinESS
+from prefbo.sampling.base import _check_count, _check_seed
 
 NOISE_MODELS = ("probit", "none", "jnd", "shared")
 
@@ -77,6 +80,32 @@ def find_preference_cycle(comparisons: Tensor, n: int) -> list[int] | None:
                 state[nxt] = 1
                 stack.append((nxt, iter(succ[nxt])))
     return None
+
+
+def _check_real(name: str, value: object, *, positive: bool) -> float:
+    r"""Check that ``value`` is a finite real number (``> 0`` or ``≥ 0``).
+
+    Args:
+        name: The argument's name, for the message.
+        value: The number.
+        positive: Require ``value > 0`` (else ``value ≥ 0``).
+
+    Returns:
+        ``value`` as a Python ``float``.
+
+    Raises:
+        InputTypeError: ``value`` is not a real number (``bool`` included).
+        InputDataError: ``value`` is not finite or has the wrong sign.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputTypeError(
+            f"{name} must be a real number; got {type(value).__name__} {value!r}."
+        )
+    value = float(value)
+    if not math.isfinite(value) or (value <= 0 if positive else value < 0):
+        bound = "> 0" if positive else ">= 0"
+        raise InputDataError(f"{name} must be finite and {bound}; got {value!r}.")
+    return value
 
 
 class SkewGP(Model):
@@ -120,19 +149,30 @@ class SkewGP(Model):
             indiscernible: ``m_b x 2`` pairs answered "no noticeable
                 difference" (``noise="jnd"`` only).
             input_transform: An input transform applied to designs.
-            num_samples: Stored exact draws (rounded up to whole chains).
-            num_chains: Chains run in parallel.
-            burnin: Transitions discarded per chain (default 200 Gibbs sweeps,
-                1000 LinESS steps).
-            thinning: Transitions skipped between kept draws (default 8 Gibbs
-                sweeps, 4 LinESS steps).
+            num_samples: Stored exact draws, exactly this many (``≥ 1``): each
+                chain runs ``ceil(num_samples / num_chains)`` kept draws and
+                the surplus of the last round is dropped.
+            num_chains: Chains run in parallel (``≥ 1``).
+            burnin: Transitions discarded per chain (``≥ 0``; default 200 Gibbs
+                sweeps, 1000 LinESS steps).
+            thinning: Transitions skipped between kept draws (``≥ 0``; default
+                8 Gibbs sweeps, 4 LinESS steps).
             sampler: ``"gibbs"`` (exact coordinate-wise conditionals; by far
                 the most effective samples per second on these targets, see
                 ``benchmarks/sampler_throughput.py``) or ``"lin_ess"``
                 (rejection-free linear elliptical slice sampling).
-            seed: Seed of the sampler.
-            nugget: Relative diagonal added to ``K`` in the hard-constraint
-                models (default ``1e-6`` float64 / ``1e-4`` float32).
+            seed: Seed of the sampler (an ``int`` or ``None``).
+            nugget: Relative diagonal (finite, ``≥ 0``) added to ``K`` in the
+                hard-constraint models (default ``1e-6`` float64 / ``1e-4``
+                float32).
+
+        Raises:
+            InputDataError: Malformed data, an unknown ``noise`` or ``sampler``,
+                a count below its minimum (or not an integer), a non-finite or
+                non-positive ``jnd_threshold`` or a negative / non-finite
+                ``nugget``.
+            InputTypeError: ``seed`` not an int or ``None``, a non-numeric
+                ``jnd_threshold`` or ``nugget``, or ``covar_module`` not a Kernel.
         """
         super().__init__()
         if noise not in NOISE_MODELS:
@@ -145,10 +185,12 @@ class SkewGP(Model):
                 f"datapoints of shape {tuple(datapoints.shape)}."
             )
         if noise == "jnd":
-            if jnd_threshold is None or not jnd_threshold > 0:
+            if jnd_threshold is None:
                 raise InputDataError(
-                    f"noise='jnd' needs jnd_threshold > 0; got {jnd_threshold}."
+                    "noise='jnd' needs jnd_threshold > 0 (finite, the "
+                    "just-noticeable difference δ); got None."
                 )
+            jnd_threshold = _check_real("jnd_threshold", jnd_threshold, positive=True)
         elif jnd_threshold is not None or indiscernible is not None:
             raise InputDataError(
                 "jnd_threshold and indiscernible apply to noise='jnd' only; got "
@@ -194,13 +236,19 @@ class SkewGP(Model):
             )
         gibbs = sampler == "gibbs"
         self._sampler_cls = GibbsSampler if gibbs else LinESS
+        if burnin is None:
+            burnin = 200 if gibbs else 1000
+        if thinning is None:
+            thinning = 8 if gibbs else 4
         self._sampler_options = {
-            "num_chains": int(num_chains),
-            "burnin": int(burnin if burnin is not None else (200 if gibbs else 1000)),
-            "thinning": int(thinning if thinning is not None else (8 if gibbs else 4)),
-            "seed": seed,
+            "num_chains": _check_count("num_chains", num_chains, 1),
+            "burnin": _check_count("burnin", burnin, 0),
+            "thinning": _check_count("thinning", thinning, 0),
+            "seed": _check_seed("seed", seed),
         }
-        self.num_samples = int(num_samples)
+        self.num_samples = _check_count("num_samples", num_samples, 1)
+        if nugget is not None:
+            nugget = _check_real("nugget", nugget, positive=False)
         self._nugget = nugget
         self.weights: Tensor | None = None  # S x n
         self.Q: Tensor | None = None  # n x n
@@ -234,11 +282,19 @@ class SkewGP(Model):
         r"""(Re)draw the exact posterior samples at the current hyperparameters.
 
         Args:
-            num_samples: New number of draws (default: unchanged).
-            seed: New sampler seed (default: unchanged).
+            num_samples: New number of draws, exactly this many (default:
+                unchanged).
+            seed: New sampler seed, an ``int`` (default: unchanged).
+
+        Raises:
+            InputDataError: ``num_samples`` is not an integer ``≥ 1``.
+            InputTypeError: ``seed`` is not an int.
         """
         if num_samples is not None:
-            self.num_samples = int(num_samples)
+            num_samples = _check_count("num_samples", num_samples, 1)
+        seed = _check_seed("seed", seed)  # both checked before either is set
+        if num_samples is not None:
+            self.num_samples = num_samples
         if seed is not None:
             self._sampler_options["seed"] = seed
         chains = self._sampler_options["num_chains"]
@@ -280,22 +336,27 @@ class SkewGP(Model):
                 n, dtype=K.dtype, device=K.device
             )
             L = jittered_cholesky(K, name="prior covariance K")
+            tkwargs = {"dtype": K.dtype, "device": K.device}
+            D = D.to(**tkwargs)
             if self.noise == "none":
-                A, b, root = -D, torch.zeros(D.shape[0], dtype=K.dtype), L
+                A, b, root = -D, torch.zeros(D.shape[0], **tkwargs), L
             elif self.noise == "jnd":
-                rows, rhs = [-D], [torch.full((D.shape[0],), -self.jnd_threshold)]
+                # f_w - f_l > δ and |f_i - f_j| <= δ, with δ exact in K's dtype
+                delta = self.jnd_threshold
+                rows = [-D]
+                rhs = [torch.full((D.shape[0],), -delta, **tkwargs)]
                 if self.indiscernible is not None:
-                    E = self._difference_matrix(self.indiscernible)
+                    E = self._difference_matrix(self.indiscernible).to(**tkwargs)
                     rows += [E, -E]
-                    rhs += [torch.full((2 * E.shape[0],), self.jnd_threshold)]
-                A, b, root = torch.cat(rows), torch.cat(rhs).to(K), L
+                    rhs += [torch.full((2 * E.shape[0],), delta, **tkwargs)]
+                A, b, root = torch.cat(rows), torch.cat(rhs), L
             else:  # shared: z = [f; v], v ~ N(0, σ² I)
                 A = -torch.cat([D, D], dim=-1)
-                b = torch.zeros(D.shape[0], dtype=K.dtype)
+                b = torch.zeros(D.shape[0], **tkwargs)
                 root = torch.block_diag(
-                    L, self.likelihood.noise_std * torch.eye(n, dtype=K.dtype)
+                    L, self.likelihood.noise_std * torch.eye(n, **tkwargs)
                 )
-            z = self._sample(A, b.to(K), root, chains, draws)  # S x p
+            z = self._sample(A, b, root, chains, draws)  # S x p
             self.latent_samples = z
             f = z[:, :n]
             self.weights = torch.cholesky_solve(f.T, L).T  # S x n: K⁻¹ f

@@ -28,6 +28,7 @@ the samplers exploit them:
 from __future__ import annotations
 
 import math
+import numbers
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -74,6 +75,36 @@ def _check_count(name: str, value: object, minimum: int) -> int:
     r"""Check that ``value`` is an ``int`` of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputDataError(f"{name} must be an integer >= {minimum}; got {value!r}.")
+    return value
+
+
+def _check_seed(name: str, value: object) -> int | None:
+    r"""Check that ``value`` is ``None`` or an integer a ``torch.Generator`` takes.
+
+    Args:
+        name: The argument's name, for the message.
+        value: The seed.
+
+    Returns:
+        ``None`` or the seed as a Python ``int``.
+
+    Raises:
+        InputTypeError: ``value`` is not ``None`` or an integer (``bool`` and
+            ``float`` included).
+        InputDataError: ``value`` is outside ``[-2**63, 2**64 - 1]``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputTypeError(
+            f"{name} must be an int or None; got {type(value).__name__} {value!r}."
+        )
+    value = int(value)
+    if not -(2**63) <= value < 2**64:
+        raise InputDataError(
+            f"{name} must be in [-2**63, 2**64 - 1] (a torch.Generator seed); got "
+            f"{value}."
+        )
     return value
 
 
@@ -281,8 +312,14 @@ class TruncatedGaussianSampler(ABC):
         if self._axis_aligned:
             self._axis_cols = nonzero.to(torch.int8).argmax(-1)  # k
             self._axis_vals = A.gather(-1, self._axis_cols[:, None]).squeeze(-1)
+        seed = _check_seed("seed", seed)
         if seed is not None and generator is not None:
             raise InputDataError("Pass seed or generator, not both; got both.")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InputTypeError(
+                "generator must be a torch.Generator or None; got "
+                f"{type(generator).__name__}."
+            )
         if seed is not None:
             generator = torch.Generator(device=A.device).manual_seed(seed)
         self.generator = generator

@@ -9,9 +9,10 @@ from botorch.acquisition.preference import (
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from scipy import integrate, special
 
+import prefbo.models.skew as skew_module
 from prefbo import PairwiseEPGP, SkewGP
-from prefbo.exceptions import InputDataError, UnsupportedError
-from prefbo.sampling import InfeasibleConstraintsError
+from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.sampling import GibbsSampler, InfeasibleConstraintsError, LinESS
 from prefbo.utils.testing import make_pairwise_data
 
 X2 = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
@@ -146,3 +147,193 @@ def test_skew_gp_errors():
         SkewGP(X, comp, jnd_threshold=0.1)
     with pytest.raises(UnsupportedError, match="unbatched data"):
         SkewGP(X.expand(2, 4, 2), comp.expand(2, 1, 2))
+
+
+@pytest.mark.parametrize("sampler", ["gibbs", "lin_ess"])
+def test_exactly_num_samples_draws_are_stored(sampler):
+    """num_samples is exact, not rounded up to whole chains."""
+    X = torch.rand(5, 1, dtype=torch.float64)
+    comp = torch.tensor([[0, 1], [2, 3]])
+    model = SkewGP(X, comp, num_samples=20, num_chains=16, sampler=sampler, seed=0)
+    assert model.weights.shape == (20, 5) and model.latent_samples.shape[0] == 20
+    model.resample(num_samples=7)
+    assert model.weights.shape == (7, 5) and model.num_samples == 7
+
+
+_X5 = torch.rand(5, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+_C5 = torch.tensor([[0, 1], [2, 3]])
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (
+            {"num_samples": 0},
+            InputDataError,
+            r"num_samples must be an integer >= 1; got 0\.",
+        ),
+        (
+            {"num_samples": 2.7},
+            InputDataError,
+            r"num_samples must be an integer >= 1; got 2\.7\.",
+        ),
+        (
+            {"num_samples": True},
+            InputDataError,
+            r"num_samples must be an integer >= 1; got True\.",
+        ),
+        (
+            {"num_chains": 0},
+            InputDataError,
+            r"num_chains must be an integer >= 1; got 0\.",
+        ),
+        (
+            {"num_chains": 4.0},
+            InputDataError,
+            r"num_chains must be an integer >= 1; got 4\.0\.",
+        ),
+        ({"burnin": -5}, InputDataError, r"burnin must be an integer >= 0; got -5\."),
+        (
+            {"burnin": 1.5},
+            InputDataError,
+            r"burnin must be an integer >= 0; got 1\.5\.",
+        ),
+        (
+            {"thinning": 1.5},
+            InputDataError,
+            r"thinning must be an integer >= 0; got 1\.5\.",
+        ),
+        (
+            {"thinning": -1},
+            InputDataError,
+            r"thinning must be an integer >= 0; got -1\.",
+        ),
+        ({"seed": "a"}, InputTypeError, r"seed must be an int or None; got str 'a'\."),
+        (
+            {"seed": 1.5},
+            InputTypeError,
+            r"seed must be an int or None; got float 1\.5\.",
+        ),
+        (
+            {"seed": False},
+            InputTypeError,
+            r"seed must be an int or None; got bool False\.",
+        ),
+        (
+            {"nugget": -1.0},
+            InputDataError,
+            r"nugget must be finite and >= 0; got -1\.0\.",
+        ),
+        (
+            {"nugget": math.inf},
+            InputDataError,
+            r"nugget must be finite and >= 0; got inf\.",
+        ),
+        (
+            {"nugget": math.nan},
+            InputDataError,
+            r"nugget must be finite and >= 0; got nan\.",
+        ),
+        (
+            {"nugget": "a"},
+            InputTypeError,
+            r"nugget must be a real number; got str 'a'\.",
+        ),
+    ],
+)
+def test_sampler_arguments_are_checked(kwargs, error, message):
+    noise = "none" if "nugget" in kwargs else "probit"
+    with pytest.raises(error, match=message):
+        SkewGP(_X5, _C5, noise=noise, **({"num_samples": 16} | kwargs))
+
+
+def test_resample_arguments_are_checked():
+    model = SkewGP(_X5, _C5, num_samples=16, seed=0)
+    with pytest.raises(
+        InputDataError, match=r"num_samples must be an integer >= 1; got 0\."
+    ):
+        model.resample(num_samples=0)
+    with pytest.raises(
+        InputDataError, match=r"num_samples must be an integer >= 1; got 2\.5"
+    ):
+        model.resample(num_samples=2.5)
+    with pytest.raises(
+        InputTypeError, match=r"seed must be an int or None; got str 'a'"
+    ):
+        model.resample(seed="a")
+    with pytest.raises(InputTypeError, match=r"seed must be an int or None; got float"):
+        model.resample(num_samples=8, seed=0.5)
+    assert model.num_samples == 16 and model._sampler_options["seed"] == 0
+
+
+@pytest.mark.parametrize(
+    "delta, error, message",
+    [
+        (math.inf, InputDataError, r"jnd_threshold must be finite and > 0; got inf\."),
+        (math.nan, InputDataError, r"jnd_threshold must be finite and > 0; got nan\."),
+        (0.0, InputDataError, r"jnd_threshold must be finite and > 0; got 0\.0\."),
+        (-0.1, InputDataError, r"jnd_threshold must be finite and > 0; got -0\.1\."),
+        ("a", InputTypeError, r"jnd_threshold must be a real number; got str 'a'\."),
+    ],
+)
+def test_jnd_threshold_is_checked(delta, error, message):
+    with pytest.raises(error, match=message):
+        SkewGP(_X5, _C5, noise="jnd", jnd_threshold=delta, num_samples=16)
+
+
+def _recording(monkeypatch, cls):
+    """Patch the skew module's sampler class to keep the instances it makes."""
+    made = []
+
+    class Recording(cls):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(skew_module, cls.__name__, Recording)
+    return made
+
+
+@pytest.mark.parametrize("sampler", ["gibbs", "lin_ess"])
+def test_jnd_bounds_are_exact_in_the_model_dtype(monkeypatch, sampler):
+    """The float64 right-hand side is -δ / δ exactly (not a float32 rounding)."""
+    made = _recording(monkeypatch, GibbsSampler if sampler == "gibbs" else LinESS)
+    delta = 0.3  # not a float32 number
+    ind = torch.tensor([[1, 2], [3, 4]])
+    SkewGP(
+        _X5,
+        _C5,
+        noise="jnd",
+        jnd_threshold=delta,
+        indiscernible=ind,
+        sampler=sampler,
+        num_samples=16,
+        seed=0,
+    )
+    (s,) = made
+    expected = torch.tensor([-delta] * 2 + [delta] * 4, dtype=torch.float64)
+    assert s.b.dtype == torch.float64 and torch.equal(s.b, expected)
+
+
+@pytest.mark.parametrize("noise", ["none", "jnd", "shared"])
+def test_hard_constraint_models_build_on_the_data_device_and_dtype(
+    monkeypatch, tkwargs, noise
+):
+    """Constraints, covariance root and stored draws live on the designs' device
+    and dtype (the suite runs this on CUDA when one is present)."""
+    made = _recording(monkeypatch, GibbsSampler)
+    X, comp, _ = make_pairwise_data(6, 5, seed=1, noise_std=1e-6, **tkwargs)
+    extra = {"jnd_threshold": 0.05} if noise == "jnd" else {}
+    kernel = ScaleKernel(RBFKernel()).to(**tkwargs)
+    model = SkewGP(
+        X, comp, kernel, noise=noise, noise_std=0.5, num_samples=32, seed=0, **extra
+    )
+    (s,) = made
+    for t in (s.A, s.b, s.covariance_root, model.weights, model.Q):
+        assert t.device == X.device and t.dtype == X.dtype
+    if noise == "shared":  # root = blockdiag(L, σ I)
+        torch.testing.assert_close(
+            s.covariance_root[6:, 6:], 0.5 * torch.eye(6, **tkwargs), rtol=0, atol=0
+        )
+    post = model.posterior(X[:3])
+    assert post.locations.device == X.device

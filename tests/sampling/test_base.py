@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -199,6 +200,15 @@ def _bad(**tkwargs):
             InputDataError,
             "Pass seed or generator, not both",
         ),
+        ({"seed": "a"}, InputTypeError, "seed must be an int or None; got str 'a'"),
+        ({"seed": 1.5}, InputTypeError, "seed must be an int or None; got float"),
+        ({"seed": True}, InputTypeError, "seed must be an int or None; got bool"),
+        ({"seed": 2**64}, InputDataError, r"seed must be in \[-2\*\*63, 2\*\*64 - 1\]"),
+        (
+            {"generator": "x"},
+            InputTypeError,
+            "generator must be a torch.Generator or None; got str",
+        ),
     ]
 
 
@@ -211,3 +221,12 @@ def test_invalid_arguments_raise_typed_errors_naming_them(tkwargs, cls):
             cls(**kwargs)
     with pytest.raises(InputDataError, match="n must be an integer >= 1; got 0"):
         cls(A, b, covariance_matrix=cov).draw(0)
+
+
+@pytest.mark.parametrize("cls", SAMPLERS)
+def test_integer_like_seeds_are_accepted(cls):
+    """NumPy integers are valid seeds (converted, as torch.Generator needs)."""
+    A, b, cov = _problem(dtype=torch.float64, device=torch.device("cpu"))
+    x = cls(A, b, covariance_matrix=cov, seed=np.int64(3)).draw(2)
+    y = cls(A, b, covariance_matrix=cov, seed=3).draw(2)
+    assert torch.equal(x, y)
