@@ -23,13 +23,20 @@ convergence, so its gradient in ``K`` is the explicit one,
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from prefbo.exceptions import ConvergenceWarning, NumericalError, UnsupportedError
+from prefbo.exceptions import (
+    ConvergenceWarning,
+    InputDataError,
+    NumericalError,
+    UnsupportedError,
+)
 from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.laplace import (
     FORMS,
@@ -151,6 +158,67 @@ def _cavities(mu, S, tau, nu, comps, index):
     return torch.where(valid, tau_c, 1.0), nu_c, valid
 
 
+def _check_max_iter(value: object, name: str = "max_iter") -> int:
+    r"""Check that ``value`` is an ``int`` sweep budget ``≥ 1``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InputDataError(
+            f"{name} must be an integer >= 1 (the EP sweep budget); got {value!r}."
+        )
+    return int(value)
+
+
+def _check_tol(value: object, name: str = "tol") -> float | None:
+    r"""Check that ``value`` is ``None`` or a finite real tolerance ``≥ 0``."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise InputDataError(
+            f"{name} must be None or a finite float >= 0; got {value!r}."
+        )
+    return float(value)
+
+
+def _check_ep_options(
+    max_iter: object = 200,
+    tol: object = None,
+    damping: object = None,
+    anderson_memory: object = 5,
+) -> None:
+    r"""Validate the options of :func:`run_ep` (see there).
+
+    Args:
+        max_iter: Sweep budget, an integer ``≥ 1``.
+        tol: ``None`` or a finite tolerance ``≥ 0``.
+        damping: ``None`` or a step in ``(0, 1]``.
+        anderson_memory: An integer ``≥ 0``.
+
+    Raises:
+        InputDataError: An option is of the wrong type or out of range (the
+            message names it).
+    """
+    _check_max_iter(max_iter)
+    _check_tol(tol)
+    if damping is not None and (
+        isinstance(damping, bool)
+        or not isinstance(damping, numbers.Real)
+        or not 0 < damping <= 1
+    ):
+        raise InputDataError(f"damping must be in (0, 1]; got {damping!r}.")
+    if (
+        isinstance(anderson_memory, bool)
+        or not isinstance(anderson_memory, int)
+        or anderson_memory < 0
+    ):
+        raise InputDataError(
+            f"anderson_memory must be an int >= 0; got {anderson_memory!r}."
+        )
+
+
 def run_ep(
     chol_prior: Tensor,
     comparisons: Tensor,
@@ -174,10 +242,10 @@ def run_ep(
             sites start the sweep: of the same comparisons, or of their first
             ``m₀`` rows (answers appended since start at zero); ignored when
             its comparisons are not such a prefix.
-        max_iter: Sweep budget.
+        max_iter: Sweep budget (an integer ``≥ 1``).
         tol: Stop when every site's ``|Δτ̃| / (1 + τ̃)`` and
-            ``|Δν̃| / (1 + |ν̃|)`` fall below it; default ``1e-9`` (float64),
-            ``1e-4`` (float32).
+            ``|Δν̃| / (1 + |ν̃|)`` fall below it (finite, ``≥ 0``); default
+            ``1e-9`` (float64), ``1e-4`` (float32).
         damping: Step towards the new sites, in ``(0, 1]``. Default: adaptive,
             per batch element, starting at 1 and halving (down to 1/64)
             whenever the largest site change grows from one sweep to the next
@@ -191,6 +259,11 @@ def run_ep(
 
     Returns:
         The :class:`EPState` (detached from autograd), with the EP evidence.
+
+    Raises:
+        UnsupportedError: ``likelihood`` is not a probit likelihood.
+        InputDataError: ``form``, ``max_iter``, ``tol``, ``damping`` or
+            ``anderson_memory`` is invalid.
     """
     if not isinstance(likelihood, PairwiseProbitLikelihood):
         raise UnsupportedError(
@@ -199,17 +272,8 @@ def run_ep(
             "the logit."
         )
     if form not in FORMS:
-        raise ValueError(f"form must be one of {FORMS}; got {form!r}.")
-    if damping is not None and not 0 < damping <= 1:
-        raise ValueError(f"damping must be in (0, 1]; got {damping}.")
-    if (
-        isinstance(anderson_memory, bool)
-        or not isinstance(anderson_memory, int)
-        or anderson_memory < 0
-    ):
-        raise ValueError(
-            f"anderson_memory must be an int >= 0; got {anderson_memory!r}."
-        )
+        raise InputDataError(f"form must be one of {FORMS}; got {form!r}.")
+    _check_ep_options(max_iter, tol, damping, anderson_memory)
     with torch.no_grad():
         L = chol_prior
         if form == "auto":

@@ -18,7 +18,15 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, UnsupportedError
-from prefbo.inference.ep import EPSites, EPState, ep_evidence, run_ep
+from prefbo.inference.ep import (
+    EPSites,
+    EPState,
+    _check_ep_options,
+    _check_max_iter,
+    _check_tol,
+    ep_evidence,
+    run_ep,
+)
 from prefbo.likelihoods.pairwise import PairwiseProbitLikelihood
 from prefbo.models.pairwise import PairwisePreferenceGP
 
@@ -59,11 +67,12 @@ class PairwiseEPGP(PairwisePreferenceGP):
             input_transform: An input transform applied to designs.
             damping: EP damping; default adaptive (see
                 :func:`prefbo.inference.run_ep`).
-            fit_tol: Site tolerance while fitting hyperparameters; default
-                ``1e-6`` (float64) / ``1e-4`` (float32). The EP evidence is
-                stationary in the sites at the fixed point, so its error is
-                second order in the site error (at n = 400: the same fitted
-                hyperparameters to 5 digits as with ``1e-9``, 12x faster);
+            fit_tol: Site tolerance while fitting hyperparameters (finite,
+                ``≥ 0``); default ``1e-6`` (float64) / ``1e-4`` (float32). The
+                EP evidence is stationary in the sites at the fixed point, so
+                its error is second order in the site error (at n = 400: the
+                same fitted hyperparameters to 5 digits as with ``1e-9``, 12x
+                faster);
                 tighter values hit the rounding floor of the precision form
                 from n ≈ 400 on and then run every sweep of ``max_iter``.
             anderson_memory: Sweeps remembered by the Anderson acceleration of
@@ -73,11 +82,27 @@ class PairwiseEPGP(PairwisePreferenceGP):
                 their runs are short, and an accelerated run's end point moves
                 discontinuously with the hyperparameters (at the tolerance's
                 level), which makes L-BFGS-B's line search fail more often.
-            **options: ``max_iter`` (EP sweeps), ``tol`` and the data options of
+            **options: ``max_iter`` (EP sweeps, ``≥ 1``), ``tol`` (``≥ 0``) and
+                the data options of
                 :class:`~prefbo.models.pairwise.PairwisePreferenceGP`.
+
+        Raises:
+            InputDataError: An invalid EP option (``max_iter``/``maxfev``,
+                ``tol``/``xtol``, ``damping``, ``anderson_memory``, ``fit_tol``).
+            UnsupportedError: A likelihood other than the probit.
         """
+        # validate the EP options up front (the base class would truncate a
+        # float max_iter with int()); the aliases win as in the base class
+        for names, check in (
+            (("maxfev", "max_iter"), _check_max_iter),
+            (("xtol", "tol"), _check_tol),
+        ):
+            given = [k for k in names if options.get(k) is not None]
+            if given:
+                check(options[given[0]], given[0])
+        _check_ep_options(damping=damping, anderson_memory=anderson_memory)
         self._damping = damping
-        self._fit_tol = fit_tol
+        self._fit_tol = _check_tol(fit_tol, "fit_tol")
         self._anderson_memory = anderson_memory
         super().__init__(
             datapoints,
@@ -145,7 +170,11 @@ class PairwiseEPGP(PairwisePreferenceGP):
 
     def _compute_evidence(self, K: Tensor) -> tuple[Tensor, EPState]:
         options = self._ep_options()
-        options["tol"] = self._fit_tol or (1e-6 if K.dtype == torch.float64 else 1e-4)
+        options["tol"] = (
+            self._fit_tol
+            if self._fit_tol is not None
+            else (1e-6 if K.dtype == torch.float64 else 1e-4)
+        )
         # plain sweeps: where an accelerated run stops moves discontinuously
         # with the hyperparameters (at the tolerance's level), and L-BFGS-B's
         # line search then fails more often (BoTorch retries and gives up)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from scipy import integrate, special
 
-from prefbo.exceptions import UnsupportedError
+from prefbo.exceptions import ConvergenceWarning, InputDataError, UnsupportedError
 from prefbo.inference import ep_evidence, find_mode, run_ep
 from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
 from prefbo.utils.testing import make_pairwise_data, tolerance
@@ -189,3 +189,40 @@ def test_anderson_memory_is_checked():
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match="anderson_memory must be an int >= 0"):
             run_ep(L, comp, PairwiseProbitLikelihood(), anderson_memory=bad)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_iter": 0}, r"max_iter must be an integer >= 1 .*; got 0\."),
+        ({"max_iter": -3}, r"max_iter must be an integer >= 1 .*; got -3\."),
+        ({"max_iter": 2.5}, r"max_iter must be an integer >= 1 .*; got 2\.5\."),
+        ({"max_iter": True}, r"max_iter must be an integer >= 1 .*; got True\."),
+        ({"tol": -1e-3}, r"tol must be None or a finite float >= 0; got -0\.001\."),
+        ({"tol": math.nan}, r"tol must be None or a finite float >= 0; got nan\."),
+        ({"tol": math.inf}, r"tol must be None or a finite float >= 0; got inf\."),
+        ({"tol": "a"}, r"tol must be None or a finite float >= 0; got 'a'\."),
+        ({"damping": "a"}, r"damping must be in \(0, 1\]; got 'a'\."),
+        ({"damping": math.nan}, r"damping must be in \(0, 1\]; got nan\."),
+        ({"form": "dense"}, r"form must be one of .*; got 'dense'\."),
+    ],
+)
+def test_ep_options_are_checked(kwargs, message):
+    """Bad options raise InputDataError (a ValueError) naming them, before EP."""
+    L, comp = torch.eye(2, dtype=torch.float64), torch.tensor([[0, 1]])
+    with pytest.raises(InputDataError, match=message):
+        run_ep(L, comp, PairwiseProbitLikelihood(), **kwargs)
+    assert issubclass(InputDataError, ValueError)
+
+
+def test_ep_accepts_a_zero_tolerance_and_one_sweep():
+    L, comp = torch.eye(3, dtype=torch.float64), torch.tensor([[0, 1], [1, 2]])
+    lik = PairwiseProbitLikelihood()
+    ref = run_ep(L, comp, lik, tol=1e-12, max_iter=1000)
+    # tol=0 is honoured: the run stops at the budget, at the fixed point
+    with pytest.warns(ConvergenceWarning, match=r"after 60 sweeps .*\(tol=0\)"):
+        exact = run_ep(L, comp, lik, tol=0, max_iter=60)
+    assert exact.iterations == 60
+    torch.testing.assert_close(exact.mode, ref.mode, rtol=0, atol=1e-10)
+    one = run_ep(L, comp, lik, init=ref.sites(), max_iter=1, anderson_memory=0)
+    assert one.iterations == 1

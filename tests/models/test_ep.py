@@ -1,3 +1,6 @@
+import math
+import warnings
+
 import pytest
 import torch
 from botorch.acquisition.preference import (
@@ -8,8 +11,9 @@ from botorch.acquisition.preference import (
 from botorch.fit import fit_gpytorch_mll
 from botorch.sampling import SobolQMCNormalSampler
 
+import prefbo.models.ep as ep_module
 from prefbo import PairwiseEPGP, PairwiseEPMLL, PairwiseLaplaceGP
-from prefbo.exceptions import InputDataError, UnsupportedError
+from prefbo.exceptions import ConvergenceWarning, InputDataError, UnsupportedError
 from prefbo.likelihoods import PairwiseLogitLikelihood
 from prefbo.utils.testing import make_pairwise_data, tolerance
 
@@ -149,3 +153,43 @@ def test_conditioned_ep_model_starts_at_the_current_sites():
         )
         assert cond.ep_state.iterations < full.ep_state.iterations
     assert model.n == 30 and cond.n == 32  # the original is untouched
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_iter": 0}, r"max_iter must be an integer >= 1 .*; got 0\."),
+        ({"max_iter": 2.5}, r"max_iter must be an integer >= 1 .*; got 2\.5\."),
+        ({"maxfev": 0}, r"maxfev must be an integer >= 1 .*; got 0\."),
+        ({"tol": -1.0}, r"tol must be None or a finite float >= 0; got -1\.0\."),
+        ({"xtol": math.inf}, r"xtol must be None or a finite float >= 0; got inf"),
+        ({"fit_tol": -1.0}, r"fit_tol must be None or a finite float >= 0; got -1"),
+        ({"fit_tol": math.nan}, r"fit_tol must be None or a finite float >= 0; got"),
+        ({"damping": 2.0}, r"damping must be in \(0, 1\]; got 2\.0\."),
+        ({"anderson_memory": -1}, r"anderson_memory must be an int >= 0; got -1"),
+    ],
+)
+def test_ep_options_are_checked_at_construction(kwargs, message):
+    X, comp, _ = make_pairwise_data(5, 5)
+    with pytest.raises(InputDataError, match=message):
+        PairwiseEPGP(X, comp, **kwargs)
+
+
+def test_zero_fit_tol_is_used_not_replaced_by_the_default(monkeypatch):
+    """fit_tol=0.0 reaches EP (it used to be replaced by the default 1e-6)."""
+    seen = []
+    real = ep_module.ep_evidence
+
+    def recording(*args, **options):
+        seen.append(options["tol"])
+        return real(*args, **options)
+
+    monkeypatch.setattr(ep_module, "ep_evidence", recording)
+    X, comp, _ = make_pairwise_data(6, 5, seed=1)
+    for fit_tol, expected in ((0.0, 0.0), (None, 1e-6), (1e-3, 1e-3)):
+        model = PairwiseEPGP(X, comp, fit_tol=fit_tol, max_iter=30)
+        model.train()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # tol=0: budget
+            model(X)
+        assert seen[-1] == expected
