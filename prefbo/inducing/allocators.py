@@ -29,8 +29,14 @@ from botorch.models.utils.inducing_point_allocators import InducingPointAllocato
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError, InputTypeError, NumericalWarning
-from prefbo.inducing.greedy import default_tolerance, greedy_dpp_map, validate_inputs
+from prefbo.exceptions import InputDataError, NumericalWarning
+from prefbo.inducing.greedy import (
+    _check_kernel,
+    _check_tol,
+    default_tolerance,
+    greedy_dpp_map,
+    validate_inputs,
+)
 from prefbo.inducing.quality import MaxValueEntropyQuality, QualityFunction, UnitQuality
 
 
@@ -59,14 +65,6 @@ def broadcast_inputs(
     return inputs.expand(batch_shape + inputs.shape[-2:])
 
 
-def _check_kernel(covar_module: Kernel) -> None:
-    if not isinstance(covar_module, Kernel):
-        raise InputTypeError(
-            "covar_module must be a GPyTorch Kernel; got "
-            f"{type(covar_module).__name__}."
-        )
-
-
 class GreedyDPPAllocator(InducingPointAllocator):
     r"""Base of the greedy-DPP allocators: subclasses give the quality function."""
 
@@ -77,9 +75,7 @@ class GreedyDPPAllocator(InducingPointAllocator):
                 redundant; default :func:`~prefbo.inducing.greedy.default_tolerance`
                 (``1e-6`` float64, ``1e-4`` float32).
         """
-        if tol is not None and not 0.0 <= tol < 1.0:
-            raise InputDataError(f"tol must be in [0, 1) or None; got tol={tol}.")
-        self.tol = tol
+        self.tol = _check_tol(tol)
 
     @abstractmethod
     def _get_quality_function(self) -> QualityFunction:

@@ -14,6 +14,7 @@ from torch import Tensor
 from prefbo.exceptions import InputDataError
 from prefbo.inducing.allocators import broadcast_inputs
 from prefbo.inducing.quality import QualityFunction, UnitQuality
+from prefbo.sampling.base import _check_seed
 
 
 def _generator(seed: int | None) -> torch.Generator | None:
@@ -33,8 +34,11 @@ class RandomSubset(InducingPointAllocator):
         Args:
             seed: Seed of a private CPU generator; ``None`` uses torch's global
                 RNG.
+
+        Raises:
+            InputTypeError: ``seed`` is not an int or ``None``.
         """
-        self.seed = seed
+        self.seed = _check_seed("seed", seed)
 
     def _get_quality_function(self) -> QualityFunction:
         r"""Unused (required by BoTorch's interface)."""
@@ -81,6 +85,10 @@ class KMeans(InducingPointAllocator):
             num_iters: Maximum number of Lloyd iterations (``≥ 0``).
             seed: Seed of a private CPU generator for the seeding; ``None``
                 uses torch's global RNG.
+
+        Raises:
+            InputDataError: ``num_iters`` is not an int ``≥ 0``.
+            InputTypeError: ``seed`` is not an int or ``None``.
         """
         if (
             isinstance(num_iters, bool)
@@ -89,7 +97,7 @@ class KMeans(InducingPointAllocator):
         ):
             raise InputDataError(f"num_iters must be an int >= 0; got {num_iters!r}.")
         self.num_iters = num_iters
-        self.seed = seed
+        self.seed = _check_seed("seed", seed)
 
     def _get_quality_function(self) -> QualityFunction:
         r"""Unused (required by BoTorch's interface)."""

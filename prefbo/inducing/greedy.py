@@ -27,6 +27,7 @@ not synchronise with the device.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from gpytorch.kernels import Kernel
@@ -52,6 +53,40 @@ def default_tolerance(dtype: torch.dtype) -> float:
         The relative tolerance.
     """
     return float(variational_cholesky_jitter.value(dtype))
+
+
+def _check_kernel(covar_module: Kernel) -> None:
+    r"""Check that ``covar_module`` is a GPyTorch ``Kernel``.
+
+    Raises:
+        InputTypeError: It is not.
+    """
+    if not isinstance(covar_module, Kernel):
+        raise InputTypeError(
+            "covar_module must be a GPyTorch Kernel; got "
+            f"{type(covar_module).__name__}."
+        )
+
+
+def _check_tol(tol: object) -> float | None:
+    r"""Check that ``tol`` is ``None`` or a real number in ``[0, 1)``.
+
+    Returns:
+        ``None`` or ``tol`` as a Python ``float``.
+
+    Raises:
+        InputTypeError: ``tol`` is not a real number (``bool`` included).
+        InputDataError: ``tol`` is outside ``[0, 1)`` (or NaN).
+    """
+    if tol is None:
+        return None
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
+        raise InputTypeError(
+            f"tol must be a float in [0, 1) or None; got {type(tol).__name__} {tol!r}."
+        )
+    if not 0.0 <= tol < 1.0:
+        raise InputDataError(f"tol must be in [0, 1) or None; got tol={tol!r}.")
+    return float(tol)
 
 
 def validate_inputs(inputs: Tensor, num_inducing: int) -> None:
@@ -183,9 +218,12 @@ def greedy_dpp_map(
     Raises:
         InputDataError: bad shapes or values of ``inputs``, ``num_inducing``
             (outside ``[1, n]``), ``quality`` or ``tol``.
-        InputTypeError: ``inputs`` not floating or ``num_inducing`` not an int.
+        InputTypeError: ``inputs`` not floating, ``num_inducing`` not an int,
+            ``covar_module`` not a GPyTorch ``Kernel`` or ``tol`` not a number.
     """
     validate_inputs(inputs, num_inducing)
+    _check_kernel(covar_module)
+    tol = _check_tol(tol)
     batch_shape, (n, d) = inputs.shape[:-2], inputs.shape[-2:]
     if quality is not None and (
         not isinstance(quality, Tensor) or quality.shape != batch_shape + (n,)
@@ -202,8 +240,6 @@ def greedy_dpp_map(
             "quality must be finite and >= 0; got values in "
             f"[{quality.min().item():g}, {quality.max().item():g}] (NaN/inf?)."
         )
-    if tol is not None and not 0.0 <= tol < 1.0:
-        raise InputDataError(f"tol must be in [0, 1); got {tol}.")
     m = num_inducing
     b = math.prod(batch_shape)
     tol = default_tolerance(inputs.dtype) if tol is None else tol

@@ -310,6 +310,13 @@ class VariationalPreferenceGP(Model, ApproximateGP):
                     "like the designs; got "
                     f"{tuple(inducing_points.shape)} of dtype {inducing_points.dtype}."
                 )
+            finite = torch.isfinite(inducing_points)
+            if not bool(finite.all()):
+                raise InputDataError(
+                    "inducing_points must be finite; got "
+                    f"{int((~finite).sum())} NaN or infinite entries (first at "
+                    f"{tuple((~finite).nonzero()[0].tolist())})."
+                )
             return inducing_points.detach().clone()
         if X is None:
             raise InputDataError(
@@ -434,6 +441,10 @@ class VariationalPreferenceGP(Model, ApproximateGP):
         Args:
             mean: ``[Q] x M`` means of the latent GPs' inducing values.
             covariance: ``[Q] x M x M`` their covariance (symmetric PSD).
+
+        Raises:
+            InputDataError: ``mean`` or ``covariance`` has the wrong shape or a
+                NaN or infinite entry.
         """
         strategy = self.base_variational_strategy
         q_u = strategy._variational_distribution
@@ -444,6 +455,14 @@ class VariationalPreferenceGP(Model, ApproximateGP):
                 f"{list(shape + shape[-1:])}; got {list(mean.shape)} and "
                 f"{list(covariance.shape)}."
             )
+        for name, value in (("mean", mean), ("covariance", covariance)):
+            finite = torch.isfinite(value)
+            if not bool(finite.all()):
+                raise InputDataError(
+                    f"{name} must be finite; got {int((~finite).sum())} NaN or "
+                    f"infinite entries (first at "
+                    f"{tuple((~finite).nonzero()[0].tolist())})."
+                )
         with torch.no_grad():
             Z = strategy.inducing_points
             L = self.whitening_root()

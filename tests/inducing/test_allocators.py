@@ -393,6 +393,44 @@ def test_errors():
         KMeans(num_iters=-1)
 
 
+def test_greedy_dpp_map_argument_types_raise_typed_errors():
+    X = torch.rand(10, 2, dtype=torch.float64)
+    kernel = _kernel(dtype=torch.float64)
+    for bad in ("rbf", lambda a, b=None, diag=False: a):
+        with pytest.raises(
+            InputTypeError, match=r"covar_module must be a GPyTorch Kernel; got"
+        ):
+            greedy_dpp_map(X, bad, 3)
+    with pytest.raises(
+        InputTypeError, match=r"tol must be a float in \[0, 1\) or None; got str 'a'"
+    ):
+        greedy_dpp_map(X, kernel, 3, tol="a")
+    with pytest.raises(InputTypeError, match=r"tol must be a float .*got bool"):
+        greedy_dpp_map(X, kernel, 3, tol=True)
+    for bad in (-1.0, 1.0, math.nan):
+        with pytest.raises(InputDataError, match=r"tol must be in \[0, 1\) or None"):
+            greedy_dpp_map(X, kernel, 3, tol=bad)
+    with pytest.raises(InputTypeError, match=r"tol must be a float .*got str"):
+        ConditionalVarianceReduction(tol="a")
+    # an integer tolerance 0 is a valid float tolerance
+    idx, _ = greedy_dpp_map(X, kernel, 3, tol=0)
+    assert idx.shape == (3,)
+
+
+@pytest.mark.parametrize("cls", [RandomSubset, KMeans])
+def test_baseline_seeds_are_checked_at_construction(cls):
+    for bad, got in (("a", "str 'a'"), (1.5, "float 1.5"), (True, "bool True")):
+        with pytest.raises(
+            InputTypeError, match=rf"seed must be an int or None; got {got}"
+        ):
+            cls(seed=bad)
+    with pytest.raises(InputDataError, match=r"seed must be in \[-2\*\*63"):
+        cls(seed=2**64)
+    X = torch.rand(10, 2, dtype=torch.float64)
+    a = cls(seed=3).allocate_inducing_points(X, None, 4)
+    assert torch.equal(a, cls(seed=3).allocate_inducing_points(X, None, 4))
+
+
 def _batched_model():
     X, comp, _ = make_pairwise_data(12, 20, batch_shape=torch.Size([3]))
     return PairwiseLaplaceGP(X, comp)

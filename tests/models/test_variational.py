@@ -425,3 +425,37 @@ def test_set_inducing_distribution_gives_q_u_exactly():
     torch.testing.assert_close(post.mean.squeeze(-1), mean, rtol=0, atol=2e-3)
     with pytest.raises(InputDataError, match=r"mean must be \[8\] and covariance"):
         model.set_inducing_distribution(mean[:3], cov)
+
+
+def test_non_finite_inducing_points_and_q_u_are_rejected():
+    X, comp, _ = make_pairwise_data(10, 20)
+    data = PairwiseComparisons(X, comp)
+    Z = torch.rand(4, 2, dtype=torch.float64)
+    for bad in (math.nan, math.inf):
+        Zb = Z.clone()
+        Zb[2, 1] = bad
+        with pytest.raises(
+            InputDataError,
+            match=r"inducing_points must be finite; got 1 NaN or infinite entries "
+            r"\(first at \(2, 1\)\)",
+        ):
+            VariationalPreferenceGP(data, inducing_points=Zb)
+    model = VariationalPreferenceGP(data, inducing_points=Z)
+    q_u = model.base_variational_strategy._variational_distribution
+    before = (q_u.variational_mean.clone(), q_u.chol_variational_covar.clone())
+    mean, cov = torch.zeros(4, dtype=torch.float64), torch.eye(4, dtype=torch.float64)
+    bad_mean, bad_cov = mean.clone(), cov.clone()
+    bad_mean[3] = math.nan
+    bad_cov[0, 1] = bad_cov[1, 0] = math.inf
+    with pytest.raises(
+        InputDataError, match=r"mean must be finite; got 1 NaN .*\(first at \(3,\)\)"
+    ):
+        model.set_inducing_distribution(bad_mean, cov)
+    with pytest.raises(
+        InputDataError,
+        match=r"covariance must be finite; got 2 NaN .*\(first at \(0, 1\)\)",
+    ):
+        model.set_inducing_distribution(mean, bad_cov)
+    # nothing was stored
+    assert torch.equal(q_u.variational_mean, before[0])
+    assert torch.equal(q_u.chol_variational_covar, before[1])
