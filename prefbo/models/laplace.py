@@ -24,7 +24,7 @@ from torch import Tensor
 
 from prefbo.exceptions import InputDataError
 from prefbo.inference.laplace import FORMS, LaplaceState, find_mode, laplace_evidence
-from prefbo.models.pairwise import PairwisePreferenceGP
+from prefbo.models.pairwise import PairwisePreferenceGP, _check_nonneg
 
 
 class PairwiseLaplaceGP(PairwisePreferenceGP):
@@ -81,7 +81,7 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
         if fit_form not in FORMS:
             raise InputDataError(f"fit_form must be one of {FORMS}; got {fit_form!r}.")
         self._fit_form = fit_form
-        self._fit_tol = fit_tol
+        self._fit_tol = _check_nonneg("fit_tol", fit_tol)
         super().__init__(
             datapoints,
             comparisons,
@@ -103,7 +103,10 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
 
     def _compute_evidence(self, K: Tensor) -> tuple[Tensor, LaplaceState]:
         options = dict(self._options, form=self._fit_form)
-        options["tol"] = self._fit_tol or (1e-6 if K.dtype == torch.float64 else 1e-4)
+        if self._fit_tol is not None:
+            options["tol"] = self._fit_tol
+        else:
+            options["tol"] = 1e-6 if K.dtype == torch.float64 else 1e-4
         evidence, state = laplace_evidence(
             K, self.comparisons, self.likelihood, self._warm, **options
         )

@@ -66,6 +66,29 @@ def _check_mask(
     return data, mask.to(data.device)
 
 
+def _check_count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputDataError(f"{name} must be an int >= 1; got {name}={value!r}.")
+    return value
+
+
+def _check_nonneg(name: str, value: object, allow_none: bool = True) -> float | None:
+    r"""A finite real ``>= 0`` (or ``None`` where allowed)."""
+    if value is None and allow_none:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        expected = (
+            "None or a finite float >= 0" if allow_none else "a finite float >= 0"
+        )
+        raise InputDataError(f"{name} must be {expected}; got {name}={value!r}.")
+    return float(value)
+
+
 def _mvn(mean: Tensor, covariance: Tensor) -> MultivariateNormal:
     r"""A GPyTorch MVN with a lazily factorised (possibly singular) covariance."""
     return MultivariateNormal(mean, to_linear_operator(covariance))
@@ -170,17 +193,21 @@ class PairwisePreferenceGP(Model, GP, ABC):
                 f"comparisons={type(comparisons).__name__}."
             )
         self.likelihood: PairwiseLikelihood = as_prefbo_likelihood(likelihood)
+        budget_name = "maxfev" if maxfev is not None else "max_iter"
+        budget = maxfev if maxfev is not None else max_iter
+        tol_name = "xtol" if xtol is not None else "tol"
         self._options = {
-            "max_iter": int(
-                maxfev
-                if maxfev is not None
-                else (max_iter if max_iter is not None else self._default_max_iter)
-            ),
-            "tol": xtol if xtol is not None else tol,
+            "max_iter": self._default_max_iter
+            if budget is None
+            else _check_count(budget_name, budget),
+            "tol": _check_nonneg(tol_name, xtol if xtol is not None else tol),
         }
-        self._jitter = jitter
-        self._nugget = nugget
-        self._consolidate = (float(consolidate_rtol), float(consolidate_atol))
+        self._jitter = _check_nonneg("jitter", jitter)
+        self._nugget = _check_nonneg("nugget", nugget)
+        self._consolidate = (
+            _check_nonneg("consolidate_rtol", consolidate_rtol, allow_none=False),
+            _check_nonneg("consolidate_atol", consolidate_atol, allow_none=False),
+        )
         self.register_buffer("datapoints", None, persistent=False)
         self.register_buffer("comparisons", None, persistent=False)
         self.register_buffer("design_mask", None, persistent=False)

@@ -345,6 +345,47 @@ def test_bad_input_raises_typed_errors(datapoints, comparisons, error, match):
         PairwiseLaplaceGP(datapoints, comparisons)
 
 
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"max_iter": 0}, r"max_iter must be an int >= 1; got max_iter=0"),
+        ({"max_iter": 2.5}, r"max_iter must be an int >= 1; got max_iter=2\.5"),
+        ({"maxfev": True}, r"maxfev must be an int >= 1; got maxfev=True"),
+        ({"tol": -1e-3}, r"tol must be None or a finite float >= 0; got tol=-0\.001"),
+        ({"xtol": float("nan")}, r"xtol must be None or a finite float >= 0"),
+        ({"fit_tol": -1.0}, r"fit_tol must be None or a finite float >= 0"),
+        ({"nugget": -1e-8}, r"nugget must be None or a finite float >= 0"),
+        ({"jitter": float("inf")}, r"jitter must be None or a finite float >= 0"),
+        ({"consolidate_atol": None}, r"consolidate_atol must be a finite float >= 0"),
+    ],
+)
+def test_bad_newton_and_numerical_options_are_named(options, match):
+    X = torch.rand(3, 2, dtype=torch.float64)
+    with pytest.raises(InputDataError, match=match):
+        PairwiseLaplaceGP(X, torch.tensor([[0, 1], [1, 2]]), **options)
+
+
+def test_a_zero_fit_tolerance_is_used_not_replaced_by_the_default(monkeypatch):
+    import prefbo.inference.laplace as inference
+
+    tols = []
+    real = inference.find_mode
+
+    def recording(*args, **kwargs):
+        tols.append(kwargs.get("tol"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "find_mode", recording)
+    X = torch.rand(
+        6, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0)
+    )
+    comps = torch.tensor([[0, 1], [1, 2], [3, 2], [4, 5], [5, 0]])
+    for fit_tol, expected in ((0.0, 0.0), (None, 1e-6), (1e-3, 1e-3)):
+        model = PairwiseLaplaceGP(X, comps, fit_tol=fit_tol).train()
+        model(*model.train_inputs)
+        assert tols[-1] == expected
+
+
 def test_bad_posterior_and_conditioning_input():
     X, comp = _pair()
     model = PairwiseLaplaceGP(X, comp)
