@@ -23,7 +23,12 @@ from prefbo.exceptions import UnsupportedError
 from prefbo.likelihoods.base import (
     AnswerIndex,
     PreferenceLikelihood,
+    check_distinct_pairs,
     check_index_tensor,
+)
+from prefbo.likelihoods.orthant import (
+    log_mixed_sign_probability,
+    log_orthant_probability,
 )
 from prefbo.likelihoods.quadrature import (
     gaussian_expectation_1d,
@@ -47,7 +52,14 @@ class ParetoPreferenceLikelihood(PreferenceLikelihood):
     ``batch_shape x (m + m_c)``, comparisons first. Expected log-likelihoods
     are exact sums of one-dimensional Gauss–Hermite integrals for
     preferences (``E[Σ_i log Φ(z_i)] = Σ_i E[log Φ(z_i)]``) and QMC over the
-    ``d`` differences for conflicts.
+    ``d`` differences for conflicts. Log marginals are orthant probabilities:
+    with ``z ~ N(m, C)``, ``E[Π_i Φ(z_i)] = P(w > 0)`` for
+    ``w ~ N(m, C + I)``, and a conflict is the probability that ``w`` has
+    mixed signs, both by
+    :func:`~prefbo.likelihoods.orthant.log_orthant_probability` (exact for
+    utilities whose differences are independent across outputs; for
+    correlated ones Genz's sequential conditioning with ``num_samples``
+    Sobol points, accurate far in the tails).
     """
 
     def _index(
@@ -60,11 +72,13 @@ class ParetoPreferenceLikelihood(PreferenceLikelihood):
         comparisons = check_index_tensor(
             comparisons, "comparisons", num_designs, width=2, shape_text="m x 2"
         )
+        check_distinct_pairs(comparisons, "comparisons")
         rows = comparisons
         if conflicts is not None:
             conflicts = check_index_tensor(
                 conflicts, "conflicts", num_designs, width=2, shape_text="m_c x 2"
             )
+            check_distinct_pairs(conflicts, "conflicts")
             if num_outputs < 2 and conflicts.shape[0] > 0:
                 raise UnsupportedError(
                     "conflicts need at least d = 2 utilities (with one utility one "
@@ -104,16 +118,26 @@ class ParetoPreferenceLikelihood(PreferenceLikelihood):
         cov_z = (cxx + cyy - cxy - cxy.transpose(-1, -2)) / s**2  # batch x k x d x d
         parts = []
         if log_mean_exp:
+            eye = torch.eye(d, dtype=cov_z.dtype, device=cov_z.device)
+            cov_w = cov_z + eye  # w = z + ε, batch x k x d x d
             parts.append(
-                gaussian_expectation_qmc(
-                    lambda z: torch.special.log_ndtr(z).sum(-1),
+                log_orthant_probability(
                     mean_z[..., :split, :],
-                    cov_z[..., :split, :, :],
+                    cov_w[..., :split, :, :],
                     num_samples=num_samples,
                     seed=self.qmc_seed,
-                    log_mean_exp=True,
                 )
             )
+            if mean.shape[-2] > split:
+                parts.append(
+                    log_mixed_sign_probability(
+                        mean_z[..., split:, :],
+                        cov_w[..., split:, :, :],
+                        num_samples=num_samples,
+                        seed=self.qmc_seed,
+                    )
+                )
+            return torch.cat(parts, dim=-1)
         else:
             var_z = cov_z.diagonal(dim1=-2, dim2=-1)  # batch x k x d
             parts.append(
@@ -132,7 +156,6 @@ class ParetoPreferenceLikelihood(PreferenceLikelihood):
                     cov_z[..., split:, :, :],
                     num_samples=num_samples,
                     seed=self.qmc_seed,
-                    log_mean_exp=log_mean_exp,
                 )
             )
         return torch.cat(parts, dim=-1)
@@ -152,6 +175,7 @@ class ParetoPreferenceLikelihood(PreferenceLikelihood):
         """
         u = self._as_latents(function_samples)
         pairs = check_index_tensor(pairs, "pairs", u.shape[-2], width=2).to(u.device)
+        check_distinct_pairs(pairs, "pairs")
         z = (u[..., pairs[:, 0], :] - u[..., pairs[:, 1], :]) / self.scale
         first = torch.special.log_ndtr(z).sum(-1)  # ... x m
         second = torch.special.log_ndtr(-z).sum(-1)

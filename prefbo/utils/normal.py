@@ -98,3 +98,48 @@ def logit_terms(z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     s_neg = torch.sigmoid(-z)
     w = s_pos * s_neg
     return logp, s_neg, w, w * (s_neg - s_pos)
+
+
+def ndtri_exp(y: Tensor) -> Tensor:
+    r"""The ``x`` with ``log Φ(x) = y`` (inverse of ``log_ndtr``), elementwise.
+
+    Like :func:`scipy.special.ndtri_exp`: accurate also where ``exp(y)``
+    underflows (``y`` down to ``-1e300``) and where ``Φ(x)`` rounds to one.
+    Computed in float64 whatever the input dtype: ``ndtri`` of ``exp(y)``
+    (``-ndtri(-expm1(y))`` for ``y > -log 2``), an asymptotic start
+    ``x ≈ −√(−2y − log(−2y) − log 2π)`` where ``exp(y)`` underflows, then
+    Newton steps on ``log Φ(x) − y`` below ``-log 2``. The gradient is the
+    exact ``dx/dy = Φ(x)/φ(x)`` (one differentiable Newton step at the root).
+
+    Args:
+        y: A tensor of values ``≤ 0`` (``0`` gives ``+inf``), any shape.
+
+    Returns:
+        A tensor of ``y``'s shape and dtype.
+    """
+    dtype = y.dtype
+    y64 = y.to(torch.float64).clamp_max(0.0)
+    with torch.no_grad():
+        yd = y64.detach()
+        upper = yd > -math.log(2.0)
+        y_up = torch.where(upper, yd, torch.full_like(yd, -1.0))
+        y_lo = torch.where(upper, torch.full_like(yd, -1.0), yd)
+        x_up = -torch.special.ndtri(-torch.expm1(y_up))
+        far = y_lo < -700.0
+        t = -2.0 * torch.where(far, y_lo, torch.full_like(yd, -700.0))
+        x_far = -(t - t.log() - math.log(2.0 * math.pi)).sqrt()
+        x_lo = torch.where(far, x_far, torch.special.ndtri(y_lo.exp()))
+        for _ in range(4 if bool(far.any()) or x_lo.device.type != "cpu" else 1):
+            lam = torch.exp(log_phi(x_lo) - torch.special.log_ndtr(x_lo))
+            x_lo = x_lo - (torch.special.log_ndtr(x_lo) - y_lo) / lam
+        x = torch.where(upper, x_up, x_lo)
+    if not y64.requires_grad:
+        return x.to(dtype)
+    finite = torch.isfinite(x)
+    x_safe = torch.where(finite, x, torch.zeros_like(x))
+    lam = torch.exp(log_phi(x_safe) - torch.special.log_ndtr(x_safe)).clamp_min(
+        torch.finfo(torch.float64).tiny
+    )
+    y_safe = torch.where(finite, y64, torch.special.log_ndtr(x_safe))
+    step = (y_safe - torch.special.log_ndtr(x_safe).detach()) / lam.detach()
+    return torch.where(finite, x_safe + step, x).to(dtype)

@@ -1,8 +1,10 @@
 import mpmath
+import numpy as np
 import pytest
 import torch
+from scipy import stats
 
-from prefbo.utils.normal import logit_terms, probit_terms
+from prefbo.utils.normal import logit_terms, ndtri_exp, probit_terms
 
 mpmath.mp.dps = 60
 
@@ -81,3 +83,22 @@ def test_probit_terms_fast_path_equals_general_path():
     general = probit_terms(torch.cat([z, torch.tensor([-7.0], dtype=z.dtype)]))
     for a, b in zip(fast, general):
         torch.testing.assert_close(a, b[:-1], rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_ndtri_exp_matches_scipy(dtype):
+    from scipy import special
+
+    y = torch.tensor(
+        [-1e4, -800.0, -700.0, -100.0, -3.0, -0.7, -0.69, -0.1, -1e-5, -1e-12],
+        dtype=dtype,
+    )
+    got = ndtri_exp(y)
+    ref = special.ndtri_exp(y.double().numpy())
+    tol = 1e-12 if dtype == torch.float64 else 1e-6
+    np.testing.assert_allclose(got.double().numpy(), ref, rtol=tol)
+    yy = y.double().requires_grad_(True)
+    (grad,) = torch.autograd.grad(ndtri_exp(yy).sum(), yy)
+    # dx/dy = Φ(x)/φ(x)
+    expected = np.exp(special.log_ndtr(ref) - stats.norm.logpdf(ref))
+    np.testing.assert_allclose(grad.numpy(), expected, rtol=1e-9)
