@@ -530,9 +530,9 @@ def _find_mode(
             Wr = scatter_pairs(prev.curvature * _pair_diff(r, comps_j), comps_j, n)
             f1 = fo + r - mv(prev._post_cov, Wr)
             candidates.append((f1, f1, mv(Kinv, f1)))
-        best = likelihood.log_prob_answers(f, comps_j).sum(-1)  # Ψ at f = 0
+        best = likelihood._log_prob_pairs(f, comps_j).sum(-1)  # Ψ at f = 0
         for fc, pc, pmc in candidates:
-            psi_c = likelihood.log_prob_answers(fc, comps_j).sum(-1) - 0.5 * (
+            psi_c = likelihood._log_prob_pairs(fc, comps_j).sum(-1) - 0.5 * (
                 pc * pmc
             ).sum(-1)
             better = psi_c > best
@@ -589,7 +589,7 @@ def _find_mode(
             any_ok = torch.ones_like(psi0, dtype=torch.bool)
         else:
             t_b = steps_b.squeeze(-1)
-            psi = likelihood.log_prob_answers(f + steps_b * df, comps_ls).sum(
+            psi = likelihood._log_prob_pairs(f + steps_b * df, comps_ls).sum(
                 -1
             ) - 0.5 * (a + 2 * t_b * b + t_b**2 * c)  # J x batch
             ok = psi >= psi0

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from numbers import Integral, Real
 
 import torch
 from gpytorch.distributions import MultivariateNormal
@@ -45,6 +46,7 @@ from prefbo.likelihoods.quadrature import (
     gaussian_expectation_1d,
     gaussian_expectation_qmc,
     latent_moments,
+    single_output_covariance,
 )
 from prefbo.utils.logspace import log1mexp
 
@@ -121,6 +123,75 @@ def check_index_tensor(
     return x
 
 
+def check_distinct_pairs(pairs: Tensor, name: str) -> None:
+    r"""Check that no ``[i, j]`` row of ``pairs`` compares a design with itself.
+
+    Args:
+        pairs: An ``m x 2`` long tensor (already index-checked).
+        name: The argument's name, for messages.
+    """
+    same = pairs[..., 0] == pairs[..., 1]
+    if pairs.numel() > 0 and bool(same.any()):
+        row = int(same.reshape(-1).nonzero()[0])
+        raise InputDataError(
+            f"{name} must pair two different designs; row {row} is "
+            f"{pairs.reshape(-1, 2)[row].tolist()}."
+        )
+
+
+def check_positive_float(value: object, name: str) -> float:
+    r"""Check a finite positive real number (not a bool) and return it as float.
+
+    Args:
+        value: A Python or NumPy real, or a 0-d floating / integer tensor.
+        name: The argument's name, for messages.
+
+    Returns:
+        ``value`` as a float.
+    """
+    if isinstance(value, Tensor):
+        ok = value.ndim == 0 and value.dtype != torch.bool and not value.is_complex()
+    else:
+        ok = isinstance(value, Real) and not isinstance(value, bool)
+        ok = ok and type(value).__name__ != "bool_"
+    if not ok:
+        got = (
+            f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+            if isinstance(value, Tensor)
+            else f"{value!r} ({type(value).__name__})"
+        )
+        raise InputTypeError(f"{name} must be a finite positive float; got {got}.")
+    out = float(value)
+    if not math.isfinite(out) or out <= 0:
+        raise InputDataError(
+            f"{name} must be a finite positive float; got {name}={out}."
+        )
+    return out
+
+
+def check_integer(value: object, name: str, minimum: int) -> int:
+    r"""Check an integer (not a bool, not a float) ``≥ minimum`` and return it.
+
+    Args:
+        value: A Python or NumPy integer.
+        name: The argument's name, for messages.
+        minimum: The smallest allowed value.
+
+    Returns:
+        ``value`` as an int.
+    """
+    what = {0: "a non-negative integer", 1: "a positive integer"}.get(
+        minimum, f"an integer >= {minimum}"
+    )
+    if not isinstance(value, Integral) or isinstance(value, bool):
+        raise InputTypeError(
+            f"{name} must be {what}; got {value!r} ({type(value).__name__})."
+        )
+    if int(value) < minimum:
+        raise InputDataError(f"{name} must be {what}; got {value}.")
+    return int(value)
+
+
 class PreferenceLikelihood(Likelihood, ABC):
     r"""Base class of likelihoods of preference answers given latent utilities.
 
@@ -153,18 +224,10 @@ class PreferenceLikelihood(Likelihood, ABC):
                 expected log-likelihood is a deterministic function).
         """
         super().__init__(max_plate_nesting=1)
-        noise_std = float(noise_std)
-        if not math.isfinite(noise_std) or noise_std <= 0:
-            raise InputDataError(
-                f"noise_std must be a finite positive float; got {noise_std=}."
-            )
-        for name, value in (("num_samples", num_samples), ("num_points", num_points)):
-            if int(value) != value or value < 1:
-                raise InputDataError(f"{name} must be a positive integer; got {value}.")
-        self.noise_std = noise_std
-        self.num_samples = int(num_samples)
-        self.num_points = int(num_points)
-        self.qmc_seed = int(qmc_seed)
+        self.noise_std = check_positive_float(noise_std, "noise_std")
+        self.num_samples = check_integer(num_samples, "num_samples", 1)
+        self.num_points = check_integer(num_points, "num_points", 1)
+        self.qmc_seed = check_integer(qmc_seed, "qmc_seed", 0)
 
     @property
     def scale(self) -> float:
@@ -201,16 +264,18 @@ class PreferenceLikelihood(Likelihood, ABC):
     ) -> tuple[Tensor, Tensor]:
         mean = self._as_latents(mean, name="mean")
         covariance = to_dense(covariance)
+        if not isinstance(covariance, Tensor) or not covariance.is_floating_point():
+            got = (
+                covariance.dtype
+                if isinstance(covariance, Tensor)
+                else type(covariance).__name__
+            )
+            raise InputTypeError(
+                f"covariance must be a floating torch.Tensor or LinearOperator; got "
+                f"{got}."
+            )
         if not self.multi_output:
-            n = mean.shape[-2]
-            if covariance.shape == mean.shape[:-1]:
-                covariance = covariance.unsqueeze(-1)  # batch x n x 1 variances
-            elif covariance.ndim < 2 or covariance.shape[-2:] != (n, n):
-                raise InputDataError(
-                    "covariance must be a batch_shape x n x n covariance or "
-                    f"batch_shape x n variances for a mean of shape "
-                    f"{tuple(mean.shape[:-1])}; got {tuple(covariance.shape)}."
-                )
+            covariance = single_output_covariance(mean[..., 0], covariance)
         return mean, covariance
 
     def _prepare(self, latents: Tensor, answers: tuple) -> AnswerIndex:
@@ -389,8 +454,12 @@ class DifferenceLikelihood(PreferenceLikelihood):
 
     :meth:`_index` returns ``p = 2`` latents per answer, ``(first, second)``;
     subclasses implement :meth:`_log_prob_difference` of
-    ``Δ = first - second``. Expectations use Gauss–Hermite on ``Δ``'s
-    Gaussian marginal (``num_points`` nodes).
+    ``Δ = first - second``. Expected log-likelihoods use Gauss–Hermite on
+    ``Δ``'s Gaussian marginal (``num_points`` nodes); log marginals use
+    :meth:`_log_marginal_difference`, which subclasses override with closed
+    forms where they exist (plain Gauss–Hermite is inaccurate for unlikely
+    answers when ``Δ``'s standard deviation is well above the noise scale
+    ``s``, see :func:`~prefbo.likelihoods.quadrature.gaussian_expectation_1d`).
     """
 
     @abstractmethod
@@ -411,11 +480,36 @@ class DifferenceLikelihood(PreferenceLikelihood):
         mean_diff = mean[..., 0] - mean[..., 1]  # batch x k
         var_diff = (
             covariance[..., 0, 0] + covariance[..., 1, 1] - 2 * covariance[..., 0, 1]
-        )
+        ).clamp_min(0.0)
+        if log_mean_exp:
+            return self._log_marginal_difference(mean_diff, var_diff, index)
         return gaussian_expectation_1d(
             lambda delta: self._log_prob_difference(delta, index),
             mean_diff,
             var_diff,
             num_points=self.num_points,
-            log_mean_exp=log_mean_exp,
+        )
+
+    def _log_marginal_difference(
+        self, mean_diff: Tensor, var_diff: Tensor, index: AnswerIndex
+    ) -> Tensor:
+        r"""``log E[p(answer_k | Δ_k)]``, ``Δ_k ~ N(mean_diff, var_diff)``.
+
+        The default is Gauss–Hermite on the log-sum-exp (``num_points``
+        nodes); override with a closed form where one exists.
+
+        Args:
+            mean_diff: A ``batch_shape x k`` tensor of difference means.
+            var_diff: A ``batch_shape x k`` tensor of difference variances.
+            index: The answers' :class:`AnswerIndex`.
+
+        Returns:
+            A ``batch_shape x k`` tensor.
+        """
+        return gaussian_expectation_1d(
+            lambda delta: self._log_prob_difference(delta, index),
+            mean_diff,
+            var_diff,
+            num_points=self.num_points,
+            log_mean_exp=True,
         )

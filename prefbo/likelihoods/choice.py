@@ -51,6 +51,14 @@ class ChoiceLikelihood(PreferenceLikelihood):
     Utilities are ``batch_shape x n x d``; results are ``batch_shape x k``.
     Expectations use QMC over the ``s·d`` latents of each set. Subclasses
     implement :meth:`_log_prob_rejected`.
+
+    The log marginal ``log E_q[p(C | A, u)]`` has no closed form and is the
+    log of a plain (scrambled Sobol) QMC mean of ``p``: its error falls
+    with ``num_samples`` (roughly as ``1/S``), but for an answer that is
+    unlikely under ``q`` (``p`` dominated by rare latent configurations,
+    e.g. small ``noise_std`` against a wide ``q``) the estimate is biased
+    low until enough points reach those configurations; raise
+    ``num_samples`` there.
     """
 
     def choice_log_prob(
@@ -89,6 +97,14 @@ class ChoiceLikelihood(PreferenceLikelihood):
                 f"{tuple(chosen.shape)}."
             )
         valid = option_sets >= 0  # k x s
+        ranked = option_sets.sort(-1).values
+        dup = (ranked[:, 1:] == ranked[:, :-1]) & (ranked[:, 1:] >= 0)
+        if bool(dup.any()):
+            row = int(dup.any(-1).nonzero()[0])
+            raise InputDataError(
+                f"option_sets must list distinct designs in a row (-1 padding "
+                f"aside); row {row} is {option_sets[row].tolist()}."
+            )
         if bool((chosen & ~valid).any()):
             row = int((chosen & ~valid).any(-1).nonzero()[0])
             raise InputDataError(

@@ -21,11 +21,13 @@ from gpytorch.constraints import Positive
 from torch import Tensor
 from torch.distributions import Categorical
 
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputTypeError
 from prefbo.likelihoods.base import (
     AnswerIndex,
     DifferenceLikelihood,
+    check_distinct_pairs,
     check_index_tensor,
+    check_positive_float,
 )
 from prefbo.utils.logspace import log_ndtr_diff
 
@@ -63,11 +65,7 @@ class JustNoticeableDifferenceLikelihood(DifferenceLikelihood):
             num_points: Gauss–Hermite nodes for expectations.
         """
         super().__init__(noise_std=noise_std, num_points=num_points)
-        threshold = float(threshold)
-        if not threshold > 0 or threshold == float("inf"):
-            raise InputDataError(
-                f"threshold must be a finite positive float; got {threshold=}."
-            )
+        threshold = check_positive_float(threshold, "threshold")
         self.register_parameter("raw_threshold", torch.nn.Parameter(torch.zeros(())))
         self.register_constraint("raw_threshold", Positive())
         self.threshold = threshold
@@ -79,7 +77,21 @@ class JustNoticeableDifferenceLikelihood(DifferenceLikelihood):
 
     @threshold.setter
     def threshold(self, value: float | Tensor) -> None:
-        value = torch.as_tensor(value, dtype=self.raw_threshold.dtype)
+        if isinstance(value, Tensor):
+            if value.numel() != 1 or not value.is_floating_point():
+                raise InputTypeError(
+                    "threshold must be a finite positive float or a one-element "
+                    f"floating tensor; got a {value.dtype} tensor of shape "
+                    f"{tuple(value.shape)}."
+                )
+            check_positive_float(value.detach().reshape(()), "threshold")
+            value = value.reshape(()).to(self.raw_threshold)
+        else:
+            value = torch.tensor(
+                check_positive_float(value, "threshold"),
+                dtype=self.raw_threshold.dtype,
+                device=self.raw_threshold.device,
+            )
         self.initialize(
             raw_threshold=self.raw_threshold_constraint.inverse_transform(value)
         )
@@ -94,6 +106,7 @@ class JustNoticeableDifferenceLikelihood(DifferenceLikelihood):
         comparisons = check_index_tensor(
             comparisons, "comparisons", num_designs, width=2, shape_text="m x 2"
         )
+        check_distinct_pairs(comparisons, "comparisons")
         rows = comparisons
         if indiscernible is not None:
             indiscernible = check_index_tensor(
@@ -103,6 +116,7 @@ class JustNoticeableDifferenceLikelihood(DifferenceLikelihood):
                 width=2,
                 shape_text="m_b x 2",
             )
+            check_distinct_pairs(indiscernible, "indiscernible")
             rows = torch.cat([comparisons, indiscernible], dim=0)  # k x 2
         return AnswerIndex(
             designs=rows, outputs=torch.zeros_like(rows), split=comparisons.shape[0]
@@ -113,6 +127,26 @@ class JustNoticeableDifferenceLikelihood(DifferenceLikelihood):
         delta_p, delta_i = delta[..., :split], delta[..., split:]
         return torch.cat(
             [self._log_p_preferred(delta_p), self._log_p_indiscernible(delta_i)], dim=-1
+        )
+
+    def _log_marginal_difference(
+        self, mean_diff: Tensor, var_diff: Tensor, index: AnswerIndex
+    ) -> Tensor:
+        r"""Closed forms: with ``w = √(s² + var)``, ``E[Φ((Δ − δ)/s)] =
+        Φ((μ − δ)/w)`` and ``E[Φ((δ − Δ)/s) − Φ((−δ − Δ)/s)] = Φ((δ − μ)/w) −
+        Φ((−δ − μ)/w)`` (``Δ + s ε ~ N(μ, w²)``), in log space."""
+        split, t = index.split, self.threshold
+        width = (self.scale**2 + var_diff).sqrt()
+        z = mean_diff / width
+        tw = t / width
+        return torch.cat(
+            [
+                torch.special.log_ndtr(z[..., :split] - tw[..., :split]),
+                log_ndtr_diff(
+                    tw[..., split:] - z[..., split:], -tw[..., split:] - z[..., split:]
+                ),
+            ],
+            dim=-1,
         )
 
     def _log_p_preferred(self, delta: Tensor) -> Tensor:
@@ -137,6 +171,7 @@ class JustNoticeableDifferenceLikelihood(DifferenceLikelihood):
         """
         f = self._as_latents(function_samples)[..., 0]  # ... x n
         pairs = check_index_tensor(pairs, "pairs", f.shape[-1], width=2)
+        check_distinct_pairs(pairs, "pairs")
         pairs = pairs.to(f.device)
         delta = f[..., pairs[:, 0]] - f[..., pairs[:, 1]]  # ... x m
         logits = torch.stack(

@@ -25,20 +25,84 @@ from torch import Tensor
 from torch.distributions import Bernoulli
 
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.likelihoods.base import check_positive_float
+from prefbo.likelihoods.quadrature import gaussian_expectation_1d
 from prefbo.utils.normal import logit_terms, probit_terms
 
 
-def _gauss_hermite(
-    num: int, dtype: torch.dtype, device: torch.device
-) -> tuple[Tensor, Tensor]:
-    r"""Nodes and weights for ``E[h(Z)]``, ``Z ~ N(0, 1)``."""
-    import numpy as np
+def _broadcast_pairs(utility: Tensor, comparisons: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Expand ``batch_shape x n`` utilities and ``... x m x 2`` rows to one batch.
 
-    x, w = np.polynomial.hermite_e.hermegauss(num)
+    Views only (no copy, no device sync): cheap enough for Newton loops.
+    """
+    if utility.shape[:-1] == comparisons.shape[:-2]:
+        return utility, comparisons
+    batch = torch.broadcast_shapes(utility.shape[:-1], comparisons.shape[:-2])
     return (
-        torch.as_tensor(x, dtype=dtype, device=device),
-        torch.as_tensor(w / w.sum(), dtype=dtype, device=device),
+        utility.expand(batch + utility.shape[-1:]),
+        comparisons.expand(batch + comparisons.shape[-2:]),
     )
+
+
+def check_comparisons(comparisons: object, utility: Tensor) -> Tensor:
+    r"""Validate ``[w, l]`` rows for ``batch_shape x n`` utilities.
+
+    Rows ``[i, i]`` are allowed: they are the padding rows of batched data
+    (e.g. a masked ``PairwiseGP``) and contribute the constant ``log F(0)``.
+
+    Args:
+        comparisons: A ``batch_shape x m x 2`` (or ``m x 2``) integer tensor.
+        utility: The ``batch_shape x n`` utilities it indexes.
+
+    Returns:
+        The comparisons as a long tensor on the utilities' device.
+    """
+    if not isinstance(utility, Tensor) or not utility.is_floating_point():
+        got = utility.dtype if isinstance(utility, Tensor) else type(utility).__name__
+        raise InputTypeError(
+            f"utility must be a floating torch.Tensor of shape batch_shape x n; got "
+            f"{got}."
+        )
+    if utility.ndim < 1:
+        raise InputDataError(
+            f"utility must have shape batch_shape x n; got {tuple(utility.shape)}."
+        )
+    if not isinstance(comparisons, Tensor):
+        raise InputTypeError(
+            "comparisons must be a torch.Tensor of shape batch_shape x m x 2; got "
+            f"{type(comparisons).__name__}."
+        )
+    if (
+        comparisons.dtype == torch.bool
+        or comparisons.is_floating_point()
+        or comparisons.is_complex()
+    ):
+        raise InputTypeError(
+            "comparisons must be an integer (long) tensor of indices; got "
+            f"{comparisons.dtype}."
+        )
+    if comparisons.ndim < 2 or comparisons.shape[-1] != 2:
+        raise InputDataError(
+            "comparisons must have shape batch_shape x m x 2 (rows [w, l]); got "
+            f"{tuple(comparisons.shape)}."
+        )
+    try:
+        torch.broadcast_shapes(utility.shape[:-1], comparisons.shape[:-2])
+    except RuntimeError:
+        raise InputDataError(
+            f"comparisons' batch shape {tuple(comparisons.shape[:-2])} does not "
+            f"broadcast with the utilities' {tuple(utility.shape[:-1])}."
+        ) from None
+    comparisons = comparisons.to(device=utility.device, dtype=torch.long)
+    n = utility.shape[-1]
+    if comparisons.numel() > 0:
+        lo, hi = torch.stack([comparisons.min(), comparisons.max()]).tolist()
+        if lo < 0 or hi >= n:
+            raise InputDataError(
+                f"comparisons must hold indices into the utilities in [0, {n - 1}] "
+                f"(n={n}); got min {lo}, max {hi}."
+            )
+    return comparisons
 
 
 class PairwiseLikelihood(Likelihood, ABC):
@@ -58,12 +122,7 @@ class PairwiseLikelihood(Likelihood, ABC):
                 ``s = √2·σ``.
         """
         super().__init__(max_plate_nesting=1)
-        noise_std = float(noise_std)
-        if not math.isfinite(noise_std) or noise_std <= 0:
-            raise InputDataError(
-                f"noise_std must be a finite positive float; got {noise_std=}."
-            )
-        self.noise_std = noise_std
+        self.noise_std = check_positive_float(noise_std, "noise_std")
 
     @property
     def scale(self) -> float:
@@ -80,11 +139,14 @@ class PairwiseLikelihood(Likelihood, ABC):
         r"""Log-likelihood of each answer and its derivatives in the difference.
 
         Computed in float64 whatever the input dtype (an elementwise cost of
-        ``O(m)``), then cast back.
+        ``O(m)``), then cast back. This is the Newton loop's hot path: the
+        comparisons are not validated here (:meth:`log_prob_answers` does),
+        only broadcast against the utilities' batch shape.
 
         Args:
             utility: A ``batch_shape x n`` tensor of utilities at the designs.
-            comparisons: A ``batch_shape x m x 2`` long tensor, rows ``[w, l]``.
+            comparisons: A ``batch_shape x m x 2`` (or ``m x 2``) long tensor,
+                rows ``[w, l]``.
 
         Returns:
             A tuple of four ``batch_shape x m`` tensors: ``log p_k``, its first
@@ -92,6 +154,7 @@ class PairwiseLikelihood(Likelihood, ABC):
             (``≥ 0``) and the negative third derivative.
         """
         s = self.scale
+        utility, comparisons = _broadcast_pairs(utility, comparisons)
         delta = utility.gather(-1, comparisons[..., 0]) - utility.gather(
             -1, comparisons[..., 1]
         )  # batch x m
@@ -109,14 +172,22 @@ class PairwiseLikelihood(Likelihood, ABC):
 
         Args:
             utility: A ``batch_shape x n`` tensor of utilities at the designs.
-            comparisons: A ``batch_shape x m x 2`` long tensor, rows ``[w, l]``.
+            comparisons: A ``batch_shape x m x 2`` (or ``m x 2``, shared by
+                the batch) integer tensor, rows ``[w, l]``; a row ``[i, i]``
+                is padding (``log F(0)``).
 
         Returns:
             A ``batch_shape x m`` tensor of ``log p(w ≻ l | f)``.
         """
+        return self._log_prob_pairs(utility, check_comparisons(comparisons, utility))
+
+    def _log_prob_pairs(self, utility: Tensor, comparisons: Tensor) -> Tensor:
+        r""":meth:`log_prob_answers` of comparisons already checked (the Newton
+        loop's line search: no validation pass, no device sync)."""
+        utility, comparisons = _broadcast_pairs(utility, comparisons)
         delta = utility.gather(-1, comparisons[..., 0]) - utility.gather(
             -1, comparisons[..., 1]
-        )
+        )  # batch x m
         return self._log_prob(delta / self.scale)
 
     def _log_prob(self, z: Tensor) -> Tensor:
@@ -135,16 +206,14 @@ class PairwiseLikelihood(Likelihood, ABC):
             A ``Bernoulli`` of shape ``sample_shape x batch_shape x m`` whose
             success is "design ``i`` is preferred to design ``j``".
         """
-        comparisons = comparisons.expand(
-            function_samples.shape[:-1] + comparisons.shape[-2:]
-        )
+        comparisons = check_comparisons(comparisons, function_samples)
+        function_samples, comparisons = _broadcast_pairs(function_samples, comparisons)
         return Bernoulli(logits=self._logits(function_samples, comparisons))
 
     def predictive_probability(self, mean: Tensor, var: Tensor) -> Tensor:
         r"""``E[p(answer | Δ)]`` for a Gaussian utility difference ``Δ ~ N(mean, var)``.
 
-        The base implementation uses 40-point Gauss–Hermite quadrature; the
-        probit overrides it with the closed form.
+        ``exp`` of :meth:`log_predictive_probability`.
 
         Args:
             mean: Difference means, any shape.
@@ -153,14 +222,34 @@ class PairwiseLikelihood(Likelihood, ABC):
         Returns:
             Probabilities of ``mean``'s shape.
         """
-        nodes, weights = _gauss_hermite(40, mean.dtype, mean.device)
-        delta = mean.unsqueeze(-1) + var.clamp_min(0).sqrt().unsqueeze(-1) * nodes
-        logp = self._log_prob(delta / self.scale)
-        return (logp.exp() * weights).sum(-1)
+        return self.log_predictive_probability(mean, var).exp()
+
+    def log_predictive_probability(self, mean: Tensor, var: Tensor) -> Tensor:
+        r"""``log E[p(answer | Δ)]`` for ``Δ ~ N(mean, var)``, the predictive log-prob.
+
+        The base implementation uses 40-point Gauss–Hermite quadrature (see
+        :func:`~prefbo.likelihoods.quadrature.gaussian_expectation_1d` for its
+        accuracy when ``√var ≫ s``); the probit overrides it with the closed
+        form ``log Φ(mean / √(s² + var))``.
+
+        Args:
+            mean: Difference means, any shape.
+            var: Difference variances (``≥ 0``), same shape.
+
+        Returns:
+            Log-probabilities of ``mean``'s shape.
+        """
+        return gaussian_expectation_1d(
+            lambda delta: self._log_prob(delta / self.scale),
+            mean,
+            var,
+            num_points=40,
+            log_mean_exp=True,
+        )
 
     def _logits(self, utility: Tensor, comparisons: Tensor) -> Tensor:
-        logp = self.log_prob_answers(utility, comparisons)
-        log1mp = self.log_prob_answers(utility, comparisons.flip(-1))
+        logp = self._log_prob_pairs(utility, comparisons)
+        log1mp = self._log_prob_pairs(utility, comparisons.flip(-1))
         return logp - log1mp
 
 
@@ -176,6 +265,10 @@ class PairwiseProbitLikelihood(PairwiseLikelihood):
     def predictive_probability(self, mean: Tensor, var: Tensor) -> Tensor:
         r"""Closed form ``Φ(mean / √(s² + var))``."""
         return torch.special.ndtr(mean / (self.scale**2 + var.clamp_min(0)).sqrt())
+
+    def log_predictive_probability(self, mean: Tensor, var: Tensor) -> Tensor:
+        r"""Closed form ``log Φ(mean / √(s² + var))`` (stable ``log_ndtr``)."""
+        return torch.special.log_ndtr(mean / (self.scale**2 + var.clamp_min(0)).sqrt())
 
 
 class PairwiseLogitLikelihood(PairwiseLikelihood):

@@ -102,6 +102,28 @@ def sobol_normal(
     Returns:
         An ``S x p`` tensor of quasi-random standard-normal draws.
     """
+    u = sobol_uniform(num_samples, dim, seed=seed, device=device)
+    return torch.special.ndtri(u).to(dtype=dtype, device=device)
+
+
+def sobol_uniform(
+    num_samples: int,
+    dim: int,
+    *,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    r"""Scrambled Sobol points in the open unit cube, float64.
+
+    Args:
+        num_samples: Number of points ``S``.
+        dim: Dimension ``p``.
+        seed: Scrambling seed.
+        device: Device of the result.
+
+    Returns:
+        An ``S x p`` float64 tensor with entries in ``[2⁻³¹, 1 − 2⁻³¹]``.
+    """
     if int(num_samples) < 1:
         raise InputDataError(
             f"num_samples must be a positive integer; got {num_samples}."
@@ -110,7 +132,7 @@ def sobol_normal(
         int(num_samples), dtype=torch.float64
     )
     eps = 0.5 / 2**30
-    return torch.special.ndtri(u.clamp(eps, 1.0 - eps)).to(dtype=dtype, device=device)
+    return u.clamp(eps, 1.0 - eps).to(device=device)
 
 
 def _covariance_layout(mean: Tensor, covariance: Tensor) -> str:
@@ -182,6 +204,55 @@ def latent_moments(
     return m.expand(batch + m.shape[-2:]), c.expand(batch + c.shape[-3:])
 
 
+def single_output_covariance(mean: Tensor, covariance: Tensor) -> Tensor:
+    r"""Read the covariance of ``batch_shape x n`` single-utility means.
+
+    A covariance whose last two dimensions are ``n x n`` is a joint
+    covariance (its batch shape broadcasts with the mean's); one of the
+    mean's shape ``batch_shape x n`` holds variances. When both readings fit
+    (the mean's last batch size is ``n`` and the covariance has the mean's
+    shape, e.g. a batch of 3 means over 3 designs and a ``3 x 3`` matrix)
+    the shape says nothing, and an error asks for an unambiguous layout.
+
+    Args:
+        mean: A ``batch_shape x n`` tensor.
+        covariance: A ``batch_shape x n x n`` joint covariance or a
+            ``batch_shape x n`` tensor of variances.
+
+    Returns:
+        The covariance in a layout of :func:`latent_moments` for the mean
+        ``batch_shape x n x 1``: variances ``batch_shape x n x 1`` or the
+        joint ``batch_shape x n x n``.
+    """
+    n = mean.shape[-1]
+    variances = covariance.shape == mean.shape
+    joint = covariance.ndim >= 2 and covariance.shape[-2:] == (n, n)
+    if variances and joint:
+        raise InputDataError(
+            f"covariance of shape {tuple(covariance.shape)} is ambiguous for a mean "
+            f"of shape {tuple(mean.shape)} (batch_shape x n with n={n}): it reads "
+            "both as variances and as an n x n joint covariance. Pass variances as "
+            "torch.diag_embed(covariance), or give the joint covariance the mean's "
+            f"batch shape, covariance.expand({tuple(mean.shape) + (n,)})."
+        )
+    if variances:
+        return covariance.unsqueeze(-1)  # batch x n x 1 variances
+    if not joint:
+        raise InputDataError(
+            "covariance must be a batch_shape x n x n covariance or "
+            f"batch_shape x n variances for a mean of shape {tuple(mean.shape)}; got "
+            f"{tuple(covariance.shape)}."
+        )
+    try:
+        torch.broadcast_shapes(mean.shape[:-1], covariance.shape[:-2])
+    except RuntimeError:
+        raise InputDataError(
+            f"covariance's batch shape {tuple(covariance.shape[:-2])} does not "
+            f"broadcast with the mean's {tuple(mean.shape[:-1])}."
+        ) from None
+    return covariance
+
+
 def difference_moments(
     mean: Tensor, covariance: Tensor | LinearOperator, comparisons: Tensor
 ) -> tuple[Tensor, Tensor]:
@@ -198,9 +269,7 @@ def difference_moments(
         ``(mean_diff, var_diff)``, two ``batch_shape x m`` tensors:
         ``μ_w - μ_l`` and ``v_w + v_l - 2 c_wl`` (clamped at zero).
     """
-    covariance = to_dense(covariance)
-    if covariance.shape == mean.shape:
-        covariance = covariance.unsqueeze(-1)
+    covariance = single_output_covariance(mean, to_dense(covariance))
     m, c = latent_moments(
         mean.unsqueeze(-1), covariance, comparisons, torch.zeros_like(comparisons)
     )
@@ -229,6 +298,20 @@ def gaussian_expectation_1d(
 
     Returns:
         A ``batch_shape x k`` tensor.
+
+    Note:
+        Plain Gauss–Hermite places its nodes by ``X``'s own moments. With
+        ``log_mean_exp=True`` and a log-likelihood that falls steeply (a link
+        ``F(x/s)`` with ``s`` well below ``X``'s standard deviation, e.g.
+        ``s = 0.1``, ``μ = −5``, ``var = 1``: 1.4 nats off), the mass of
+        ``exp(fn(x)) N(x; μ, var)`` sits in a narrow peak between the nodes.
+        Its tilted density ``∝ exp(fn(x)) N(x; μ, var)`` is then a narrow
+        peak with a heavy one-sided tail, which neither plain nor
+        Laplace-centred Gauss–Hermite resolves with few nodes. prefbo's
+        likelihoods use closed forms where they exist (probit links:
+        ``log Φ(μ/√(s² + var))``); the logit link has none and uses this rule
+        with 20 nodes: about 1e-3 nats off while ``√var ≤ 3 s``, 0.12 nats
+        at ``√var = 10 s`` for an unlikely answer (``μ = −3√var``).
     """
     nodes, weights = gauss_hermite(num_points, mean.dtype, mean.device)
     shape = (-1,) + (1,) * mean.ndim

@@ -44,7 +44,10 @@ def log_ndtr_diff(upper: Tensor, lower: Tensor) -> Tensor:
     ``log Φ`` is accurate; then ``log Φ(a) + log1mexp(log Φ(b) - log Φ(a))``.
     Intervals narrower than ``1e-3 / (1 + |midpoint|)`` use the expansion
     ``2h φ(m) (1 + (m² − 1) h²/6)`` around the midpoint ``m`` (half-width
-    ``h``), which keeps full relative precision as ``h → 0``.
+    ``h``), which keeps full relative precision as ``h → 0``. Computed in
+    float64 whatever the input dtype, then cast back (in float32 the
+    difference ``log Φ(b) − log Φ(a)`` of two large logs loses digits just
+    above the series band).
 
     Args:
         upper: A tensor ``a``, any shape.
@@ -54,6 +57,8 @@ def log_ndtr_diff(upper: Tensor, lower: Tensor) -> Tensor:
         A tensor of the broadcast shape.
     """
     upper, lower = torch.broadcast_tensors(upper, lower)
+    dtype = torch.promote_types(upper.dtype, lower.dtype)
+    upper, lower = upper.to(torch.float64), lower.to(torch.float64)
     flip = (upper + lower) > 0
     a = torch.where(flip, -lower, upper)
     b = torch.where(flip, -upper, lower)
@@ -70,7 +75,7 @@ def log_ndtr_diff(upper: Tensor, lower: Tensor) -> Tensor:
         + torch.log(2 * half_n)
         + torch.log1p((mid * mid - 1) * half_n * half_n / 6)
     )
-    return torch.where(narrow, series, general)
+    return torch.where(narrow, series, general).to(dtype)
 
 
 def _exclusive_cumsum(x: Tensor) -> Tensor:

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from gpytorch.distributions import MultitaskMultivariateNormal
@@ -77,3 +79,88 @@ def test_forward_is_finite_for_certain_answers():
     )  # a one-label ordering has p = 1
     assert dist.probs[0].item() == pytest.approx(1.0)
     assert bool(torch.isfinite(dist.log_prob(torch.ones(2))).all())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"noise_std": True},
+            InputTypeError,
+            r"noise_std must be a finite positive "
+            r"float; got True \(bool\)",
+        ),
+        (
+            {"qmc_seed": 1.7},
+            InputTypeError,
+            r"qmc_seed must be a non-negative "
+            r"integer; got 1.7 \(float\)",
+        ),
+        (
+            {"qmc_seed": -3},
+            InputDataError,
+            "qmc_seed must be a non-negative integer; got -3",
+        ),
+        (
+            {"num_samples": True},
+            InputTypeError,
+            "num_samples must be a positive integer; got True",
+        ),
+        (
+            {"num_samples": 2.0},
+            InputTypeError,
+            "num_samples must be a positive integer; got 2.0",
+        ),
+    ],
+)
+def test_constructor_rejects_coerced_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        ThurstoneRankingLikelihood(**kwargs)
+    with pytest.raises(InputTypeError, match="num_grid must be an integer >= 8"):
+        ThurstoneRankingLikelihood(num_grid=64.0)
+
+
+def test_single_utility_joint_covariance_broadcasts_over_the_batch():
+    """An unbatched n x n joint covariance is the joint for every batch entry."""
+    lik = JustNoticeableDifferenceLikelihood(0.3).double()
+    n = 3
+    mean = torch.randn(4, n, dtype=torch.float64)
+    cov = torch.tensor(
+        [[1.0, 0.99, 0.0], [0.99, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64
+    )
+    comps = torch.tensor([[0, 1], [2, 0]])
+    got = lik.log_marginal_answers(mean, cov, comps)
+    # closed form with the joint: var(f_0 − f_1) = 0.02, var(f_2 − f_0) = 2
+    vd = torch.tensor([0.02, 2.0], dtype=torch.float64)
+    md = mean[:, comps[:, 0]] - mean[:, comps[:, 1]]
+    ref = torch.special.log_ndtr((md - 0.3) / (lik.scale**2 + vd).sqrt())
+    torch.testing.assert_close(got, ref)
+
+
+def test_single_utility_ambiguous_covariance_shape_is_rejected():
+    """Batch 3 over n = 3 designs: a 3 x 3 covariance reads both ways."""
+    lik = JustNoticeableDifferenceLikelihood(0.3)
+    mean = torch.zeros(3, 3, dtype=torch.float64)
+    cov = torch.eye(3, dtype=torch.float64) + 0.5
+    with pytest.raises(
+        InputDataError,
+        match=r"covariance of shape \(3, 3\) is ambiguous for a mean of shape "
+        r"\(3, 3\).*torch.diag_embed\(covariance\).*covariance.expand\(\(3, 3, 3\)\)",
+    ):
+        lik.expected_log_prob_answers(mean, cov, torch.tensor([[0, 1]]))
+    # both explicit layouts work and differ as they should
+    joint = lik.log_marginal_answers(mean, cov.expand(3, 3, 3), torch.tensor([[0, 1]]))
+    var = lik.log_marginal_answers(mean, torch.diag_embed(cov), torch.tensor([[0, 1]]))
+    w_joint = math.sqrt(lik.scale**2 + 2.0)  # 1.5 + 1.5 − 2·0.5
+    ref_joint = torch.full((3, 1), _log_ndtr(-0.3 / w_joint), dtype=torch.float64)
+    torch.testing.assert_close(joint, ref_joint)
+    # variances: batch entry i has the diagonal of row i, [1.5, .5, .5] etc.
+    v_diff = torch.tensor([2.0, 2.0, 1.0], dtype=torch.float64)
+    ref_var = torch.special.log_ndtr(-0.3 / (lik.scale**2 + v_diff).sqrt())
+    torch.testing.assert_close(var, ref_var.unsqueeze(-1))
+
+
+def _log_ndtr(x):
+    from scipy import stats
+
+    return float(stats.norm.logcdf(x))

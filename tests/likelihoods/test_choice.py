@@ -146,3 +146,22 @@ def test_errors():
         lik.choice_log_prob(
             torch.zeros(4, 1), sets, torch.tensor([[True, True, False]])
         )
+
+
+def test_duplicate_options_are_rejected():
+    u = torch.randn(3, 2)
+    with pytest.raises(
+        InputDataError,
+        match=r"option_sets must list distinct designs in a row \(-1 padding aside\); "
+        r"row 1 is \[2, -1, 2\]",
+    ):
+        RationalChoiceLikelihood().log_prob_answers(
+            u,
+            torch.tensor([[0, 1, -1], [2, -1, 2]]),
+            torch.tensor([[True, False, False], [True, False, False]]),
+        )
+    # repeated padding is fine
+    out = PseudoRationalChoiceLikelihood().log_prob_answers(
+        u, torch.tensor([[0, -1, -1]]), torch.tensor([[True, False, False]])
+    )
+    assert out.shape == (1,)

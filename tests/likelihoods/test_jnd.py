@@ -117,3 +117,82 @@ def test_errors():
         InputDataError, match="covariance must be a batch_shape x n x n"
     ):
         lik.expected_log_prob_answers(u, torch.zeros(2, 2), torch.tensor([[0, 1]]))
+
+
+def _mp_log_ndtr_diff(a, b):
+    return float(mpmath.log(mpmath.ncdf(a) - mpmath.ncdf(b)))
+
+
+@pytest.mark.parametrize(
+    ("sigma", "mu", "var"),
+    [(0.1 / math.sqrt(2), -5.0, 1.0), (0.1, 3.0, 4.0), (1.0, -8.0, 16.0)],
+)
+def test_log_marginal_is_the_closed_form_when_the_sd_exceeds_the_noise(sigma, mu, var):
+    """E[Φ((Δ−δ)/s)] = Φ((μ−δ)/√(s²+v)); indiscernible: the widened interval."""
+    delta = 0.5
+    lik = JustNoticeableDifferenceLikelihood(threshold=delta, noise_std=sigma)
+    lik = lik.double()
+    mean = torch.tensor([mu, 0.0], dtype=torch.float64)  # Δ = f_0 − f_1 = μ
+    cov = torch.tensor([[var, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    got = lik.log_marginal_answers(
+        mean, cov, torch.tensor([[0, 1], [1, 0]]), torch.tensor([[0, 1]])
+    )
+    w = math.sqrt(lik.scale**2 + var)
+    ref = [
+        stats.norm.logcdf((mu - delta) / w),
+        stats.norm.logcdf((-mu - delta) / w),
+        _mp_log_ndtr_diff(mpmath.mpf(delta - mu) / w, mpmath.mpf(-delta - mu) / w),
+    ]
+    torch.testing.assert_close(got, torch.tensor(ref, dtype=torch.float64))
+
+
+def test_log_marginal_closed_form_gradients():
+    lik = JustNoticeableDifferenceLikelihood(threshold=0.4, noise_std=0.2).double()
+    comps, ind = torch.tensor([[0, 1], [2, 0]]), torch.tensor([[1, 2]])
+    mean = torch.tensor([-1.0, 0.5, 2.0], dtype=torch.float64, requires_grad=True)
+    root = torch.tensor(
+        [[1.0, 0.0, 0.0], [0.3, 0.8, 0.0], [-0.2, 0.1, 1.1]], dtype=torch.float64
+    ).requires_grad_(True)
+
+    def fn(m, r):
+        return lik.log_marginal_answers(m, r @ r.T, comps, ind)
+
+    assert torch.autograd.gradcheck(fn, (mean, root))
+    lik.log_marginal_answers(mean, root @ root.T, comps, ind).sum().backward()
+    assert lik.raw_threshold.grad is not None
+    assert bool(torch.isfinite(lik.raw_threshold.grad))
+
+
+@pytest.mark.parametrize("value", [-0.5, 0.0, float("nan"), float("inf")])
+def test_threshold_setter_rejects_invalid_values(value):
+    lik = JustNoticeableDifferenceLikelihood(threshold=0.5)
+    with pytest.raises(
+        InputDataError, match=r"threshold must be a finite positive float; got "
+    ):
+        lik.threshold = value
+    with pytest.raises(InputDataError, match="threshold must be a finite positive"):
+        lik.threshold = torch.tensor(value)
+    assert lik.threshold.item() == pytest.approx(0.5)
+    with pytest.raises(InputTypeError, match="threshold must be a finite positive"):
+        lik.threshold = True
+    lik.threshold = torch.tensor([0.7])
+    assert lik.threshold.item() == pytest.approx(0.7)
+
+
+def test_self_comparisons_are_rejected():
+    lik = JustNoticeableDifferenceLikelihood(0.5)
+    f = torch.tensor([0.3, -0.2, 1.0])
+    with pytest.raises(
+        InputDataError,
+        match=r"comparisons must pair two different designs; row 1 is \[1, 1\]",
+    ):
+        lik.log_prob_answers(f, torch.tensor([[0, 1], [1, 1]]))
+    with pytest.raises(
+        InputDataError,
+        match=r"indiscernible must pair two different designs; row 0 is \[2, 2\]",
+    ):
+        lik.log_marginal_answers(
+            f, torch.ones(3), torch.tensor([[0, 1]]), torch.tensor([[2, 2]])
+        )
+    with pytest.raises(InputDataError, match="pairs must pair two different"):
+        lik(f, torch.tensor([[0, 0]]))

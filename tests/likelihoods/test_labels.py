@@ -265,3 +265,30 @@ def test_errors():
         pl.log_prob_answers(torch.zeros(5, 3), torch.tensor([[4, 3, 0]]))
     with pytest.raises(InputDataError, match="compare two different labels; row 0"):
         pl.log_prob_answers(u, torch.tensor([[0, 1, 1]]))
+
+
+@pytest.mark.parametrize(("sigma", "mu", "var"), [(0.1, -5.0, 1.0), (1.0, 2.0, 9.0)])
+def test_paired_probit_log_marginal_is_the_closed_form(sigma, mu, var):
+    lik = PairedLabelLikelihood("probit", noise_std=sigma)
+    mean = torch.tensor([[mu, 0.0]], dtype=torch.float64)  # 1 context x 2 labels
+    cov = torch.tensor([[[var, 0.0], [0.0, 0.0]]], dtype=torch.float64)
+    got = lik.log_marginal_answers(mean, cov, torch.tensor([[0, 0, 1]]))
+    ref = stats.norm.logcdf(mu / math.sqrt(2 * sigma**2 + var))
+    assert got.item() == pytest.approx(ref, rel=1e-12)
+
+
+def test_paired_logit_log_marginal_matches_scipy_quad():
+    lik = PairedLabelLikelihood("logit", noise_std=0.8)
+    s = lik.scale
+    mu, sd = -2.0, 1.2
+    mean = torch.tensor([[mu, 0.0]], dtype=torch.float64)
+    cov = torch.tensor([[[sd**2, 0.0], [0.0, 0.0]]], dtype=torch.float64)
+    got = lik.log_marginal_answers(mean, cov, torch.tensor([[0, 0, 1]]))
+    ref = integrate.quad(
+        lambda x: math.exp(log_expit(x / s)) * stats.norm.pdf(x, mu, sd),
+        mu - 15 * sd,
+        mu + 15 * sd,
+        epsabs=0,
+        limit=200,
+    )[0]
+    assert got.item() == pytest.approx(math.log(ref), abs=1e-6)

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 from botorch.models.likelihoods.pairwise import (
@@ -101,3 +102,83 @@ def test_likelihood_errors():
         PairwiseProbitLikelihood(noise_std=0.0)
     with pytest.raises(InputTypeError, match="likelihood must be None, a prefbo"):
         as_prefbo_likelihood("probit")
+
+
+def test_constructor_rejects_coerced_noise_std():
+    with pytest.raises(
+        InputTypeError, match=r"noise_std must be a finite positive float; got True"
+    ):
+        PairwiseProbitLikelihood(noise_std=True)
+    with pytest.raises(InputTypeError, match="noise_std must be a finite positive"):
+        PairwiseLogitLikelihood(noise_std="1.0")
+
+
+@pytest.mark.parametrize("cls", [PairwiseProbitLikelihood, PairwiseLogitLikelihood])
+def test_log_prob_answers_broadcasts_comparisons_over_the_batch(cls):
+    lik = cls(noise_std=0.6)
+    f = torch.randn(4, 5, dtype=torch.float64)
+    comps = torch.tensor([[0, 1], [3, 2], [4, 0]])
+    out = lik.log_prob_answers(f, comps)
+    assert out.shape == (4, 3)
+    z = (f[:, comps[:, 0]] - f[:, comps[:, 1]]) / lik.scale
+    ref = stats.norm.logcdf(z.numpy()) if cls is PairwiseProbitLikelihood else None
+    if ref is None:
+        ref = -np.logaddexp(0.0, -z.numpy())
+    torch.testing.assert_close(out, torch.as_tensor(ref))
+    # derivatives broadcast the same way (views only)
+    logp = lik.derivatives(f, comps)[0]
+    torch.testing.assert_close(logp, out)
+    assert lik(f, comps).probs.shape == (4, 3)
+
+
+def test_log_prob_answers_index_errors():
+    lik = PairwiseProbitLikelihood()
+    f = torch.tensor([0.3, -0.2, 1.0], dtype=torch.float64)
+    with pytest.raises(
+        InputDataError,
+        match=r"comparisons must hold indices into the utilities in \[0, 2\] "
+        r"\(n=3\); got min 0, max 3",
+    ):
+        lik.log_prob_answers(f, torch.tensor([[0, 3]]))
+    with pytest.raises(InputDataError, match="got min -1, max 0"):
+        lik.log_prob_answers(f, torch.tensor([[0, -1]]))
+    with pytest.raises(
+        InputTypeError, match="comparisons must be an integer .long. tensor"
+    ):
+        lik.log_prob_answers(f, torch.tensor([[0.0, 1.0]]))
+    with pytest.raises(InputDataError, match=r"shape batch_shape x m x 2.*got \(2,\)"):
+        lik.log_prob_answers(f, torch.tensor([0, 1]))
+    with pytest.raises(InputDataError, match="does not broadcast"):
+        lik.log_prob_answers(f.expand(4, 3), torch.zeros(3, 1, 2, dtype=torch.long))
+
+
+def test_padding_rows_give_the_constant_log_f0():
+    """[i, i] rows are the documented padding of batched data: log F(0)."""
+    f = torch.tensor([0.3, -0.2, 1.0], dtype=torch.float64)
+    out = PairwiseProbitLikelihood().log_prob_answers(f, torch.tensor([[1, 1]]))
+    assert out.item() == pytest.approx(math.log(0.5))
+
+
+@pytest.mark.parametrize(("sigma", "mu", "var"), [(0.1, -5.0, 1.0), (1.0, 2.0, 9.0)])
+def test_probit_log_predictive_probability_is_the_closed_form(sigma, mu, var):
+    lik = PairwiseProbitLikelihood(noise_std=sigma)
+    mean, v = torch.tensor([mu], dtype=torch.float64), torch.tensor([var])
+    got = lik.log_predictive_probability(mean, v.double())
+    ref = stats.norm.logcdf(mu / math.sqrt(2 * sigma**2 + var))
+    assert got.item() == pytest.approx(ref, rel=1e-12)
+
+
+def test_logit_log_predictive_probability_matches_scipy_quad():
+    from scipy import integrate, special
+
+    lik = PairwiseLogitLikelihood(noise_std=1.0 / math.sqrt(2))  # s = 1
+    for mu, sd in [(-3.0, 1.0), (1.0, 2.0)]:
+        got = lik.log_predictive_probability(
+            torch.tensor(mu, dtype=torch.float64), torch.tensor(sd**2)
+        )
+
+        def f(x, mu=mu, sd=sd):
+            return special.expit(x) * stats.norm.pdf(x, mu, sd)
+
+        ref = integrate.quad(f, mu - 15 * sd, mu + 15 * sd, epsabs=0, limit=200)[0]
+        assert got.item() == pytest.approx(math.log(ref), abs=1e-6)

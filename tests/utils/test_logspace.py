@@ -103,3 +103,16 @@ def test_gradients_are_finite_in_the_tails():
     a = _t(60.0, -0.1).requires_grad_(True)
     log_ndtr_diff(a, a - 1e-3).sum().backward()
     assert bool(torch.isfinite(a.grad).all())
+
+
+@pytest.mark.parametrize("mid", [-30.0, -20.0, -10.0, 3.0, 10.0])
+@pytest.mark.parametrize("half", [1e-5, 1e-4, 5e-4, 2e-3, 1e-2])
+def test_log_ndtr_diff_float32_keeps_precision_above_the_series_band(mid, half):
+    a = torch.tensor(mid + half, dtype=torch.float32)
+    b = torch.tensor(mid - half, dtype=torch.float32)
+    got = log_ndtr_diff(a, b)
+    assert got.dtype == torch.float32
+    ref = mpmath.log(
+        mpmath.ncdf(mpmath.mpf(a.item())) - mpmath.ncdf(mpmath.mpf(b.item()))
+    )
+    assert got.item() == pytest.approx(float(ref), rel=2e-7, abs=1e-4)
