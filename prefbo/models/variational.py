@@ -545,11 +545,10 @@ class VariationalPreferenceGP(Model, ApproximateGP):
             )  # m x 2, m x 2 x 2
             mean_diff = mean[:, 0] - mean[:, 1]
             var_diff = cov[:, 0, 0] + cov[:, 1, 1] - 2.0 * cov[:, 0, 1]
+            if log_marginal:  # closed form for the probit (log Φ(μ / √(s² + v)))
+                return lik.log_predictive_probability(mean_diff, var_diff.clamp_min(0))
             return gaussian_expectation_1d(
-                lambda delta: lik._log_prob(delta / lik.scale),
-                mean_diff,
-                var_diff,
-                log_mean_exp=log_marginal,
+                lambda delta: lik._log_prob(delta / lik.scale), mean_diff, var_diff
             )
         index = lik._index(X.shape[-2], self.num_outputs, *answers)
         mean, cov = self.answer_moments(X, index.designs, index.outputs, index.mask)

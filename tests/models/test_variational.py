@@ -459,3 +459,30 @@ def test_non_finite_inducing_points_and_q_u_are_rejected():
     # nothing was stored
     assert torch.equal(q_u.variational_mean, before[0])
     assert torch.equal(q_u.chol_variational_covar, before[1])
+
+
+@pytest.mark.parametrize("sigma", [1.0, 0.1])
+def test_predictive_log_prob_is_the_closed_form_for_probit_pairs_and_jnd(sigma):
+    # log E_q[Φ((Δ - δ)/s)] = log Φ((μ - δ)/√(s² + v)): exact, also where the
+    # difference's sd is many times s (20-node Gauss-Hermite was 0.12 nats off)
+    X = torch.rand(
+        8, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0)
+    )
+    comps = torch.tensor([[0, 1], [2, 3], [4, 5], [6, 7], [1, 0], [3, 2]])
+    data = PairwiseComparisons(X, comps)
+    for lik, delta in (
+        (PairwiseProbitLikelihood(noise_std=sigma), 0.0),
+        (JustNoticeableDifferenceLikelihood(threshold=0.2, noise_std=sigma), 0.2),
+    ):
+        model = VariationalPreferenceGP(data, likelihood=lik, inducing_points=X.clone())
+        model.eval()
+        with torch.no_grad():
+            Z = model.base_variational_strategy.inducing_points
+            K = model.covar_module(Z).to_dense()
+            model.set_inducing_distribution(torch.linspace(-3, 3, 8).double(), K)
+            got = model.predictive_log_prob(data)
+            mean, cov = model.answer_moments(X, comps, torch.zeros_like(comps))
+        md = mean[:, 0] - mean[:, 1]
+        vd = cov[:, 0, 0] + cov[:, 1, 1] - 2 * cov[:, 0, 1]
+        exact = torch.special.log_ndtr((md - delta) / (lik.scale**2 + vd).sqrt())
+        torch.testing.assert_close(got, exact, rtol=1e-6, atol=1e-9)
