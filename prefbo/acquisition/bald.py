@@ -135,8 +135,12 @@ class PairwiseBALD(AcquisitionFunction):
         lik = self.likelihood
         s = lik.scale
         var = var.clamp_min(0.0)
+        # a point mass where var = 0 (e.g. a design against itself); its
+        # square root is taken of 1 there, so no infinite gradient reaches var
+        point = var == 0
+        var_pos = torch.where(point, torch.ones_like(var), var)
         mu_z = mean / s
-        sd_z = var.sqrt() / s
+        sd_z = torch.where(point, torch.zeros_like(var), var_pos.sqrt() / s)
         reach = (
             _PROBIT_REACH if isinstance(lik, PairwiseProbitLikelihood) else _LOGIT_REACH
         )
@@ -150,7 +154,6 @@ class PairwiseBALD(AcquisitionFunction):
         z = a.unsqueeze(-1) + (b - a).unsqueeze(-1) * t  # ... x P
         h = (b - a).unsqueeze(-1) / (self.num_points - 1)
         # the Gaussian density in z (a point mass where var = 0)
-        point = sd_z == 0
         sd = torch.where(point, torch.ones_like(sd_z), sd_z)
         density = torch.exp(-0.5 * ((z - mu_z.unsqueeze(-1)) / sd.unsqueeze(-1)) ** 2)
         density = density / (sd.unsqueeze(-1) * math.sqrt(2.0 * math.pi))
@@ -163,10 +166,9 @@ class PairwiseBALD(AcquisitionFunction):
             inside = (weights * density * lik._log_prob(z).exp()).sum(-1)
             above = torch.special.ndtr((mu_z - b) / sd)
             p_bar = torch.where(point, lik._log_prob(mu_z).exp(), inside + above)
-            p_bar = p_bar.clamp(0.0, 1.0)
-            log_p, log_q = p_bar.log(), torch.log1p(-p_bar)
-            marginal = -(
-                torch.where(p_bar > 0, p_bar * log_p, torch.zeros_like(p_bar))
-                + torch.where(p_bar < 1, (1 - p_bar) * log_q, torch.zeros_like(p_bar))
-            )
-        return (marginal - conditional).clamp_min(0.0)
+            # H(p) has an infinite slope at 0 and 1: clamped there (no NaN)
+            tiny = torch.finfo(mean.dtype).tiny
+            p_bar = p_bar.clamp(tiny, 1.0 - torch.finfo(mean.dtype).eps)
+            marginal = -(p_bar * p_bar.log() + (1 - p_bar) * torch.log1p(-p_bar))
+        information = (marginal - conditional).clamp_min(0.0)
+        return torch.where(point, torch.zeros_like(information), information)

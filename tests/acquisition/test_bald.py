@@ -106,6 +106,28 @@ def test_botorch_bald_is_the_special_case_of_unit_scale():
     assert (PairwiseBALD(default)(Q) - theirs.detach()).abs().max() > 1e-2
 
 
+@pytest.mark.parametrize("kind", ["probit", "logit"])
+def test_gradients_are_finite_where_the_pair_collapses(kind):
+    # a design against itself (var = 0) and against a near copy: BoTorch's
+    # L-BFGS-B stops with "NaN in gradf" on a NaN gradient
+    lik = PairwiseProbitLikelihood() if kind == "probit" else PairwiseLogitLikelihood()
+    X, comps = _data()
+    acqf = PairwiseBALD(PairwiseLaplaceGP(X, comps, likelihood=lik).eval())
+    x = torch.tensor([[0.3, 0.6]], dtype=torch.float64)
+    Q = torch.stack([torch.cat([x, x]), torch.cat([x, x + 1e-9])])
+    Q.requires_grad_(True)
+    value = acqf(Q)
+    (grad,) = torch.autograd.grad(value.sum(), Q)
+    assert torch.isfinite(grad).all() and torch.isfinite(value).all()
+    assert value[0].item() == 0.0 and value[1].item() < 1e-12
+    # far-apart means: E[p] rounds to 0 or 1, still finite
+    mu = torch.tensor([80.0, -80.0], dtype=torch.float64, requires_grad=True)
+    var = torch.tensor([1e-3, 1e-3], dtype=torch.float64, requires_grad=True)
+    big = acqf.information(mu, var)
+    grads = torch.autograd.grad(big.sum(), [mu, var])
+    assert torch.isfinite(big).all() and all(torch.isfinite(g).all() for g in grads)
+
+
 def test_errors_are_named():
     X, comps = _data()
     model = PairwiseLaplaceGP(X, comps).eval()
