@@ -120,6 +120,30 @@ def validate_comparisons(
     return comparisons
 
 
+def broadcast_batches(
+    first: str, first_batch: torch.Size, second: str, second_batch: torch.Size
+) -> torch.Size:
+    r"""The broadcast of two batch shapes, or an error naming both arguments.
+
+    Args:
+        first: The first argument's name.
+        first_batch: Its batch shape.
+        second: The second argument's name.
+        second_batch: Its batch shape.
+
+    Returns:
+        The broadcast batch shape.
+    """
+    try:
+        return torch.broadcast_shapes(first_batch, second_batch)
+    except RuntimeError:
+        raise InputDataError(
+            f"{first} and {second} must have broadcastable batch shapes; got "
+            f"{first} batch {tuple(first_batch)} and {second} batch "
+            f"{tuple(second_batch)}."
+        ) from None
+
+
 def validate_pairwise_data(
     datapoints: object, comparisons: object
 ) -> tuple[Tensor, Tensor]:
@@ -140,15 +164,9 @@ def validate_pairwise_data(
             "comparisons and datapoints must be on the same device; got "
             f"{comparisons.device} and {datapoints.device}."
         )
-    dp_batch, cp_batch = datapoints.shape[:-2], comparisons.shape[:-2]
-    try:
-        batch = torch.broadcast_shapes(dp_batch, cp_batch)
-    except RuntimeError:
-        raise InputDataError(
-            "datapoints and comparisons must have broadcastable batch shapes; got "
-            f"datapoints batch {tuple(dp_batch)} and comparisons batch "
-            f"{tuple(cp_batch)}."
-        ) from None
+    batch = broadcast_batches(
+        "datapoints", datapoints.shape[:-2], "comparisons", comparisons.shape[:-2]
+    )
     return (
         datapoints.expand(batch + datapoints.shape[-2:]),
         comparisons.expand(batch + comparisons.shape[-2:]),

@@ -24,6 +24,7 @@ from gpytorch.likelihoods import Likelihood
 from torch import Tensor
 from torch.distributions import Bernoulli
 
+from prefbo.data.validation import broadcast_batches
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.likelihoods.base import check_positive_float
 from prefbo.likelihoods.quadrature import gaussian_expectation_1d
@@ -86,13 +87,9 @@ def check_comparisons(comparisons: object, utility: Tensor) -> Tensor:
             "comparisons must have shape batch_shape x m x 2 (rows [w, l]); got "
             f"{tuple(comparisons.shape)}."
         )
-    try:
-        torch.broadcast_shapes(utility.shape[:-1], comparisons.shape[:-2])
-    except RuntimeError:
-        raise InputDataError(
-            f"comparisons' batch shape {tuple(comparisons.shape[:-2])} does not "
-            f"broadcast with the utilities' {tuple(utility.shape[:-1])}."
-        ) from None
+    broadcast_batches(
+        "utility", utility.shape[:-1], "comparisons", comparisons.shape[:-2]
+    )
     comparisons = comparisons.to(device=utility.device, dtype=torch.long)
     n = utility.shape[-1]
     if comparisons.numel() > 0:

@@ -44,6 +44,7 @@ from linear_operator.operators import LinearOperator
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from prefbo.data.validation import broadcast_batches
 from prefbo.exceptions import InputDataError, InputTypeError, NumericalError
 
 
@@ -243,13 +244,7 @@ def single_output_covariance(mean: Tensor, covariance: Tensor) -> Tensor:
             f"batch_shape x n variances for a mean of shape {tuple(mean.shape)}; got "
             f"{tuple(covariance.shape)}."
         )
-    try:
-        torch.broadcast_shapes(mean.shape[:-1], covariance.shape[:-2])
-    except RuntimeError:
-        raise InputDataError(
-            f"covariance's batch shape {tuple(covariance.shape[:-2])} does not "
-            f"broadcast with the mean's {tuple(mean.shape[:-1])}."
-        ) from None
+    broadcast_batches("mean", mean.shape[:-1], "covariance", covariance.shape[:-2])
     return covariance
 
 

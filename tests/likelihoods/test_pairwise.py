@@ -148,7 +148,11 @@ def test_log_prob_answers_index_errors():
         lik.log_prob_answers(f, torch.tensor([[0.0, 1.0]]))
     with pytest.raises(InputDataError, match=r"shape batch_shape x m x 2.*got \(2,\)"):
         lik.log_prob_answers(f, torch.tensor([0, 1]))
-    with pytest.raises(InputDataError, match="does not broadcast"):
+    with pytest.raises(
+        InputDataError,
+        match=r"utility and comparisons must have broadcastable batch shapes; got "
+        r"utility batch \(4,\) and comparisons batch \(3,\)",
+    ):
         lik.log_prob_answers(f.expand(4, 3), torch.zeros(3, 1, 2, dtype=torch.long))
 
 
