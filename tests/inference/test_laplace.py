@@ -110,6 +110,30 @@ def test_precision_and_whitened_forms_agree():
     assert ((g1 - g2).norm() / g1.norm()).item() < 1e-6
 
 
+def test_precision_form_reaches_the_true_mode_when_k_is_ill_conditioned():
+    # cond(K) ~ 1e9-1e10 (140 designs in 3-d, outputscale 4, nugget 1e-8):
+    # the loop on the explicit K⁻¹ alone stopped 2e-4 from the mode with every
+    # convergence test passed; refined, it matches the whitened form
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(140, 3, dtype=torch.float64, generator=g)
+    u = (X * torch.tensor([3.0, -2.0, 1.0], dtype=torch.float64)).sum(-1) * 3
+    C = torch.randint(0, 140, (300, 2), generator=g)
+    C = C[C[:, 0] != C[:, 1]]
+    C = torch.where((u[C[:, 0]] > u[C[:, 1]]).unsqueeze(-1), C, C.flip(-1))
+    K = _rbf(X, 0.6, 4.0)
+    K = K + 1e-8 * K.diagonal().mean() * torch.eye(140, dtype=torch.float64)
+    assert torch.linalg.cond(K).item() > 1e8
+    L = torch.linalg.cholesky(K)
+    lik = PairwiseProbitLikelihood()
+    ref = find_mode(L, C, lik, form="whitened", tol=1e-14)
+    for tol in (1e-9, 1e-6):
+        state = find_mode(L, C, lik, form="precision", tol=tol)
+        assert state.form == "precision"
+        scale = 1.0 + ref.mode.abs().max().item()
+        assert (state.mode - ref.mode).abs().max().item() < 10 * tol * scale
+        assert state.evidence.item() == pytest.approx(ref.evidence.item(), abs=1e-7)
+
+
 def test_batched_mode_equals_loop(tkwargs):
     X, comp, _ = make_pairwise_data(15, 30, batch_shape=torch.Size([2, 3]), **tkwargs)
     K = _rbf(X, 0.5, 1.5) + 1e-3 * torch.eye(15, **tkwargs)
