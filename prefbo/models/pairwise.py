@@ -301,13 +301,31 @@ class PairwisePreferenceGP(Model, GP, ABC):
                 datapoints, design_mask, "design_mask", datapoints.shape[:-1]
             )
             design_mask = design_mask.expand(datapoints.shape[:-1])
-            used = torch.zeros_like(design_mask)
-            used.scatter_(-1, comparisons[..., 0], True)
-            used.scatter_(-1, comparisons[..., 1], True)
-            if comparison_mask is None and bool((used & ~design_mask).any()):
+            empty = ~design_mask.any(-1)
+            if bool(empty.any()):
+                where = (
+                    f"of batch element(s) {empty.nonzero().tolist()} "
+                    if empty.ndim
+                    else ""
+                )
+                raise InputDataError(
+                    f"design_mask marks every design {where}as padding; a model "
+                    "needs at least one real design."
+                )
+            # designs used by real comparisons (padding rows [0, 0] excluded)
+            dev = comparisons.device
+            if comparison_mask is None:
+                real = torch.ones(comparisons.shape[:-1], dtype=torch.long, device=dev)
+            else:
+                real = comparison_mask.to(torch.long)
+            used = torch.zeros(design_mask.shape, dtype=torch.long, device=dev)
+            used.scatter_add_(-1, comparisons[..., 0], real)
+            used.scatter_add_(-1, comparisons[..., 1], real)
+            if bool(((used > 0) & ~design_mask).any()):
                 raise InputDataError(
                     "comparisons refer to designs that design_mask marks as padding; "
-                    "mark those comparisons False in comparison_mask."
+                    "mark those comparisons False in comparison_mask (or the "
+                    "designs True in design_mask)."
                 )
         if strict and self.unconsolidated_datapoints is not None:
             for name, new, old in (
@@ -342,8 +360,26 @@ class PairwisePreferenceGP(Model, GP, ABC):
         self.consolidated_indices = idx
         self._state = None
         self._state_key = None
+        self._learn_input_transform()
         if update_model:
             self._get_state()
+
+    def _learn_input_transform(self) -> None:
+        r"""Show the training designs to the input transform in train mode, as
+        BoTorch's ``PairwiseGP`` does when its data are set, so that learned
+        statistics (``Normalize``'s bounds) come from these designs before any
+        fit; without it the transform stayed at its initial identity bounds
+        until a training-mode forward."""
+        transform = getattr(self, "input_transform", None)
+        if transform is None:
+            return
+        was_training = transform.training
+        transform.train()
+        try:
+            with torch.no_grad():
+                transform(self.datapoints)
+        finally:
+            transform.train(was_training)
 
     def _has_no_data(self) -> bool:
         return self.datapoints is None
@@ -671,7 +707,7 @@ class PairwisePreferenceGP(Model, GP, ABC):
                     device=cov.device,
                 )
             else:
-                noise = observation_noise.to(cov).squeeze(-1).expand(cov.shape[:-1])
+                noise = self._check_noise(observation_noise, cov.shape[:-1]).to(cov)
             mvn = _mvn(mvn.mean, cov + torch.diag_embed(noise))
         posterior = GPyTorchPosterior(mvn)
         if posterior_transform is not None:
@@ -705,6 +741,31 @@ class PairwisePreferenceGP(Model, GP, ABC):
         var = (cov[..., 0, 0] + cov[..., 1, 1] - 2 * cov[..., 0, 1]).clamp_min(0)
         return self.likelihood.predictive_probability(mu, var)
 
+    @staticmethod
+    def _check_noise(noise: object, shape: torch.Size) -> Tensor:
+        r"""An ``observation_noise`` tensor of variances for ``shape``
+        (``batch_shape x q``, a trailing 1 allowed), finite and ``>= 0``."""
+        if not isinstance(noise, Tensor) or not noise.is_floating_point():
+            raise InputTypeError(
+                "observation_noise must be a bool or a floating tensor of "
+                f"variances; got {type(noise).__name__}"
+                + (f" of dtype {noise.dtype}." if isinstance(noise, Tensor) else ".")
+            )
+        values = noise.squeeze(-1) if noise.ndim and noise.shape[-1] == 1 else noise
+        try:
+            values = values.expand(shape)
+        except RuntimeError:
+            raise InputDataError(
+                f"observation_noise must broadcast to batch_shape x q = "
+                f"{tuple(shape)} (optionally x 1); got {tuple(noise.shape)}."
+            ) from None
+        if not bool((torch.isfinite(values) & (values >= 0)).all()):
+            raise InputDataError(
+                "observation_noise must hold finite variances >= 0; got "
+                f"{noise.flatten()[:8].tolist()}."
+            )
+        return values
+
     def centred_posterior(
         self, X: Tensor, reference: Tensor | None = None
     ) -> GPyTorchPosterior:
@@ -717,19 +778,26 @@ class PairwisePreferenceGP(Model, GP, ABC):
         Args:
             X: ``batch_shape x q x d`` points.
             reference: ``r x d`` (or ``batch_shape x r x d``) reference designs;
-                default the training designs.
+                default the training designs (of a masked model, each batch
+                element's real designs, not its padding).
 
         Returns:
             A ``GPyTorchPosterior`` over the ``q`` centred utilities.
         """
         X = self._validate_X(X)
+        weights = None  # of the reference designs in the mean: 1 / r each
         if reference is None:
             if self._has_no_data():
                 raise UnsupportedError("reference is required for a prior-only model.")
             reference = self.datapoints
+            if self.design_mask is not None:  # real designs only, per batch element
+                m = self.design_mask.to(X.dtype)
+                weights = m / m.sum(-1, keepdim=True)
         reference = self._validate_X(reference, "reference")
         batch = torch.broadcast_shapes(X.shape[:-2], reference.shape[:-2])
         q, r = X.shape[-2], reference.shape[-2]
+        if weights is None:
+            weights = torch.full((r,), 1.0 / r, dtype=X.dtype, device=X.device)
         joint = torch.cat(
             [
                 X.expand(batch + X.shape[-2:]),
@@ -738,14 +806,15 @@ class PairwisePreferenceGP(Model, GP, ABC):
             dim=-2,
         )
         mvn = self.posterior(joint).mvn
+        eye = torch.eye(q, dtype=X.dtype, device=X.device)
         T = torch.cat(
             [
-                torch.eye(q, dtype=X.dtype, device=X.device),
-                torch.full((q, r), -1.0 / r, dtype=X.dtype, device=X.device),
+                eye.expand(weights.shape[:-1] + (q, q)),
+                -weights.unsqueeze(-2).expand(weights.shape[:-1] + (q, r)),
             ],
             dim=-1,
-        )  # q x (q + r)
-        mean = mvn.mean @ T.transpose(-1, -2)
+        )  # [batch x] q x (q + r)
+        mean = (T @ mvn.mean.unsqueeze(-1)).squeeze(-1)
         cov = T @ mvn.covariance_matrix @ T.transpose(-1, -2)
         return GPyTorchPosterior(_mvn(mean, 0.5 * (cov + cov.transpose(-1, -2))))
 
@@ -822,6 +891,12 @@ class PairwisePreferenceGP(Model, GP, ABC):
             The conditioned model (warm-started at the current mode).
         """
         X = validate_datapoints(X, name="X")
+        d = None if self._has_no_data() else self.unconsolidated_datapoints.shape[-1]
+        if d is not None and X.shape[-1] != d:
+            raise InputDataError(
+                f"X must have d={d} features like the training designs; got X of "
+                f"shape {tuple(X.shape)}."
+            )
         if not isinstance(Y, Tensor) or Y.shape[-1:] != (2,) or Y.ndim < 2:
             raise InputDataError(
                 "Y must be a batch_shape x m x 2 tensor of comparisons indexing into "
@@ -847,10 +922,19 @@ class PairwisePreferenceGP(Model, GP, ABC):
         Y = Y.expand(batch + Y.shape[-2:])
         new_dp = torch.cat([old_dp, X], dim=-2)
         new_cp = torch.cat([old_cp, Y + old_dp.shape[-2]], dim=-2)
+        # padding stays padding; the new designs and comparisons are real
+        masks = {}
+        for name, old, new in (
+            ("design_mask", self.design_mask, X.shape[-2]),
+            ("comparison_mask", self.comparison_mask, Y.shape[-2]),
+        ):
+            if old is not None:
+                old = old.expand(batch + old.shape[-1:])
+                masks[name] = torch.cat([old, old.new_ones(batch + (new,))], dim=-1)
         with torch.no_grad():
             new_mean = self.posterior(X).mean.squeeze(-1)  # batch x n'
             init = torch.cat([self.utility.expand(batch + (self.n,)), new_mean], dim=-1)
-        new_model.set_train_data(new_dp, new_cp, update_model=False)
+        new_model.set_train_data(new_dp, new_cp, update_model=False, **masks)
         # warm start at [current mode, predicted mean] unless designs were merged
         same_layout = new_model.n == self.n + X.shape[-2] and (
             self.consolidated_indices is None

@@ -403,6 +403,18 @@ def test_bad_posterior_and_conditioning_input():
         )
     with pytest.raises(InputDataError, match="X1 and X2 must have the same shape"):
         model.predict_preference(torch.rand(2, 2).double(), torch.rand(3, 2).double())
+    with pytest.raises(InputDataError, match=r"X must have d=2 features like the"):
+        model.condition_on_observations(
+            torch.rand(2, 3, dtype=torch.float64), torch.tensor([[0, 1]])
+        )
+    Xq = torch.rand(3, 2, dtype=torch.float64)
+    with pytest.raises(InputDataError, match=r"observation_noise must broadcast"):
+        model.posterior(Xq, observation_noise=torch.ones(5, dtype=torch.float64))
+    with pytest.raises(InputDataError, match=r"finite variances >= 0"):
+        model.posterior(Xq, observation_noise=-torch.ones(3, dtype=torch.float64))
+    noisy = model.posterior(Xq, observation_noise=torch.full((3, 1), 0.5).double())
+    plain = model.posterior(Xq)
+    torch.testing.assert_close(noisy.variance, plain.variance + 0.5)
     model.train()
     with pytest.raises(InputDataError, match="training designs"):
         model(torch.rand(4, 2, dtype=torch.float64))
@@ -422,6 +434,29 @@ def test_input_transform_matches_botorch():
     )
     fit_gpytorch_mll(PairwiseLaplaceMLL(pb.likelihood, pb))
     assert torch.isfinite(pb.posterior(Xt).mean).all()
+
+
+def test_learned_input_transform_bounds_match_botorch_before_any_fit():
+    # Normalize without bounds learns them from the training designs when the
+    # data are set, as BoTorch's PairwiseGP does (prefbo kept the identity
+    # until a training-mode forward, so an unfitted model predicted on the
+    # raw scale), and again when set_train_data brings new designs
+    from botorch.models.transforms.input import Normalize
+
+    X, comp = _pair(20, 30, seed=6)
+    X = X * 10 + 5
+    bt = PairwiseGP(X, comp, input_transform=Normalize(d=2))
+    pb = PairwiseLaplaceGP(X, comp, input_transform=Normalize(d=2))
+    torch.testing.assert_close(pb.input_transform.bounds, bt.input_transform.bounds)
+    Xt = torch.rand(3, 2, dtype=torch.float64) * 10 + 5
+    post_b, post_p = bt.posterior(Xt), pb.posterior(Xt)
+    torch.testing.assert_close(post_p.mean, post_b.mean, rtol=0, atol=1e-6)
+    torch.testing.assert_close(
+        post_p.covariance_matrix, post_b.covariance_matrix, rtol=0, atol=1e-6
+    )
+    pb.set_train_data(X * 2, comp)
+    lo, hi = (X * 2).min(0).values, (X * 2).max(0).values
+    torch.testing.assert_close(pb.input_transform.bounds, torch.stack([lo, hi]))
 
 
 def test_fantasized_answers_follow_the_answer_model():

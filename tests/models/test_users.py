@@ -62,7 +62,49 @@ def test_batch_users_errors():
         batch_users(
             [(X, C), (torch.rand(5, 3, dtype=torch.float64), torch.tensor([[0, 1]]))]
         )
-    with pytest.raises(InputDataError, match="design_mask marks as padding"):
+    with pytest.raises(InputDataError, match="design_mask marks every design as"):
         PairwiseLaplaceGP(X, C, design_mask=torch.zeros(10, dtype=torch.bool))
     with pytest.raises(InputDataError, match="comparison_mask must be a bool"):
         PairwiseLaplaceGP(X, C, comparison_mask=torch.ones(20))
+
+
+def test_ragged_centred_posterior_and_conditioning_equal_separate_models():
+    # the default reference of a masked model is each user's real designs,
+    # and conditioning keeps the padding masked (it used to centre on the
+    # padding and to fail on the padding rows in condition_on_observations)
+    data = _data()
+    batched = PairwiseLaplaceGP(**batch_users(data).model_kwargs())
+    g = torch.Generator().manual_seed(3)
+    Xt = torch.rand(3, 4, 2, dtype=torch.float64, generator=g)
+    new_X = torch.rand(3, 2, 2, dtype=torch.float64, generator=g)
+    new_Y = torch.tensor([[0, 1]]).expand(3, 1, 2)
+    centred = batched.centred_posterior(Xt)
+    conditioned = batched.condition_on_observations(new_X, new_Y)
+    cond_post = conditioned.posterior(Xt)
+    for u, (X, C) in enumerate(data):
+        single = PairwiseLaplaceGP(X, C)
+        cs = single.centred_posterior(Xt[u])
+        torch.testing.assert_close(centred.mean[u], cs.mean, rtol=0, atol=1e-6)
+        torch.testing.assert_close(
+            centred.covariance_matrix[u], cs.covariance_matrix, rtol=0, atol=1e-6
+        )
+        ps = single.condition_on_observations(new_X[u], new_Y[u]).posterior(Xt[u])
+        torch.testing.assert_close(cond_post.mean[u], ps.mean, rtol=0, atol=1e-6)
+
+
+def test_masks_that_contradict_each_other_are_named():
+    X = torch.rand(2, 4, 2, dtype=torch.float64)
+    C = torch.tensor([[[0, 1], [1, 2]], [[0, 3], [1, 0]]])
+    design_mask = torch.tensor([[True] * 4, [True, True, False, False]])
+    with pytest.raises(InputDataError, match=r"refer to designs that design_mask"):
+        PairwiseLaplaceGP(
+            X, C, design_mask=design_mask, comparison_mask=torch.ones(2, 2).bool()
+        )
+    empty = torch.tensor([[True] * 4, [False] * 4])
+    with pytest.raises(InputDataError, match=r"batch element\(s\) \[\[1\]\]"):
+        PairwiseLaplaceGP(
+            X,
+            C,
+            design_mask=empty,
+            comparison_mask=torch.tensor([[1, 1], [0, 0]]).bool(),
+        )
