@@ -565,6 +565,11 @@ class Rankings:
             ``[context, better label, worse label]`` grouped by context.
         """
         pairs, rows = orderings_to_pairs(self.orderings, mode)
+        if pairs.shape[0] == 0:
+            raise InputDataError(
+                "to_pairs needs at least one ordering of two or more labels; every "
+                "ordering lists one."
+            )
         comparisons = torch.cat([rows.unsqueeze(-1), pairs], dim=-1)  # m x 3
         return LabelComparisons._unchecked(self.features, comparisons, self.num_labels)
 
@@ -669,9 +674,22 @@ class ChoiceSets:
             )
         mask = torch.zeros_like(sets, dtype=torch.bool)
         for i, picks in enumerate(chosen):
-            picks = picks.tolist() if isinstance(picks, Tensor) else list(picks)
+            picks = picks.tolist() if isinstance(picks, Tensor) else picks
+            if isinstance(picks, str | bytes) or not isinstance(picks, Sequence):
+                raise InputTypeError(
+                    f"chosen[{i}] must be a sequence of design indices (one "
+                    f"sequence per set, e.g. [[0], [2]]); got {picks!r}."
+                )
+            if len(set(picks)) != len(picks):
+                raise InputDataError(
+                    f"chosen[{i}] lists a design more than once; got {list(picks)}."
+                )
             members = sets[i].tolist()
             for p in picks:
+                if isinstance(p, bool) or not isinstance(p, int):
+                    raise InputTypeError(
+                        f"chosen[{i}] must hold int design indices; got {p!r}."
+                    )
                 if p not in members or p < 0:
                     raise InputDataError(
                         f"chosen must be subsets of their option sets; set {i} is "

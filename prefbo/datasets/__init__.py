@@ -55,6 +55,10 @@ def open_dataset(name: str) -> io.TextIOBase:
 def read_csv(name: str) -> list[dict[str, str]]:
     r"""The rows of a shipped CSV file as dictionaries keyed by its header.
 
+    A name the header repeats is numbered from its second occurrence on, as
+    pandas does (``ellipse/data.csv`` names its 625 pixel columns ``pix_``:
+    keys ``pix_``, ``pix_.1``, …, ``pix_.624``), so no column is lost.
+
     Args:
         name: One of :data:`NAMES`.
 
@@ -62,4 +66,24 @@ def read_csv(name: str) -> list[dict[str, str]]:
         A list of ``{column: text}`` rows, in file order.
     """
     with open_dataset(name) as f:
-        return list(csv.DictReader(f))
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
+            return []
+        seen: dict[str, int] = {}
+        keys = []
+        for column in header:
+            count = seen.get(column, 0)
+            keys.append(column if count == 0 else f"{column}.{count}")
+            seen[column] = count + 1
+        rows = []
+        for lineno, row in enumerate(reader, start=2):
+            if not row:  # a blank line (csv.DictReader skips them too)
+                continue
+            if len(row) != len(keys):
+                raise InputDataError(
+                    f"{name}: line {lineno} has {len(row)} fields where the header "
+                    f"has {len(keys)}."
+                )
+            rows.append(dict(zip(keys, row, strict=True)))
+        return rows

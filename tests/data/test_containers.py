@@ -180,6 +180,20 @@ def test_top1_choice_likelihood_equals_the_pairwise_probit_of_its_pairs(X):
     )
 
 
+def test_choice_sets_chosen_entries_are_checked(X):
+    with pytest.raises(InputTypeError, match=r"chosen\[0\] must be a sequence of"):
+        ChoiceSets(X, [[0, 1], [1, 2]], [0, 2])  # flat, not one list per set
+    with pytest.raises(InputDataError, match=r"chosen\[0\] lists a design more"):
+        ChoiceSets(X, [[0, 1, 3]], [[3, 3]])
+    with pytest.raises(InputTypeError, match=r"chosen\[0\] must hold int design"):
+        ChoiceSets(X, [[0, 1]], [[True]])
+
+
+def test_rankings_with_no_pair_to_give_say_so(X):
+    with pytest.raises(InputDataError, match=r"at least one ordering of two or more"):
+        Rankings(X[:2], [[0], [1]], num_labels=3).to_pairs()
+
+
 def test_choice_sets_errors(X):
     with pytest.raises(
         InputDataError,
