@@ -411,13 +411,14 @@ def find_mode(
       per iteration.
     - ``"precision"``: ``B = K⁻¹ + W`` with ``K⁻¹`` formed once from ``L``;
       only a Cholesky per iteration (about 6x cheaper). The explicit ``K⁻¹``
-      loses digits as ``cond(K)`` grows, so the loop's end point is refined
-      with the true gradient ``∇ℓ(f) - K⁻¹f`` (``K⁻¹f`` by the backward-stable
-      solve with ``L``), preconditioned by the loop's factor, and ``B`` is
-      factorised again where that moved the mode (the loop alone stopped
-      2e-4 from the mode at ``cond(K) = 6e9``). Used in float64 unless ``K``
-      is near-singular (the ratio of the extreme diagonal entries of ``L``,
-      a lower bound on ``cond(L)``, above ``1e6``).
+      loses digits as ``cond(K)`` grows, so it enters ``B`` only, the
+      preconditioner: each step is ``B⁻¹ ∇Ψ`` with the true gradient
+      ``∇ℓ(f) - K⁻¹f`` (``K⁻¹f`` by the backward-stable solve with ``L``), and
+      a last check refines the end point the same way (with ``B`` factorised
+      again if that moves it). Steps ``B⁻¹(Wf + ∇ℓ)`` with ``K⁻¹`` inside
+      stopped 2e-4 from the mode at ``cond(K) = 6e9``. Used in float64
+      unless ``K`` is near-singular (the ratio of the extreme diagonal
+      entries of ``L``, a lower bound on ``cond(L)``, above ``1e6``).
 
     ``"auto"`` (default) takes ``"precision"`` in float64 when the check
     passes and ``"whitened"`` otherwise; ``"precision"`` also falls back to
@@ -636,13 +637,11 @@ def _find_mode(
         )
     if precision:
         alpha = cholesky_solve(f.unsqueeze(-1), L).squeeze(-1)
-        # Iterative refinement. The loop's steps and Ψ use the explicit K⁻¹,
-        # whose error grows with cond(K): at cond(K) = 6e9 it stopped 2e-4
-        # from the mode with every test passed, and the evidence moved
-        # erratically with the hyperparameters. The true gradient ∇ℓ(f) - K⁻¹f
-        # (K⁻¹f from the backward-stable solve with L), preconditioned by the
-        # loop's factor, reaches the mode in one or two n² steps (usually
-        # none is needed); the factor is then recomputed at the new point.
+        # The end point, checked with the true gradient ∇ℓ(f) - K⁻¹f (K⁻¹f
+        # from the backward-stable solve with L) preconditioned by the loop's
+        # factor: the loop's steps use that gradient, so this rarely moves f
+        # (when it does, one or two n² steps, and the factor is recomputed at
+        # the new point so that the log determinant and Σ belong to it).
         moved = torch.zeros(batch, dtype=torch.bool, device=device)
         for step_no in range(_REFINE_STEPS + 1):
             g = scatter_pairs(grad_k, comps_j, n) - alpha
