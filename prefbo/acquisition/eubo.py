@@ -72,7 +72,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from prefbo.data.validation import check_bounds
+from prefbo.data.validation import check_bounds, check_int
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inference.laplace import comparison_laplacian
 from prefbo.models.pairwise import PairwisePreferenceGP
@@ -755,10 +755,7 @@ class _EUBOWithGradient(torch.autograd.Function):
 def _check_dim(model: Model, X: Tensor) -> None:
     r"""``X``'s last dimension against the model's input dimension, where the
     model says it (prefbo's models hold their raw ``datapoints``)."""
-    try:
-        datapoints = getattr(model, "datapoints", None)
-    except Exception:  # noqa: BLE001 - a property that needs data
-        datapoints = None
+    datapoints = getattr(model, "datapoints", None)
     if isinstance(datapoints, Tensor) and X.shape[-1] != datapoints.shape[-1]:
         raise InputDataError(
             f"X must have d={datapoints.shape[-1]} features (the model's "
@@ -783,12 +780,6 @@ def _check_winner(previous_winner: object, d: int, like: Tensor) -> Tensor:
             f"previous_winner must be finite; got {previous_winner.tolist()}."
         )
     return previous_winner.reshape(1, d).to(like)
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputDataError(f"{name} must be an int >= {minimum}; got {value!r}.")
-    return value
 
 
 class _Objective:
@@ -1079,9 +1070,9 @@ def maximize_eubo(
             "maximize_eubo needs an unbatched model (one question at a time); "
             f"got batch_shape={tuple(model.batch_shape)}."
         )
-    _check_int("raw_samples", raw_samples, 1 if previous_winner is not None else 2)
-    _check_int("num_restarts", num_restarts, 1)
-    _check_int("num_steps", num_steps, 0)
+    check_int("raw_samples", raw_samples, 1 if previous_winner is not None else 2)
+    check_int("num_restarts", num_restarts, 1)
+    check_int("num_steps", num_steps, 0)
     # candidates: the raw designs with a previous winner, else their pairs
     num_raw = raw_samples
     if previous_winner is None:

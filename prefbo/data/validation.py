@@ -7,6 +7,8 @@ count every time.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -118,6 +120,38 @@ def validate_comparisons(
             f"design {int(comparisons[tuple(where)][0])} with itself."
         )
     return comparisons
+
+
+def check_int(name: str, value: object, low: int | None = None) -> int:
+    r"""``value``, an int (``>= low`` if given); bools and non-integers are
+    errors naming ``name``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or (low is not None and value < low)
+    ):
+        expected = "an int" if low is None else f"an int >= {low}"
+        raise InputDataError(f"{name} must be {expected}; got {name}={value!r}.")
+    return value
+
+
+def check_nonneg_float(
+    name: str, value: object, allow_none: bool = True
+) -> float | None:
+    r"""``value`` as a finite float ``>= 0`` (``None`` passes where allowed)."""
+    if value is None and allow_none:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        expected = (
+            "None or a finite float >= 0" if allow_none else "a finite float >= 0"
+        )
+        raise InputDataError(f"{name} must be {expected}; got {name}={value!r}.")
+    return float(value)
 
 
 def broadcast_batches(

@@ -53,7 +53,7 @@ from prefbo.acquisition.eubo import FastAnalyticEUBO, maximize_eubo
 from prefbo.acquisition.gen import gen_candidates_eubo
 from prefbo.acquisition.thompson import thompson_batch
 from prefbo.data.containers import PairwiseComparisons
-from prefbo.data.validation import check_bounds
+from prefbo.data.validation import check_bounds, check_int
 from prefbo.exceptions import (
     ConvergenceWarning,
     InputDataError,
@@ -234,18 +234,6 @@ _MODEL_CLASSES = {
     "skew": SkewGP,
     "variational": VariationalPreferenceGP,
 }
-
-
-def _check_int(name: str, value: Any, low: int | None) -> int:
-    r"""``value``, an int (``>= low``); bools and non-integers are errors."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or (low is not None and value < low)
-    ):
-        expected = "an int" if low is None else f"an int >= {low}"
-        raise InputDataError(f"{name} must be {expected}; got {name}={value!r}.")
-    return value
 
 
 def _check_keys(name: str, given: dict[str, Any], known: Any) -> None:
@@ -470,7 +458,7 @@ class PreferentialOptimizer:
             raise InputDataError(
                 f"strategy must be one of {STRATEGIES}; got {strategy!r}."
             )
-        _check_int("q", q, 2)
+        check_int("q", q, 2)
         if strategy in PAIR_ONLY and q != 2:
             raise UnsupportedError(
                 f"strategy={strategy!r} asks pairs only (q=2); got q={q}. Use "
@@ -486,10 +474,10 @@ class PreferentialOptimizer:
                 "strategy='ts' needs pathwise samples, which model='skew' does not "
                 "provide; use model='laplace' or 'ep'."
             )
-        _check_int("refit_every", refit_every, 1)
-        _check_int("seed", seed, None)
+        check_int("refit_every", refit_every, 1)
+        check_int("seed", seed, None)
         # the first question comes before any answer: no model to acquire with
-        _check_int("initial_random", initial_random, 0 if strategy == "random" else 1)
+        check_int("initial_random", initial_random, 0 if strategy == "random" else 1)
         self.bounds = bounds
         self.model_name, self.strategy, self.q = model, strategy, q
         self.keep_winner, self.refit_every = bool(keep_winner), refit_every

@@ -22,9 +22,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from prefbo.data.validation import check_nonneg_float
 from prefbo.exceptions import InputDataError
 from prefbo.inference.laplace import FORMS, LaplaceState, find_mode, laplace_evidence
-from prefbo.models.pairwise import PairwisePreferenceGP, _check_nonneg
+from prefbo.models.pairwise import PairwisePreferenceGP
 
 
 class PairwiseLaplaceGP(PairwisePreferenceGP):
@@ -81,7 +82,7 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
         if fit_form not in FORMS:
             raise InputDataError(f"fit_form must be one of {FORMS}; got {fit_form!r}.")
         self._fit_form = fit_form
-        self._fit_tol = _check_nonneg("fit_tol", fit_tol)
+        self._fit_tol = check_nonneg_float("fit_tol", fit_tol)
         super().__init__(
             datapoints,
             comparisons,

@@ -35,6 +35,8 @@ from linear_operator import to_linear_operator
 from torch import Tensor
 
 from prefbo.data.validation import (
+    check_int,
+    check_nonneg_float,
     validate_comparisons,
     validate_datapoints,
     validate_pairwise_data,
@@ -64,29 +66,6 @@ def _check_mask(
             f"{tuple(mask.shape)}."
         ) from None
     return data, mask.to(data.device)
-
-
-def _check_count(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputDataError(f"{name} must be an int >= 1; got {name}={value!r}.")
-    return value
-
-
-def _check_nonneg(name: str, value: object, allow_none: bool = True) -> float | None:
-    r"""A finite real ``>= 0`` (or ``None`` where allowed)."""
-    if value is None and allow_none:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        expected = (
-            "None or a finite float >= 0" if allow_none else "a finite float >= 0"
-        )
-        raise InputDataError(f"{name} must be {expected}; got {name}={value!r}.")
-    return float(value)
 
 
 def _mvn(mean: Tensor, covariance: Tensor) -> MultivariateNormal:
@@ -199,14 +178,14 @@ class PairwisePreferenceGP(Model, GP, ABC):
         self._options = {
             "max_iter": self._default_max_iter
             if budget is None
-            else _check_count(budget_name, budget),
-            "tol": _check_nonneg(tol_name, xtol if xtol is not None else tol),
+            else check_int(budget_name, budget, 1),
+            "tol": check_nonneg_float(tol_name, xtol if xtol is not None else tol),
         }
-        self._jitter = _check_nonneg("jitter", jitter)
-        self._nugget = _check_nonneg("nugget", nugget)
+        self._jitter = check_nonneg_float("jitter", jitter)
+        self._nugget = check_nonneg_float("nugget", nugget)
         self._consolidate = (
-            _check_nonneg("consolidate_rtol", consolidate_rtol, allow_none=False),
-            _check_nonneg("consolidate_atol", consolidate_atol, allow_none=False),
+            check_nonneg_float("consolidate_rtol", consolidate_rtol, allow_none=False),
+            check_nonneg_float("consolidate_atol", consolidate_atol, allow_none=False),
         )
         self.register_buffer("datapoints", None, persistent=False)
         self.register_buffer("comparisons", None, persistent=False)
