@@ -3,7 +3,7 @@ r"""EUBO maximisation: prefbo's ``maximize_eubo`` against BoTorch's ``optimize_a
 For each problem, model and number of answers ``m``, a
 :class:`~prefbo.loop.PreferentialOptimizer` with ``strategy="random"`` asks
 ``m`` uniformly random pairs of a simulated probit person
-(:class:`~prefbo.benchmarks.SimulatedPerson`, ``σ = 0.1 · spread``) and its
+(:class:`~prefbo.test_functions.SimulatedPerson`, ``σ = 0.1 · spread``) and its
 model (hyperparameters fitted as in the loop) is the one both maximisers get:
 
 - BoTorch: ``optimize_acqf(AnalyticExpectedUtilityOfBestOption(model), q=2,
@@ -72,8 +72,8 @@ from torch.quasirandom import SobolEngine
 
 import prefbo
 from prefbo.acquisition import FastAnalyticEUBO, gen_candidates_eubo, maximize_eubo
-from prefbo.benchmarks import Branin, Hartmann3, Hartmann6, SimulatedPerson
 from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
+from prefbo.test_functions import Branin, Hartmann3, Hartmann6, SimulatedPerson
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "eubo_optimizer.md"
 PROBLEMS = {p.__name__: p for p in (Branin, Hartmann3, Hartmann6)}

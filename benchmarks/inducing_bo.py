@@ -77,7 +77,6 @@ from gpytorch.mlls import VariationalELBO
 from torch import Tensor
 
 from prefbo.acquisition.thompson import thompson_batch, thompson_pairs
-from prefbo.benchmarks import Branin, SimulatedPerson
 from prefbo.exceptions import NumericalWarning
 from prefbo.inducing import (
     ConditionalVarianceReduction,
@@ -87,6 +86,7 @@ from prefbo.inducing import (
 )
 from prefbo.mlls import PairwiseLaplaceMLL
 from prefbo.models import PairwiseLaplaceGP
+from prefbo.test_functions import Branin, SimulatedPerson
 
 TKW = {"dtype": torch.float64}
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -1,7 +1,7 @@
 r"""Preferential BO regret: prefbo's optimizer against a BoTorch-only EUBO loop.
 
 For each problem, answer-noise level and seed, a simulated probit person
-(:class:`~prefbo.benchmarks.SimulatedPerson`) answers pairwise questions asked
+(:class:`~prefbo.test_functions.SimulatedPerson`) answers pairwise questions asked
 by each configuration:
 
 - ``botorch-eubo`` (the reference): BoTorch's ``PairwiseGP`` fitted with its
@@ -58,7 +58,8 @@ from linear_operator.utils.warnings import NumericalWarning as LONumericalWarnin
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from prefbo.benchmarks import (
+from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
+from prefbo.test_functions import (
     Ackley5,
     Branin,
     Hartmann3,
@@ -68,7 +69,6 @@ from prefbo.benchmarks import (
     ThermalComfort,
     UtilityProblem,
 )
-from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
 
 PROBLEMS = {
     p.__name__: p

@@ -42,9 +42,9 @@ from prefbo import (  # noqa: E402
     PairwiseLaplaceGP,
     PairwiseLaplaceMLL,
 )
-from prefbo.benchmarks import SimulatedPerson, ThermalComfort  # noqa: E402
 from prefbo.loop.optimizer import expected_fit_warnings  # noqa: E402
 from prefbo.models import SkewGP  # noqa: E402
+from prefbo.test_functions import SimulatedPerson, ThermalComfort  # noqa: E402
 
 SMOKE_TEST = bool(os.environ.get("SMOKE_TEST"))
 OUTPUT = Path(os.environ.get("TUTORIAL_OUTPUT", "tutorial_output"))

@@ -28,11 +28,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from prefbo.benchmarks import Branin, SimulatedPerson  # noqa: E402
 from prefbo.loop.optimizer import (  # noqa: E402
     PreferentialOptimizer,
     expected_fit_warnings,
 )
+from prefbo.test_functions import Branin, SimulatedPerson  # noqa: E402
 
 SMOKE_TEST = bool(os.environ.get("SMOKE_TEST"))
 OUTPUT = Path(os.environ.get("TUTORIAL_OUTPUT", "tutorial_output"))

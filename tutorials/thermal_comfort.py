@@ -49,18 +49,18 @@ from prefbo import (  # noqa: E402
     VariationalPreferenceGP,
     fit_variational,
 )
-from prefbo.benchmarks import (  # noqa: E402
-    INDIFFERENT,
-    IndifferentPerson,
-    SimulatedPerson,
-    ThermalComfort,
-)
 from prefbo.data import PairwiseComparisons  # noqa: E402
 from prefbo.likelihoods import (  # noqa: E402
     JustNoticeableDifferenceLikelihood,
     PairwiseProbitLikelihood,
 )
 from prefbo.loop.optimizer import expected_fit_warnings  # noqa: E402
+from prefbo.test_functions import (  # noqa: E402
+    INDIFFERENT,
+    IndifferentPerson,
+    SimulatedPerson,
+    ThermalComfort,
+)
 
 SMOKE_TEST = bool(os.environ.get("SMOKE_TEST"))
 OUTPUT = Path(os.environ.get("TUTORIAL_OUTPUT", "tutorial_output"))

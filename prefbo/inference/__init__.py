@@ -4,8 +4,8 @@ from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.ep import EPEvidence, EPSites, EPState, ep_evidence, run_ep
 from prefbo.inference.laplace import (
     FORMS,
+    GaussianApproximation,
     LaplaceEvidence,
-    LaplaceState,
     comparison_laplacian,
     find_mode,
     laplace_evidence,
@@ -22,7 +22,7 @@ __all__ = [
     "FORMS",
     "laplacian_matmul",
     "LaplaceEvidence",
-    "LaplaceState",
+    "GaussianApproximation",
     "comparison_laplacian",
     "find_mode",
     "jittered_cholesky",

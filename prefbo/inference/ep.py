@@ -7,7 +7,7 @@ Gaussian in the direction ``a_k = e_w - e_l``:
     q(f) = N(μ, Σ),   Σ = (K⁻¹ + Dᵀ diag(τ̃) D)⁻¹,   μ = Σ Dᵀ ν̃,
 
 the same structure as the Laplace approximation with curvature ``τ̃``, so the
-prediction machinery of :class:`~prefbo.inference.LaplaceState` is shared.
+prediction machinery of :class:`~prefbo.inference.GaussianApproximation` is shared.
 
 Sites are updated in parallel ("parallel EP"): all cavities are read from the
 current ``q``, all tilted moments are matched, and the natural parameters move
@@ -40,7 +40,7 @@ from prefbo.exceptions import (
 from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.laplace import (
     FORMS,
-    LaplaceState,
+    GaussianApproximation,
     _cholesky_plus_laplacian,
     _default_tol,
     _laplacian_index,
@@ -56,8 +56,8 @@ from prefbo.utils.normal import probit_terms
 
 
 @dataclass(eq=False)
-class EPState(LaplaceState):
-    r"""EP approximation: a :class:`LaplaceState` whose ``mode`` is the EP mean
+class EPState(GaussianApproximation):
+    r"""EP approximation: a :class:`GaussianApproximation` whose ``mode`` is the EP mean
     ``μ`` and whose ``curvature`` holds the site precisions ``τ̃``.
 
     Attributes:

@@ -38,8 +38,11 @@ from prefbo.likelihoods.pairwise import PairwiseLikelihood
 
 
 @dataclass(eq=False)
-class LaplaceState:
-    r"""The Laplace approximation at the mode, for a batch of problems.
+class GaussianApproximation:
+    r"""A Gaussian approximation ``N(f̂, (K⁻¹ + Ŵ)⁻¹)`` of the utilities'
+    posterior at the designs, for a batch of problems: the Laplace
+    approximation at the mode, or EP's approximation with ``f̂`` its mean and
+    ``Ŵ`` built from its sites.
 
     Attributes:
         mode: ``batch_shape x n`` mode ``f̂`` of the utilities at the designs.
@@ -401,7 +404,7 @@ def find_mode(
     num_halvings: int = 10,
     sync_every: int | None = None,
     form: str = "auto",
-) -> LaplaceState:
+) -> GaussianApproximation:
     r"""Find the Laplace mode of a batch of pairwise-probit/logit problems.
 
     Two symmetric forms of the Newton system are available:
@@ -441,7 +444,7 @@ def find_mode(
         form: ``"auto"``, ``"whitened"`` or ``"precision"``.
 
     Returns:
-        The :class:`LaplaceState` at the mode (detached from autograd).
+        The :class:`GaussianApproximation` at the mode (detached from autograd).
     """
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}; got {form!r}.")
@@ -472,7 +475,7 @@ def find_mode(
 
 def _find_mode(
     L, comparisons, likelihood, init, max_iter, tol, num_halvings, sync_every, precision
-) -> LaplaceState | None:
+) -> GaussianApproximation | None:
     n = L.shape[-1]
     dtype, device = L.dtype, L.device
     tol = _default_tol(dtype) if tol is None else tol
@@ -494,7 +497,7 @@ def _find_mode(
     # form), pm: the prior metric applied to p (v, or K⁻¹ f): prior = ½ p·pm
     f = torch.zeros(batch + (n,), dtype=dtype, device=device)
     p, pm = f.clone(), f.clone()
-    prev = init if isinstance(init, LaplaceState) else None
+    prev = init if isinstance(init, GaussianApproximation) else None
     if prev is not None:
         init = prev.mode
     if init is not None:
@@ -503,7 +506,7 @@ def _find_mode(
         # (unlike L⁻¹ init). Kept per batch element only where Ψ beats f = 0.
         # From a Laplace state ∇ℓ(f̂) = K_old⁻¹ f̂ = α at its mode, so f0 = K α
         # needs no likelihood pass (and K⁻¹ f0 = α needs no product).
-        from_state = type(prev) is LaplaceState
+        from_state = type(prev) is GaussianApproximation
         if from_state:
             g0 = prev.alpha.to(L).expand(batch + (n,))
         else:
@@ -670,7 +673,7 @@ def _find_mode(
         alpha = torch.linalg.solve_triangular(Lt, p.unsqueeze(-1), upper=True)
         alpha = alpha.squeeze(-1)
         logdet = 2 * C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-    state = LaplaceState(
+    state = GaussianApproximation(
         mode=f,
         chol_prior=L,
         alpha=alpha,
@@ -712,7 +715,7 @@ class LaplaceEvidence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):  # noqa: D102
-        state: LaplaceState = ctx.state
+        state: GaussianApproximation = ctx.state
         comps = state.comparisons
         if state._mode_derivatives is not None:
             omega, domega = state._mode_derivatives
@@ -747,7 +750,7 @@ def pair_quadratic(
 
 
 def evidence_kernel_gradient(
-    state: LaplaceState, omega: Tensor, implicit: Tensor | None = None
+    state: GaussianApproximation, omega: Tensor, implicit: Tensor | None = None
 ) -> Tensor:
     r"""``2 ∂ log Z / ∂K = ααᵀ - R + αbᵀ + bαᵀ`` for a Gaussian approximation.
 
@@ -802,7 +805,7 @@ def laplace_evidence(
     likelihood: PairwiseLikelihood,
     init: Tensor | None = None,
     **options,
-) -> tuple[Tensor, LaplaceState]:
+) -> tuple[Tensor, GaussianApproximation]:
     r"""Laplace log evidence, differentiable in ``K``, and the state at the mode.
 
     Args:
@@ -815,7 +818,7 @@ def laplace_evidence(
 
     Returns:
         ``(evidence, state)``: a ``batch_shape`` tensor and the
-        :class:`LaplaceState`.
+        :class:`GaussianApproximation`.
     """
     out: dict = {}
     evidence = LaplaceEvidence.apply(K, comparisons, likelihood, init, options, out)

@@ -1,7 +1,7 @@
 r"""Demo: preferential BO with EUBO on Branin, against random questions.
 
-A simulated person (:class:`~prefbo.benchmarks.SimulatedPerson`, probit answer
-noise) holds the negative Branin utility (:class:`~prefbo.benchmarks.Branin`).
+A simulated person (:class:`~prefbo.test_functions.SimulatedPerson`, probit answer
+noise) holds the negative Branin utility (:class:`~prefbo.test_functions.Branin`).
 Each iteration fits a :class:`~prefbo.models.PairwiseEPGP` (default; ``--model
 laplace`` for :class:`~prefbo.models.PairwiseLaplaceGP`) to all answers
 so far, asks the pair that maximises BoTorch's analytic Expected Utility of the
@@ -34,10 +34,10 @@ from botorch.optim import optimize_acqf
 from torch import Tensor
 
 from prefbo.acquisition.eubo import FastAnalyticEUBO
-from prefbo.benchmarks import Branin, SimulatedPerson, UtilityProblem
 from prefbo.exceptions import ConvergenceWarning, NumericalWarning
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP
+from prefbo.test_functions import Branin, SimulatedPerson, UtilityProblem
 
 MODELS = {
     "ep": (PairwiseEPGP, PairwiseEPMLL),

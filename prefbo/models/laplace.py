@@ -24,7 +24,12 @@ from torch import Tensor
 
 from prefbo.data.validation import check_nonneg_float
 from prefbo.exceptions import InputDataError
-from prefbo.inference.laplace import FORMS, LaplaceState, find_mode, laplace_evidence
+from prefbo.inference.laplace import (
+    FORMS,
+    GaussianApproximation,
+    find_mode,
+    laplace_evidence,
+)
 from prefbo.models.pairwise import PairwisePreferenceGP
 
 
@@ -92,7 +97,7 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
             **options,
         )
 
-    def _compute_state(self, chol_prior: Tensor) -> LaplaceState:
+    def _compute_state(self, chol_prior: Tensor) -> GaussianApproximation:
         return find_mode(
             chol_prior,
             self.comparisons,
@@ -102,7 +107,7 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
             **self._options,
         )
 
-    def _compute_evidence(self, K: Tensor) -> tuple[Tensor, LaplaceState]:
+    def _compute_evidence(self, K: Tensor) -> tuple[Tensor, GaussianApproximation]:
         options = dict(self._options, form=self._fit_form)
         if self._fit_tol is not None:
             options["tol"] = self._fit_tol
@@ -118,7 +123,7 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
             evidence = evidence - pad * self.likelihood._log_prob(zero)
         return evidence, state
 
-    def warm_start(self, mode: Tensor | LaplaceState) -> None:
+    def warm_start(self, mode: Tensor | GaussianApproximation) -> None:
         r"""Start the next Newton search (a fit's evidence or the posterior)
         from ``mode``.
 
@@ -129,14 +134,14 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
 
         Args:
             mode: ``batch_shape x n₀`` utilities (``n₀ ≤ n``, the number of
-                designs), or a :class:`~prefbo.inference.LaplaceState`.
+                designs), or a :class:`~prefbo.inference.GaussianApproximation`.
         """
-        if isinstance(mode, LaplaceState):
+        if isinstance(mode, GaussianApproximation):
             mode = mode.mode
         if not isinstance(mode, Tensor) or mode.ndim < 1:
             raise InputDataError(
-                "mode must be a batch_shape x n0 tensor or a LaplaceState; got "
-                f"{type(mode).__name__}."
+                "mode must be a batch_shape x n0 tensor or a GaussianApproximation; "
+                f"got {type(mode).__name__}."
             )
         if self._has_no_data():
             raise InputDataError("warm_start needs training data; this model has none.")
@@ -161,11 +166,11 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
         posterior; the :meth:`warm_start` given if none ran since), ``None``
         before any; computes nothing."""
         warm = self._warm
-        if isinstance(warm, LaplaceState):
+        if isinstance(warm, GaussianApproximation):
             return warm.mode
         return warm if isinstance(warm, Tensor) else None
 
     @property
-    def laplace_state(self) -> LaplaceState:
-        r"""The :class:`~prefbo.inference.LaplaceState` at the mode."""
+    def laplace_state(self) -> GaussianApproximation:
+        r"""The :class:`~prefbo.inference.GaussianApproximation` at the mode."""
         return self._get_state()

@@ -8,7 +8,7 @@ changes), joint predictions for many q-batches in one triangular solve,
 and the BoTorch ``Model`` interface. Every approximation here is a Gaussian
 whose precision at the designs is ``K⁻¹ + Dᵀ diag(ω) D`` (Laplace: the
 likelihood curvature at the mode; EP: the site precisions), so they share
-:class:`~prefbo.inference.LaplaceState` for prediction. Subclasses implement
+:class:`~prefbo.inference.GaussianApproximation` for prediction. Subclasses implement
 :meth:`PairwisePreferenceGP._compute_state` and
 :meth:`PairwisePreferenceGP._compute_evidence`.
 """
@@ -43,7 +43,7 @@ from prefbo.data.validation import (
 )
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inference.cholesky import jittered_cholesky
-from prefbo.inference.laplace import LaplaceState
+from prefbo.inference.laplace import GaussianApproximation
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.kernels.fused import prior_gram
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, as_prefbo_likelihood
@@ -191,9 +191,9 @@ class PairwisePreferenceGP(Model, GP, ABC):
         self.register_buffer("comparisons", None, persistent=False)
         self.register_buffer("design_mask", None, persistent=False)
         self.register_buffer("comparison_mask", None, persistent=False)
-        self._state: LaplaceState | None = None
+        self._state: GaussianApproximation | None = None
         self._state_key: tuple | None = None
-        self._warm: Any = None  # a mode, LaplaceState/EPState or EPSites
+        self._warm: Any = None  # a mode, GaussianApproximation/EPState or EPSites
         self.unconsolidated_datapoints: Tensor | None = None
         self.unconsolidated_comparisons: Tensor | None = None
         self.consolidated_indices: Tensor | None = None
@@ -330,7 +330,7 @@ class PairwisePreferenceGP(Model, GP, ABC):
         else:
             dp, cp, idx = datapoints, comparisons, None
         warm = self._warm
-        if isinstance(warm, LaplaceState):
+        if isinstance(warm, GaussianApproximation):
             warm = warm.mode
         if isinstance(warm, Tensor) and warm.shape != dp.shape[:-1]:
             self._warm = None  # (EP sites are checked against the comparisons)
@@ -489,7 +489,7 @@ class PairwisePreferenceGP(Model, GP, ABC):
         return K
 
     @abstractmethod
-    def _compute_state(self, chol_prior: Tensor) -> LaplaceState:
+    def _compute_state(self, chol_prior: Tensor) -> GaussianApproximation:
         r"""The approximation at the designs for predictions (no autograd).
 
         Args:
@@ -501,7 +501,7 @@ class PairwisePreferenceGP(Model, GP, ABC):
         """
 
     @abstractmethod
-    def _compute_evidence(self, K: Tensor) -> tuple[Tensor, LaplaceState]:
+    def _compute_evidence(self, K: Tensor) -> tuple[Tensor, GaussianApproximation]:
         r"""The approximate log evidence, differentiable in ``K``, and the state.
 
         Args:
@@ -511,7 +511,7 @@ class PairwisePreferenceGP(Model, GP, ABC):
             ``(evidence, state)``, the evidence of shape ``batch_shape``.
         """
 
-    def _get_state(self) -> LaplaceState:
+    def _get_state(self) -> GaussianApproximation:
         r"""The approximation at the current data and hyperparameters (cached)."""
         if self._has_no_data():
             raise UnsupportedError("This prior-only model has no training data.")
@@ -525,7 +525,7 @@ class PairwisePreferenceGP(Model, GP, ABC):
         self._store_state(state, key)
         return state
 
-    def _store_state(self, state: LaplaceState, key: tuple) -> None:
+    def _store_state(self, state: GaussianApproximation, key: tuple) -> None:
         self._state, self._state_key = state, key
         self._warm = state
 
@@ -536,9 +536,9 @@ class PairwisePreferenceGP(Model, GP, ABC):
         return self._get_state().mode
 
     @property
-    def approximation(self) -> LaplaceState:
+    def approximation(self) -> GaussianApproximation:
         r"""The Gaussian approximation at the designs
-        (:class:`~prefbo.inference.LaplaceState`)."""
+        (:class:`~prefbo.inference.GaussianApproximation`)."""
         return self._get_state()
 
     # -------------------------------------------------------------- forward

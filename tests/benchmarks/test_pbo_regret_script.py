@@ -41,7 +41,7 @@ def test_tiny_run_writes_the_table_and_the_plot(load_benchmark, tmp_path):
 
 def test_noise_is_scaled_by_the_spread(load_benchmark):
     bench = load_benchmark("pbo_regret")
-    from prefbo.benchmarks import Hartmann6
+    from prefbo.test_functions import Hartmann6
 
     assert bench.utility_spread(Hartmann6()) == pytest.approx(1.0, abs=0.05)
 

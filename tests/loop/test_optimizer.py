@@ -4,10 +4,10 @@ import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 
 from prefbo.acquisition.eubo import PairMoments, pair_moments
-from prefbo.benchmarks import Branin
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.kernels import default_preference_covar_module
 from prefbo.loop.optimizer import LAPLACE_OUTPUTSCALE_BOUNDS, PreferentialOptimizer
+from prefbo.test_functions import Branin
 
 SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20, "mc_samples": 32}
 BOUNDS = Branin().bounds

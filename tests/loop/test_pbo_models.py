@@ -14,7 +14,7 @@ from prefbo import (
     PairwiseLaplaceMLL,
     SkewGP,
 )
-from prefbo.benchmarks import Branin, SimulatedPerson
+from prefbo.test_functions import Branin, SimulatedPerson
 
 
 def _fit(kind, X, comp):

@@ -1,6 +1,6 @@
 r"""More simulated people: logit answers, indifference, several criteria.
 
-Each person, like :class:`~prefbo.benchmarks.people.SimulatedPerson`, holds
+Each person, like :class:`~prefbo.test_functions.people.SimulatedPerson`, holds
 known utilities and its own seeded ``torch.Generator``, and answers a
 ``batch_shape x 2 x d`` batch of questions with :meth:`compare_batch` (one
 question with :meth:`compare`). Besides ``0`` (first option preferred) and
@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from prefbo.benchmarks.people import check_nonneg, check_questions
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.test_functions.people import check_nonneg, check_questions
 
 INDIFFERENT = -1
 CONFLICT = -2
@@ -140,7 +140,7 @@ class LogitPerson(_Person):
         r"""
         Args:
             utility: Maps ``batch_shape x d`` designs to ``batch_shape``
-                utilities (e.g. a :class:`~prefbo.benchmarks.UtilityProblem`).
+                utilities (e.g. a :class:`~prefbo.test_functions.UtilityProblem`).
             scale: ``s``, the logistic scale (``0``: noiseless, ties go to the
                 first option). The answer's standard deviation on the utility
                 difference is ``π s / √3``.

@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from prefbo.benchmarks import Branin, UtilityProblem
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.test_functions import Branin, UtilityProblem
 
 
 def _branin_textbook(x1, x2):

@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from prefbo.benchmarks import Branin, SimulatedPerson
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.test_functions import Branin, SimulatedPerson
 
 
 def _linear_utility(X):

@@ -1,7 +1,7 @@
 r"""Test problems for preference learning: known utilities to be maximised.
 
 A :class:`UtilityProblem` is a deterministic utility ``u: [bounds] -> R`` that a
-simulated person (:class:`~prefbo.benchmarks.people.SimulatedPerson`) consults
+simulated person (:class:`~prefbo.test_functions.people.SimulatedPerson`) consults
 to answer questions. Utilities are *maximised* (unlike BoTorch's test functions,
 which are minimised by default) and are standardised to roughly unit scale over
 their domain, so that an answer-noise level such as ``noise_std=0.1`` means the

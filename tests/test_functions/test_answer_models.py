@@ -1,4 +1,4 @@
-"""``prefbo.benchmarks.answer_models``: answer frequencies vs closed forms."""
+"""``prefbo.test_functions.answer_models``: answer frequencies vs closed forms."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import math
 import pytest
 import torch
 
-from prefbo.benchmarks import (
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.test_functions import (
     CONFLICT,
     INDIFFERENT,
     IndifferentPerson,
     LogitPerson,
     ParetoPerson,
 )
-from prefbo.exceptions import InputDataError, InputTypeError
 
 N = 40_000  # Monte Carlo answers per question: s.e. of a frequency <= 0.0025
 TOL = 0.012  # ≈ 5 standard errors

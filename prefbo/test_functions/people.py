@@ -62,7 +62,7 @@ class SimulatedPerson:
         Args:
             utility: A callable mapping ``batch_shape x d`` designs to
                 ``batch_shape`` utilities, e.g. a
-                :class:`~prefbo.benchmarks.problems.UtilityProblem`.
+                :class:`~prefbo.test_functions.problems.UtilityProblem`.
             noise_std: σ, the standard deviation of the noise on each option's
                 perceived utility (``0``: noiseless, always picks the higher
                 utility; ties go to the first option).

@@ -1,15 +1,15 @@
 r"""Test problems and simulated people for preference-learning experiments."""
 
-from prefbo.benchmarks.answer_models import (
+from prefbo.test_functions.answer_models import (
     CONFLICT,
     INDIFFERENT,
     IndifferentPerson,
     LogitPerson,
     ParetoPerson,
 )
-from prefbo.benchmarks.people import SimulatedPerson
-from prefbo.benchmarks.problems import Branin, UtilityProblem
-from prefbo.benchmarks.suite import (
+from prefbo.test_functions.people import SimulatedPerson
+from prefbo.test_functions.problems import Branin, UtilityProblem
+from prefbo.test_functions.suite import (
     Ackley5,
     Hartmann3,
     Hartmann6,

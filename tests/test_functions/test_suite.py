@@ -1,4 +1,4 @@
-"""``prefbo.benchmarks.suite``: optimal values, optimisers and embeddings."""
+"""``prefbo.test_functions.suite``: optimal values, optimisers and embeddings."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import torch
 from botorch.test_functions import Ackley, Hartmann
 from torch.quasirandom import SobolEngine
 
-from prefbo.benchmarks import (
+from prefbo.exceptions import InputDataError
+from prefbo.test_functions import (
     Ackley5,
     Hartmann3,
     Hartmann6,
     Hartmann6in20,
     ThermalComfort,
 )
-from prefbo.exceptions import InputDataError
 
 # the literature's minima of the raw (minimised) functions
 LITERATURE_MIN = {"Hartmann3": -3.86278, "Hartmann6": -3.32237, "Ackley5": 0.0}

@@ -1,9 +1,9 @@
 r"""Standard preferential-BO test utilities: Hartmann, Ackley, thermal comfort.
 
-Every problem here is a :class:`~prefbo.benchmarks.problems.UtilityProblem`:
+Every problem here is a :class:`~prefbo.test_functions.problems.UtilityProblem`:
 a utility to *maximise*, standardised so that its spread over the box is about
 one, which makes an answer-noise level such as ``noise_std=0.3`` mean the same
-on every problem (as for :class:`~prefbo.benchmarks.problems.Branin`).
+on every problem (as for :class:`~prefbo.test_functions.problems.Branin`).
 
 The raw functions are BoTorch's :mod:`botorch.test_functions` (minimised). For
 a raw function ``f`` the utility is
@@ -43,7 +43,7 @@ import torch
 from botorch.test_functions import Ackley, Hartmann
 from torch import Tensor
 
-from prefbo.benchmarks.problems import UtilityProblem
+from prefbo.test_functions.problems import UtilityProblem
 
 
 class _Standardised(UtilityProblem):
