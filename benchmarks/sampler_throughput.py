@@ -5,7 +5,7 @@ Compares, in the same run and on the same target, prefbo's
 with BoTorch's ``LinearEllipticalSliceSampler``, each with one chain and with
 ``--chains`` parallel chains.
 
-Target (the exact skew-GP posterior of SPEC §5):
+Target (the exact probit posterior as a skew GP, Benavoli et al. 2021):
     ``r ~ N(0, Σ)`` restricted to ``r > 0`` (``A = -I``, ``b = 0``), with
     ``Σ = D K Dᵀ + s² I``. ``n = 50`` designs are uniform on ``[0, 1]²``;
     ``K`` is the RBF kernel ``exp(-‖x - x'‖² / (2 · 0.25²))`` (outputscale 1);

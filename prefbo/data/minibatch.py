@@ -1,9 +1,10 @@
-r"""Minibatches over answers for stochastic variational inference (SPEC §6).
+r"""Minibatches over answers for stochastic variational inference.
 
-The ELBO of a sparse variational preference GP sums over answers, so
-minibatches are drawn over answers; each answer touches a few designs, and a
-minibatch carries only the designs its answers touch (unique, sorted) with
-the answers' indices remapped into them. The model evaluates ``q(f)`` at
+The ELBO of a sparse variational preference GP (SVGP, Hensman, Matthews &
+Ghahramani 2015) sums over answers, so minibatches are drawn over answers;
+each answer touches a few designs, and a minibatch carries only the designs
+its answers touch (unique, sorted) with the answers' indices remapped into
+them. The model evaluates ``q(f)`` at
 ``batch.data.datapoints`` (``u`` rows instead of ``n``) and scales the
 batch's summed expected log-likelihood by ``batch.scale``.
 

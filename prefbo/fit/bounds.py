@@ -6,8 +6,7 @@ default puts one on the outputscale (``a, b = 0.01, 100``). With nearly
 separable answers the exact Laplace or EP evidence keeps rising with the
 outputscale, so the fit's optimum lies a hair outside ``b``, against a wall
 of curvature ``1/sigma²``. L-BFGS-B then crawls along the wall for tens of
-evaluations (a preferential BO loop's refits took 20-35 each where 6-15
-suffice). :func:`box_prior_bounds` gives ``fit_gpytorch_mll`` bounds on the
+evaluations. :func:`box_prior_bounds` gives ``fit_gpytorch_mll`` bounds on the
 raw parameters at ``[a, b]``, where L-BFGS-B's projection pins such a
 parameter at once. The optimum then moves from ``b + sigma² · slope`` to
 ``b``; nothing changes where it lies inside the box.

@@ -11,9 +11,8 @@ stopping rule, on ``log(θ - lower)`` for every parameter whose only bound
 is a finite lower one (the parameter stays strictly above it by
 construction, no bound is needed), and on the raw values of the others.
 The model, its parameters and its ``state_dict`` are unchanged: only the
-optimiser's coordinates differ. On the foundation benchmark's data the
-Laplace fit needs about a quarter fewer evaluations at ``n = 400-800``
-(``benchmarks/laplace_vs_botorch.py``; see the README).
+optimiser's coordinates differ (evaluation counts against BoTorch's raw
+coordinates: ``benchmarks/results/laplace_vs_botorch.md``).
 
 prefbo's pairwise models route ``botorch.fit.fit_gpytorch_mll`` here through
 BoTorch's ``custom_fit`` hook (with BoTorch's retries and rollback kept), so

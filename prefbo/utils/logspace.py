@@ -127,10 +127,12 @@ def log_pareto_conflict(z: Tensor) -> Tensor:
 
     The probability that neither of two options dominates the other when each
     of ``d`` standardised utility differences ``z_i`` is perturbed by an
-    independent standard normal (SPEC §7.3): the signs of ``z_i + ε_i`` are
-    mixed. Summed over disjoint events with positive terms only — the first
-    sign is negative and not all the others are, or the first negative sign
-    comes at ``i ≥ 1`` — so it stays accurate when the probability is tiny.
+    independent standard normal (the conflict probability of
+    :class:`~prefbo.likelihoods.ParetoPreferenceLikelihood`): the signs of
+    ``z_i + ε_i`` are mixed. Summed over disjoint events with positive terms
+    only — the first sign is negative and not all the others are, or the first
+    negative sign comes at ``i ≥ 1`` — so it stays accurate when the
+    probability is tiny.
     For ``d = 1`` the probability is exactly zero (``-inf``).
 
     Args:
