@@ -13,7 +13,7 @@
 # 91 students ranked six gaming platforms (Xbox, PlayStation, PSPortable,
 # GameCube, GameBoy, PC), best first, and told us which platforms they own,
 # their age and how many hours a week they play (`Game.csv`, from the R
-# package mlogit via the prefGP library; see `../shared/data/README.md`).
+# package mlogit via the prefGP library; shipped in `prefbo.datasets`).
 # The task: predict a *held-out* student's ranking of the six platforms from
 # their covariates.
 #
