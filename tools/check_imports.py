@@ -9,8 +9,9 @@ The graph is built from the source with :mod:`ast` (nothing is imported):
   prefbo.x.y``, ``from prefbo.x import y`` (the submodule ``prefbo.x.y`` when
   there is one, else the module or package ``prefbo.x``) and the relative
   forms ``from .y import z`` / ``from . import y``. The parent packages an
-  import initialises first are not edges (Python finishes them before the
-  child, so they close no cycle).
+  import initialises first are not edges: every module would otherwise cycle
+  through its own package's ``__init__``, which is harmless; a cycle through
+  another package's ``__init__`` shows in the package graph.
 - Module level is everything executed on import: the module body, class
   bodies and the branches of ``if``/``try``/``with``, but not function bodies
   and not ``if TYPE_CHECKING:`` blocks. An import of a prefbo module inside a
@@ -24,7 +25,8 @@ of ``b``. ``prefbo/__init__.py``, the top that re-exports everything, is left
 out of the package graph.
 
 For each strongly connected component the shortest cycle through each of its
-nodes is printed, shortest first; each package edge of a cycle is shown with
+nodes is printed (not every elementary cycle: there can be exponentially
+many), shortest first; each package edge of a cycle is shown with
 one module import that makes it (``-v``: all of them). Exit status 1 when a
 cycle (or, with ``--strict-function-imports``, a function-level import) is
 found.
