@@ -30,7 +30,8 @@ test: venv
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check prefbo tests benchmarks tutorials
+	$(VENV)/bin/ruff check prefbo tests benchmarks tutorials tools
+	$(PY) tools/check_imports.py && $(PY) tools/check_layout.py
 
 bench: venv
 	OMP_NUM_THREADS=1 $(PY) benchmarks/laplace_vs_botorch.py
