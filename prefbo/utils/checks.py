@@ -41,8 +41,11 @@ r"""The integers a ``torch.Generator`` accepts as a seed."""
 def describe(value: object) -> str:
     r"""``value`` as a message shows a wrong-typed argument: its type, then its repr.
 
-    Tensors show their dtype and shape instead of their entries.
+    ``None`` shows as itself; tensors show their dtype and shape instead of their
+    entries.
     """
+    if value is None:
+        return "None"
     if isinstance(value, Tensor):
         return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
     return f"{type(value).__name__} {value!r}"

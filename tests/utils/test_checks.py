@@ -36,7 +36,7 @@ def test_check_int_accepts_python_and_numpy_integers():
         (2.0, "float 2.0"),
         (True, "bool True"),
         ("3", "str '3'"),
-        (None, "NoneType None"),
+        (None, "None"),
         (torch.tensor(3), r"a torch.int64 tensor of shape \(\)"),
     ],
 )
@@ -67,7 +67,7 @@ def test_check_seed_range():
             InputDataError, match=r"seed must be in \[-2\*\*63, 2\*\*64 - 1\] \(a torch"
         ):
             check_seed("seed", bad)
-    with pytest.raises(InputTypeError, match=r"^seed must be an int; got NoneType"):
+    with pytest.raises(InputTypeError, match=r"^seed must be an int; got None\.$"):
         check_seed("seed", None)
     # every seed that passes is one torch.Generator takes
     torch.Generator().manual_seed(check_seed("seed", 2**64 - 1))
@@ -92,7 +92,7 @@ def test_check_float_accepts_reals_and_zero_dim_tensors():
         (1j, "complex 1j"),
         (torch.ones(2), r"a torch.float32 tensor of shape \(2,\)"),
         (torch.tensor(True), r"a torch.bool tensor of shape \(\)"),
-        (None, "NoneType None"),
+        (None, "None"),
     ],
 )
 def test_check_float_wrong_types_are_type_errors(value, got):
@@ -156,4 +156,5 @@ def test_positive_and_nonneg_floats():
 
 def test_describe():
     assert describe("a") == "str 'a'"
+    assert describe(None) == "None"
     assert describe(torch.zeros(2, 3)) == "a torch.float32 tensor of shape (2, 3)"
