@@ -3,7 +3,6 @@ r"""prefbo: learning from preferences and choices, and preferential BO.
 Built on PyTorch, GPyTorch and BoTorch: every model is a BoTorch ``Model``.
 """
 
-import prefbo.acquisition  # noqa: F401  (registers pathwise sampling with BoTorch)
 from prefbo.fit import fit_variational
 from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL

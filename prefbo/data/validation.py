@@ -7,12 +7,22 @@ count every time.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.utils import checks
+from prefbo.utils.checks import check_int
+
+__all__ = [
+    "broadcast_batches",
+    "check_bounds",
+    "check_int",
+    "check_nonneg_float",
+    "validate_comparisons",
+    "validate_datapoints",
+    "validate_pairwise_data",
+]
 
 
 def validate_datapoints(datapoints: object, name: str = "datapoints") -> Tensor:
@@ -122,36 +132,14 @@ def validate_comparisons(
     return comparisons
 
 
-def check_int(name: str, value: object, low: int | None = None) -> int:
-    r"""``value``, an int (``>= low`` if given); bools and non-integers are
-    errors naming ``name``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or (low is not None and value < low)
-    ):
-        expected = "an int" if low is None else f"an int >= {low}"
-        raise InputDataError(f"{name} must be {expected}; got {name}={value!r}.")
-    return value
-
-
 def check_nonneg_float(
     name: str, value: object, allow_none: bool = True
 ) -> float | None:
-    r"""``value`` as a finite float ``>= 0`` (``None`` passes where allowed)."""
-    if value is None and allow_none:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        expected = (
-            "None or a finite float >= 0" if allow_none else "a finite float >= 0"
-        )
-        raise InputDataError(f"{name} must be {expected}; got {name}={value!r}.")
-    return float(value)
+    r""":func:`prefbo.utils.checks.check_nonneg_float` with ``None`` allowed by default.
+
+    Kept for the modules that call it so; new code calls the checks module.
+    """
+    return checks.check_nonneg_float(name, value, allow_none=allow_none)
 
 
 def broadcast_batches(

@@ -1,4 +1,4 @@
-r"""Inducing-point selection for sparse (variational) GPs (SPEC §9).
+r"""Inducing-point selection for sparse (variational) GPs.
 
 Allocators are BoTorch ``InducingPointAllocator`` s:
 

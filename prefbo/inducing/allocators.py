@@ -1,4 +1,4 @@
-r"""DPP-based inducing-point allocators: CVR and ENT-DPP (SPEC §9).
+r"""DPP-based inducing-point allocators: CVR and ENT-DPP.
 
 Both are BoTorch ``InducingPointAllocator`` s, usable as
 ``SingleTaskVariationalGP(..., inducing_point_allocator=...)``; both run the
@@ -32,7 +32,7 @@ from torch import Tensor
 from prefbo.exceptions import InputDataError, NumericalWarning
 from prefbo.inducing.greedy import (
     _check_kernel,
-    _check_tol,
+    check_tol,
     default_tolerance,
     greedy_dpp_map,
     validate_inputs,
@@ -75,7 +75,7 @@ class GreedyDPPAllocator(InducingPointAllocator):
                 redundant; default :func:`~prefbo.inducing.greedy.default_tolerance`
                 (``1e-6`` float64, ``1e-4`` float32).
         """
-        self.tol = _check_tol(tol)
+        self.tol = check_tol(tol)
 
     @abstractmethod
     def _get_quality_function(self) -> QualityFunction:

@@ -11,10 +11,9 @@ from botorch.models.utils.inducing_point_allocators import InducingPointAllocato
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError
 from prefbo.inducing.allocators import broadcast_inputs
 from prefbo.inducing.quality import QualityFunction, UnitQuality
-from prefbo.sampling.base import _check_seed
+from prefbo.utils.checks import check_int, check_seed
 
 
 def _generator(seed: int | None) -> torch.Generator | None:
@@ -37,8 +36,9 @@ class RandomSubset(InducingPointAllocator):
 
         Raises:
             InputTypeError: ``seed`` is not an int or ``None``.
+            InputDataError: ``seed`` is outside what a ``torch.Generator`` takes.
         """
-        self.seed = _check_seed("seed", seed)
+        self.seed = check_seed("seed", seed, allow_none=True)
 
     def _get_quality_function(self) -> QualityFunction:
         r"""Unused (required by BoTorch's interface)."""
@@ -87,17 +87,12 @@ class KMeans(InducingPointAllocator):
                 uses torch's global RNG.
 
         Raises:
-            InputDataError: ``num_iters`` is not an int ``≥ 0``.
-            InputTypeError: ``seed`` is not an int or ``None``.
+            InputTypeError: ``num_iters`` or ``seed`` is not an integer.
+            InputDataError: ``num_iters < 0``, or ``seed`` outside what a
+                ``torch.Generator`` takes.
         """
-        if (
-            isinstance(num_iters, bool)
-            or not isinstance(num_iters, int)
-            or num_iters < 0
-        ):
-            raise InputDataError(f"num_iters must be an int >= 0; got {num_iters!r}.")
-        self.num_iters = num_iters
-        self.seed = _check_seed("seed", seed)
+        self.num_iters = check_int("num_iters", num_iters, 0)
+        self.seed = check_seed("seed", seed, allow_none=True)
 
     def _get_quality_function(self) -> QualityFunction:
         r"""Unused (required by BoTorch's interface)."""

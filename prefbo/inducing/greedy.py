@@ -27,7 +27,6 @@ not synchronise with the device.
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from gpytorch.kernels import Kernel
@@ -35,6 +34,7 @@ from gpytorch.settings import variational_cholesky_jitter
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.utils.checks import check_float, check_int
 
 
 def default_tolerance(dtype: torch.dtype) -> float:
@@ -55,6 +55,17 @@ def default_tolerance(dtype: torch.dtype) -> float:
     return float(variational_cholesky_jitter.value(dtype))
 
 
+def check_tol(tol: object) -> float | None:
+    r"""Check a relative tolerance: ``None`` (the default) or a float in ``[0, 1)``.
+
+    Returns:
+        ``None`` or ``tol`` as a Python ``float``.
+    """
+    return check_float(
+        "tol", tol, minimum=0, maximum=1, open_maximum=True, allow_none=True
+    )
+
+
 def _check_kernel(covar_module: Kernel) -> None:
     r"""Check that ``covar_module`` is a GPyTorch ``Kernel``.
 
@@ -66,27 +77,6 @@ def _check_kernel(covar_module: Kernel) -> None:
             "covar_module must be a GPyTorch Kernel; got "
             f"{type(covar_module).__name__}."
         )
-
-
-def _check_tol(tol: object) -> float | None:
-    r"""Check that ``tol`` is ``None`` or a real number in ``[0, 1)``.
-
-    Returns:
-        ``None`` or ``tol`` as a Python ``float``.
-
-    Raises:
-        InputTypeError: ``tol`` is not a real number (``bool`` included).
-        InputDataError: ``tol`` is outside ``[0, 1)`` (or NaN).
-    """
-    if tol is None:
-        return None
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
-        raise InputTypeError(
-            f"tol must be a float in [0, 1) or None; got {type(tol).__name__} {tol!r}."
-        )
-    if not 0.0 <= tol < 1.0:
-        raise InputDataError(f"tol must be in [0, 1) or None; got tol={tol!r}.")
-    return float(tol)
 
 
 def validate_inputs(inputs: Tensor, num_inducing: int) -> None:
@@ -109,11 +99,7 @@ def validate_inputs(inputs: Tensor, num_inducing: int) -> None:
             "inputs must have shape batch_shape x n x d with n, d >= 1; got "
             f"shape {tuple(inputs.shape)}."
         )
-    if isinstance(num_inducing, bool) or not isinstance(num_inducing, int):
-        raise InputTypeError(
-            f"num_inducing must be an int; got {type(num_inducing).__name__} "
-            f"{num_inducing!r}."
-        )
+    check_int("num_inducing", num_inducing)
     n = inputs.shape[-2]
     if not 1 <= num_inducing <= n:
         raise InputDataError(
@@ -223,7 +209,7 @@ def greedy_dpp_map(
     """
     validate_inputs(inputs, num_inducing)
     _check_kernel(covar_module)
-    tol = _check_tol(tol)
+    tol = check_tol(tol)
     batch_shape, (n, d) = inputs.shape[:-2], inputs.shape[-2:]
     if quality is not None and (
         not isinstance(quality, Tensor) or quality.shape != batch_shape + (n,)

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inducing.max_value import gumbel_max_moments, max_value_information_gain
+from prefbo.utils.checks import check_float, check_int
 
 _METHODS = ("gumbel", "thompson")
 
@@ -57,7 +58,7 @@ class UnitQuality(QualityFunction):
 class MaxValueEntropyQuality(QualityFunction):
     r"""ENT-DPP quality ``q_z = exp((1 - α) · IG_z / (α · m))`` (Moss et al.).
 
-    Derivation (SPEC §9). ENT-DPP maximises
+    Derivation. ENT-DPP maximises
     ``α · MI(y_Z; f) + (1 - α) · IG(y_Z; f*)`` over inducing sets ``Z`` of size
     ``m``. With ``MI ∝ ½ log det K_Z`` and ``IG(y_Z; f*)`` bounded below by the
     average single-point gain ``(1/m) Σ_{z ∈ Z} IG_z``, the objective is, up to
@@ -69,10 +70,10 @@ class MaxValueEntropyQuality(QualityFunction):
     ``α = 1`` gives ``q ≡ 1`` (pure CVR) and ``α → 0`` lets the quality
     dominate, as the paper's text says (Moss, Ober & Picheny 2022,
     "Information-theoretic inducing point placement for high-throughput
-    Bayesian optimisation"). SPEC §9 notes that the paper's printed formula
-    for ``q`` has the exponent's α-factor inverted (``α/(1 - α)``, which would
-    make ``α = 1`` the pure-quality end and diverge there); prefbo follows the
-    derivation above.
+    Bayesian optimisation"). The paper's printed formula for ``q`` has the
+    exponent's α-factor inverted (``α/(1 - α)``, which would make ``α = 1``
+    the pure-quality end and diverge there); prefbo follows the derivation
+    above.
 
     Sign convention (``maximize=True``): ``IG_z`` uses
     ``γ = (μ* - ŷ_z) / σ*``, where ``ŷ_z`` is the model's posterior mean at
@@ -154,21 +155,10 @@ class MaxValueEntropyQuality(QualityFunction):
                 f"model must have one output; got num_outputs={num_outputs}. Use a "
                 "one-output model or a ScalarizedPosteriorTransform-wrapped one."
             )
-        if isinstance(alpha, bool) or not isinstance(alpha, int | float):
-            raise InputTypeError(f"alpha must be a float; got {alpha!r}.")
-        if not 0.0 < alpha <= 1.0:
-            raise InputDataError(
-                f"alpha must be in (0, 1] (1 gives CVR); got alpha={alpha}."
-            )
-        for name, value, low in (
-            ("num_max_samples", num_max_samples, 2),
-            ("num_candidates", num_candidates, 1),
-            ("chunk_size", chunk_size, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise InputDataError(
-                    f"{name} must be an int >= {low}; got {name}={value!r}."
-                )
+        alpha = check_float("alpha", alpha, minimum=0, maximum=1, open_minimum=True)
+        num_max_samples = check_int("num_max_samples", num_max_samples, 2)
+        num_candidates = check_int("num_candidates", num_candidates, 1)
+        chunk_size = check_int("chunk_size", chunk_size, 1)
         if max_samples is not None:
             if (
                 not isinstance(max_samples, Tensor)

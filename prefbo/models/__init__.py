@@ -1,5 +1,6 @@
 r"""Preference models: each is a BoTorch ``Model`` and a GPyTorch module."""
 
+import prefbo.models.pathwise  # noqa: F401  (registers draw_matheron_paths)
 from prefbo.models.ep import PairwiseEPGP
 from prefbo.models.laplace import PairwiseLaplaceGP
 from prefbo.models.pairwise import PairwisePreferenceGP

@@ -1,4 +1,4 @@
-r"""The exact skew-GP posterior of pairwise preferences, by sampling (SPEC §5).
+r"""The exact skew-GP posterior of pairwise preferences, by sampling.
 
 Probit answers (``noise="probit"``, Benavoli et al. 2021): with
 ``Σ = D K Dᵀ + s² I`` (``m x m``) and ``C* = K(X*, X) Dᵀ`` the posterior utility
@@ -28,24 +28,35 @@ Hyperparameters are not learnt from the (orthant-probability) evidence:
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import torch
+from botorch.fit import fit_gpytorch_mll
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from prefbo.data.validation import validate_datapoints, validate_pairwise_data
+from prefbo.data.validation import (
+    validate_comparisons,
+    validate_datapoints,
+    validate_pairwise_data,
+)
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.pairwise import PairwiseProbitLikelihood
+from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
+from prefbo.models.ep import PairwiseEPGP
+from prefbo.models.laplace import PairwiseLaplaceGP
 from prefbo.posteriors.samples import SkewGPPosterior
 from prefbo.sampling import GibbsSampler, InfeasibleConstraintsError, LinESS
-from prefbo.sampling.base import _check_count, _check_seed
+from prefbo.utils.checks import (
+    check_int,
+    check_nonneg_float,
+    check_positive_float,
+    check_seed,
+)
 
 NOISE_MODELS = ("probit", "none", "jnd", "shared")
 
@@ -80,32 +91,6 @@ def find_preference_cycle(comparisons: Tensor, n: int) -> list[int] | None:
                 state[nxt] = 1
                 stack.append((nxt, iter(succ[nxt])))
     return None
-
-
-def _check_real(name: str, value: object, *, positive: bool) -> float:
-    r"""Check that ``value`` is a finite real number (``> 0`` or ``≥ 0``).
-
-    Args:
-        name: The argument's name, for the message.
-        value: The number.
-        positive: Require ``value > 0`` (else ``value ≥ 0``).
-
-    Returns:
-        ``value`` as a Python ``float``.
-
-    Raises:
-        InputTypeError: ``value`` is not a real number (``bool`` included).
-        InputDataError: ``value`` is not finite or has the wrong sign.
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputTypeError(
-            f"{name} must be a real number; got {type(value).__name__} {value!r}."
-        )
-    value = float(value)
-    if not math.isfinite(value) or (value <= 0 if positive else value < 0):
-        bound = "> 0" if positive else ">= 0"
-        raise InputDataError(f"{name} must be finite and {bound}; got {value!r}.")
-    return value
 
 
 class SkewGP(Model):
@@ -168,11 +153,11 @@ class SkewGP(Model):
 
         Raises:
             InputDataError: Malformed data, an unknown ``noise`` or ``sampler``,
-                a count below its minimum (or not an integer), a non-finite or
-                non-positive ``jnd_threshold`` or a negative / non-finite
-                ``nugget``.
-            InputTypeError: ``seed`` not an int or ``None``, a non-numeric
-                ``jnd_threshold`` or ``nugget``, or ``covar_module`` not a Kernel.
+                a count below its minimum, a non-finite or non-positive
+                ``jnd_threshold`` or a negative / non-finite ``nugget``.
+            InputTypeError: A count or ``seed`` that is not an integer, a
+                non-numeric ``jnd_threshold`` or ``nugget``, or ``covar_module``
+                not a Kernel.
         """
         super().__init__()
         if noise not in NOISE_MODELS:
@@ -190,15 +175,13 @@ class SkewGP(Model):
                     "noise='jnd' needs jnd_threshold > 0 (finite, the "
                     "just-noticeable difference δ); got None."
                 )
-            jnd_threshold = _check_real("jnd_threshold", jnd_threshold, positive=True)
+            jnd_threshold = check_positive_float("jnd_threshold", jnd_threshold)
         elif jnd_threshold is not None or indiscernible is not None:
             raise InputDataError(
                 "jnd_threshold and indiscernible apply to noise='jnd' only; got "
                 f"noise={noise!r}."
             )
         if indiscernible is not None:
-            from prefbo.data.validation import validate_comparisons
-
             indiscernible = validate_comparisons(
                 indiscernible, n=datapoints.shape[-2], name="indiscernible"
             )
@@ -241,14 +224,14 @@ class SkewGP(Model):
         if thinning is None:
             thinning = 8 if gibbs else 4
         self._sampler_options = {
-            "num_chains": _check_count("num_chains", num_chains, 1),
-            "burnin": _check_count("burnin", burnin, 0),
-            "thinning": _check_count("thinning", thinning, 0),
-            "seed": _check_seed("seed", seed),
+            "num_chains": check_int("num_chains", num_chains, 1),
+            "burnin": check_int("burnin", burnin, 0),
+            "thinning": check_int("thinning", thinning, 0),
+            "seed": check_seed("seed", seed, allow_none=True),
         }
-        self.num_samples = _check_count("num_samples", num_samples, 1)
+        self.num_samples = check_int("num_samples", num_samples, 1)
         if nugget is not None:
-            nugget = _check_real("nugget", nugget, positive=False)
+            nugget = check_nonneg_float("nugget", nugget)
         self._nugget = nugget
         self.weights: Tensor | None = None  # S x n
         self.Q: Tensor | None = None  # n x n
@@ -287,12 +270,14 @@ class SkewGP(Model):
             seed: New sampler seed, an ``int`` (default: unchanged).
 
         Raises:
-            InputDataError: ``num_samples`` is not an integer ``≥ 1``.
-            InputTypeError: ``seed`` is not an int.
+            InputTypeError: ``num_samples`` or ``seed`` is not an integer.
+            InputDataError: ``num_samples < 1``, or ``seed`` outside what a
+                ``torch.Generator`` takes.
         """
         if num_samples is not None:
-            num_samples = _check_count("num_samples", num_samples, 1)
-        seed = _check_seed("seed", seed)  # both checked before either is set
+            num_samples = check_int("num_samples", num_samples, 1)
+        # both are checked before either is set
+        seed = check_seed("seed", seed, allow_none=True)
         if num_samples is not None:
             self.num_samples = num_samples
         if seed is not None:
@@ -465,19 +450,13 @@ class SkewGP(Model):
         r"""Fit the kernel by the EP (or Laplace) evidence, then resample.
 
         The exact evidence is an ``m``-dimensional orthant probability; its EP
-        approximation is accurate and differentiable (SPEC §5). The kernel
+        approximation is accurate and differentiable. The kernel
         module is shared, so the fitted values are this model's.
 
         Args:
             method: ``"ep"`` or ``"laplace"``.
             **fit_kwargs: Passed to ``botorch.fit.fit_gpytorch_mll``.
         """
-        from botorch.fit import fit_gpytorch_mll
-
-        from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
-        from prefbo.models.ep import PairwiseEPGP
-        from prefbo.models.laplace import PairwiseLaplaceGP
-
         if method not in ("ep", "laplace"):
             raise InputDataError(f"method must be 'ep' or 'laplace'; got {method!r}.")
         cls, mll_cls = (

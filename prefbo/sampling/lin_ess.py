@@ -58,7 +58,8 @@ import math
 import torch
 from torch import Tensor
 
-from prefbo.sampling.base import TruncatedGaussianSampler, _check_count
+from prefbo.sampling.base import TruncatedGaussianSampler
+from prefbo.utils.checks import check_int
 
 _TWO_PI = 2.0 * math.pi
 _BLOCK_ELEMENTS = 2**17  # noise drawn per block: 1 MB in float64, stays in cache
@@ -174,7 +175,7 @@ class LinESS(TruncatedGaussianSampler):
                 never the distribution.
         """
         if block_size is not None:
-            _check_count("block_size", block_size, 1)
+            block_size = check_int("block_size", block_size, 1)
         self._block_size = block_size
         super().__init__(
             A,

@@ -9,52 +9,38 @@ path is a prior path conditioned on a posterior draw of those utilities:
 with ``h`` a random-Fourier-feature draw of the prior GP, and ``(μ, Σ)`` the
 Laplace (or EP) posterior at the designs (``Σ = F Fᵀ`` from the cached
 factorisation). Each path is then a cheap function of ``x``: ``O(F + n)`` per
-point. Registered with BoTorch's dispatcher, so ``draw_matheron_paths(model,
-sample_shape)`` works on :class:`~prefbo.models.PairwiseLaplaceGP` and
-:class:`~prefbo.models.PairwiseEPGP`.
+point.
 
 For :class:`~prefbo.models.VariationalPreferenceGP` the update goes through
 the inducing points instead (:func:`draw_variational_paths`): a prior path
-conditioned on a draw of the inducing values from ``q(u)``, also registered
-with ``draw_matheron_paths``.
+conditioned on a draw of the inducing values from ``q(u)``.
+
+:mod:`prefbo.models.pathwise` registers both with BoTorch's dispatcher, so
+``draw_matheron_paths(model, sample_shape)`` works on every prefbo pairwise
+and variational model. This module reads the models through their methods
+only and imports none of them (the models package imports this one).
 """
 
 from __future__ import annotations
 
 import torch
+from botorch.models.model import Model
 from botorch.sampling.pathwise.features import KernelEvaluationMap, gen_kernel_features
 from botorch.sampling.pathwise.paths import GeneralizedLinearPath
-from botorch.sampling.pathwise.posterior_samplers import (
-    DrawMatheronPaths,
-    MatheronPath,
-)
+from botorch.sampling.pathwise.posterior_samplers import MatheronPath
 from torch import Size
 
 from prefbo.exceptions import UnsupportedError
-from prefbo.models.pairwise import PairwisePreferenceGP
-from prefbo.models.variational import VariationalPreferenceGP
-
-
-@DrawMatheronPaths.register(PairwisePreferenceGP)
-def _draw_matheron_paths_pairwise(
-    model: PairwisePreferenceGP,
-    *,
-    sample_shape: Size,
-    prior_sampler=None,
-    update_strategy=None,
-) -> MatheronPath:
-    r"""BoTorch's ``draw_matheron_paths`` for prefbo's pairwise models (1024
-    random features; ``prior_sampler`` and ``update_strategy`` are not used)."""
-    return draw_pairwise_paths(model, sample_shape)
 
 
 def draw_pairwise_paths(
-    model: PairwisePreferenceGP, sample_shape: Size, num_features: int = 1024
+    model: Model, sample_shape: Size, num_features: int = 1024
 ) -> MatheronPath:
     r"""Matheron paths of a pairwise preference GP (see the module docstring).
 
     Args:
-        model: A fitted prefbo pairwise model.
+        model: A fitted prefbo pairwise model, a
+            :class:`~prefbo.models.PairwisePreferenceGP`.
         sample_shape: Shape of the draws.
         num_features: Number of random Fourier features of the prior draw.
 
@@ -174,7 +160,7 @@ def _contract(
 
 
 def draw_variational_paths(
-    model: VariationalPreferenceGP, sample_shape: Size, num_features: int = 1024
+    model: Model, sample_shape: Size, num_features: int = 1024
 ) -> VariationalPreferencePath:
     r"""Pathwise posterior samples of a variational preference GP.
 
@@ -186,7 +172,10 @@ def draw_variational_paths(
     Returns:
         A :class:`VariationalPreferencePath` (see its docstring for shapes).
     """
-    if not isinstance(model, VariationalPreferenceGP):
+    if not all(
+        hasattr(model, name)
+        for name in ("base_variational_strategy", "whitening_root", "mixing_matrix")
+    ):
         raise UnsupportedError(
             "draw_variational_paths needs a VariationalPreferenceGP; got "
             f"{type(model).__name__}."
@@ -225,17 +214,3 @@ def draw_variational_paths(
         mixing=mixing,
         latent_batched=latent_batched,
     )
-
-
-@DrawMatheronPaths.register(VariationalPreferenceGP)
-def _draw_matheron_paths_variational(
-    model: VariationalPreferenceGP,
-    *,
-    sample_shape: Size,
-    prior_sampler=None,
-    update_strategy=None,
-) -> VariationalPreferencePath:
-    r"""BoTorch's ``draw_matheron_paths`` for
-    :class:`~prefbo.models.VariationalPreferenceGP` (1024 random features;
-    ``prior_sampler`` and ``update_strategy`` are not used)."""
-    return draw_variational_paths(model, sample_shape)

@@ -7,7 +7,7 @@ from prefbo.test_functions.answer_models import (
     LogitPerson,
     ParetoPerson,
 )
-from prefbo.test_functions.people import SimulatedPerson
+from prefbo.test_functions.people import BasePerson, SimulatedPerson
 from prefbo.test_functions.problems import Branin, UtilityProblem
 from prefbo.test_functions.suite import (
     Ackley5,
@@ -21,6 +21,7 @@ __all__ = [
     "CONFLICT",
     "INDIFFERENT",
     "Ackley5",
+    "BasePerson",
     "Branin",
     "Hartmann3",
     "Hartmann6",

@@ -366,11 +366,15 @@ def test_errors():
         greedy_dpp_map(X, kernel, 3, quality=torch.ones(9, dtype=torch.float64))
     with pytest.raises(InputDataError, match=r"quality must be finite and >= 0; got"):
         greedy_dpp_map(X, kernel, 3, quality=-torch.ones(10, dtype=torch.float64))
-    with pytest.raises(InputDataError, match=r"tol must be in \[0, 1\) or None; got"):
+    with pytest.raises(
+        InputDataError, match=r"tol must be None or a float in \[0, 1\); got tol=1\.5"
+    ):
         ConditionalVarianceReduction(tol=1.5)
     model = _pref_model(dtype=torch.float64)
     for alpha in (0.0, -0.1, 1.5, math.nan):
-        with pytest.raises(InputDataError, match=r"alpha must be in \(0, 1\] \(1 give"):
+        with pytest.raises(
+            InputDataError, match=r"alpha must be a float in \(0, 1\]; got alpha="
+        ):
             EntropyDPP(model, alpha=alpha)
     with pytest.raises(InputDataError, match=r"num_max_samples must be an int >= 2"):
         EntropyDPP(model, num_max_samples=1)
@@ -402,15 +406,17 @@ def test_greedy_dpp_map_argument_types_raise_typed_errors():
         ):
             greedy_dpp_map(X, bad, 3)
     with pytest.raises(
-        InputTypeError, match=r"tol must be a float in \[0, 1\) or None; got str 'a'"
+        InputTypeError, match=r"tol must be None or a float in \[0, 1\); got str 'a'"
     ):
         greedy_dpp_map(X, kernel, 3, tol="a")
-    with pytest.raises(InputTypeError, match=r"tol must be a float .*got bool"):
+    with pytest.raises(InputTypeError, match=r"tol must be None or a float .*got bool"):
         greedy_dpp_map(X, kernel, 3, tol=True)
     for bad in (-1.0, 1.0, math.nan):
-        with pytest.raises(InputDataError, match=r"tol must be in \[0, 1\) or None"):
+        with pytest.raises(
+            InputDataError, match=r"tol must be None or a float in \[0, 1\); got tol="
+        ):
             greedy_dpp_map(X, kernel, 3, tol=bad)
-    with pytest.raises(InputTypeError, match=r"tol must be a float .*got str"):
+    with pytest.raises(InputTypeError, match=r"tol must be None or a float .*got str"):
         ConditionalVarianceReduction(tol="a")
     # an integer tolerance 0 is a valid float tolerance
     idx, _ = greedy_dpp_map(X, kernel, 3, tol=0)
@@ -421,7 +427,7 @@ def test_greedy_dpp_map_argument_types_raise_typed_errors():
 def test_baseline_seeds_are_checked_at_construction(cls):
     for bad, got in (("a", "str 'a'"), (1.5, "float 1.5"), (True, "bool True")):
         with pytest.raises(
-            InputTypeError, match=rf"seed must be an int or None; got {got}"
+            InputTypeError, match=rf"seed must be None or an int; got {got}"
         ):
             cls(seed=bad)
     with pytest.raises(InputDataError, match=r"seed must be in \[-2\*\*63"):

@@ -170,74 +170,79 @@ _C5 = torch.tensor([[0, 1], [2, 3]])
         (
             {"num_samples": 0},
             InputDataError,
-            r"num_samples must be an integer >= 1; got 0\.",
+            r"num_samples must be an int >= 1; got "
+            r"num_samples=0\.",
         ),
         (
             {"num_samples": 2.7},
-            InputDataError,
-            r"num_samples must be an integer >= 1; got 2\.7\.",
+            InputTypeError,
+            r"num_samples must be an int >= 1; got float 2\.7\.",
         ),
         (
             {"num_samples": True},
-            InputDataError,
-            r"num_samples must be an integer >= 1; got True\.",
+            InputTypeError,
+            r"num_samples must be an int >= 1; got bool True\.",
         ),
         (
             {"num_chains": 0},
             InputDataError,
-            r"num_chains must be an integer >= 1; got 0\.",
+            r"num_chains must be an int >= 1; got num_chains=0\.",
         ),
         (
             {"num_chains": 4.0},
-            InputDataError,
-            r"num_chains must be an integer >= 1; got 4\.0\.",
+            InputTypeError,
+            r"num_chains must be an int >= 1; got float 4\.0\.",
         ),
-        ({"burnin": -5}, InputDataError, r"burnin must be an integer >= 0; got -5\."),
+        (
+            {"burnin": -5},
+            InputDataError,
+            r"burnin must be an int >= 0; got burnin=-5\.",
+        ),
         (
             {"burnin": 1.5},
-            InputDataError,
-            r"burnin must be an integer >= 0; got 1\.5\.",
+            InputTypeError,
+            r"burnin must be an int >= 0; got float 1\.5\.",
         ),
         (
             {"thinning": 1.5},
-            InputDataError,
-            r"thinning must be an integer >= 0; got 1\.5\.",
+            InputTypeError,
+            r"thinning must be an int >= 0; got float 1\.5\.",
         ),
         (
             {"thinning": -1},
             InputDataError,
-            r"thinning must be an integer >= 0; got -1\.",
+            r"thinning must be an int >= 0; got thinning=-1\.",
         ),
-        ({"seed": "a"}, InputTypeError, r"seed must be an int or None; got str 'a'\."),
+        ({"seed": "a"}, InputTypeError, r"seed must be None or an int; got str 'a'\."),
         (
             {"seed": 1.5},
             InputTypeError,
-            r"seed must be an int or None; got float 1\.5\.",
+            r"seed must be None or an int; got float 1\.5\.",
         ),
         (
             {"seed": False},
             InputTypeError,
-            r"seed must be an int or None; got bool False\.",
+            r"seed must be None or an int; got bool False\.",
         ),
         (
             {"nugget": -1.0},
             InputDataError,
-            r"nugget must be finite and >= 0; got -1\.0\.",
+            r"nugget must be a finite float >= 0; got nugget=-1\.0\.",
         ),
         (
             {"nugget": math.inf},
             InputDataError,
-            r"nugget must be finite and >= 0; got inf\.",
+            r"nugget must be a finite float >= 0; got nugget=inf\.",
         ),
         (
             {"nugget": math.nan},
             InputDataError,
-            r"nugget must be finite and >= 0; got nan\.",
+            r"nugget must be a finite float >= 0; got nugget=nan\.",
         ),
         (
             {"nugget": "a"},
             InputTypeError,
-            r"nugget must be a real number; got str 'a'\.",
+            r"nugget must be a finite float >= 0; got str 'a'\.",
         ),
     ],
 )
@@ -250,18 +255,18 @@ def test_sampler_arguments_are_checked(kwargs, error, message):
 def test_resample_arguments_are_checked():
     model = SkewGP(_X5, _C5, num_samples=16, seed=0)
     with pytest.raises(
-        InputDataError, match=r"num_samples must be an integer >= 1; got 0\."
+        InputDataError, match=r"num_samples must be an int >= 1; got num_samples=0\."
     ):
         model.resample(num_samples=0)
     with pytest.raises(
-        InputDataError, match=r"num_samples must be an integer >= 1; got 2\.5"
+        InputTypeError, match=r"num_samples must be an int >= 1; got float 2\.5"
     ):
         model.resample(num_samples=2.5)
     with pytest.raises(
-        InputTypeError, match=r"seed must be an int or None; got str 'a'"
+        InputTypeError, match=r"seed must be None or an int; got str 'a'"
     ):
         model.resample(seed="a")
-    with pytest.raises(InputTypeError, match=r"seed must be an int or None; got float"):
+    with pytest.raises(InputTypeError, match=r"seed must be None or an int; got float"):
         model.resample(num_samples=8, seed=0.5)
     assert model.num_samples == 16 and model._sampler_options["seed"] == 0
 
@@ -269,11 +274,11 @@ def test_resample_arguments_are_checked():
 @pytest.mark.parametrize(
     "delta, error, message",
     [
-        (math.inf, InputDataError, r"jnd_threshold must be finite and > 0; got inf\."),
-        (math.nan, InputDataError, r"jnd_threshold must be finite and > 0; got nan\."),
-        (0.0, InputDataError, r"jnd_threshold must be finite and > 0; got 0\.0\."),
-        (-0.1, InputDataError, r"jnd_threshold must be finite and > 0; got -0\.1\."),
-        ("a", InputTypeError, r"jnd_threshold must be a real number; got str 'a'\."),
+        (math.inf, InputDataError, r"> 0; got jnd_threshold=inf\."),
+        (math.nan, InputDataError, r"> 0; got jnd_threshold=nan\."),
+        (0.0, InputDataError, r"> 0; got jnd_threshold=0\.0\."),
+        (-0.1, InputDataError, r"> 0; got jnd_threshold=-0\.1\."),
+        ("a", InputTypeError, r"jnd_threshold must be a finite float > 0; got str"),
     ],
 )
 def test_jnd_threshold_is_checked(delta, error, message):

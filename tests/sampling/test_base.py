@@ -191,18 +191,22 @@ def _bad(**tkwargs):
         (
             {"num_chains": 0},
             InputDataError,
-            "num_chains must be an integer >= 1; got 0",
+            "num_chains must be an int >= 1; got num_chains=0",
         ),
-        ({"thinning": -1}, InputDataError, "thinning must be an integer >= 0; got -1"),
-        ({"burnin": 1.5}, InputDataError, "burnin must be an integer >= 0; got 1.5"),
+        (
+            {"thinning": -1},
+            InputDataError,
+            "thinning must be an int >= 0; got thinning=-1",
+        ),
+        ({"burnin": 1.5}, InputTypeError, "burnin must be an int >= 0; got float 1.5"),
         (
             {"seed": 0, "generator": torch.Generator()},
             InputDataError,
             "Pass seed or generator, not both",
         ),
-        ({"seed": "a"}, InputTypeError, "seed must be an int or None; got str 'a'"),
-        ({"seed": 1.5}, InputTypeError, "seed must be an int or None; got float"),
-        ({"seed": True}, InputTypeError, "seed must be an int or None; got bool"),
+        ({"seed": "a"}, InputTypeError, "seed must be None or an int; got str 'a'"),
+        ({"seed": 1.5}, InputTypeError, "seed must be None or an int; got float"),
+        ({"seed": True}, InputTypeError, "seed must be None or an int; got bool"),
         ({"seed": 2**64}, InputDataError, r"seed must be in \[-2\*\*63, 2\*\*64 - 1\]"),
         (
             {"generator": "x"},
@@ -219,7 +223,7 @@ def test_invalid_arguments_raise_typed_errors_naming_them(tkwargs, cls):
         kwargs = {"A": A, "b": b, "covariance_matrix": cov} | change
         with pytest.raises(error, match=message):
             cls(**kwargs)
-    with pytest.raises(InputDataError, match="n must be an integer >= 1; got 0"):
+    with pytest.raises(InputDataError, match="n must be an int >= 1; got n=0"):
         cls(A, b, covariance_matrix=cov).draw(0)
 
 

@@ -1,7 +1,11 @@
+import ast
+import pathlib
+
 import pytest
 import torch
 from botorch.sampling.pathwise import draw_matheron_paths
 
+import prefbo.sampling
 from prefbo.acquisition import thompson_batch
 from prefbo.data import ChoiceSets, PairwiseComparisons
 from prefbo.exceptions import UnsupportedError
@@ -130,3 +134,12 @@ def test_thompson_batch_refuses_several_utilities():
         UnsupportedError, match="one utility; got a model with num_outputs=2"
     ):
         thompson_batch(model, bounds, 2)
+
+
+def test_the_sampling_package_imports_no_models():
+    """Registration lives with the models (prefbo.models.pathwise); prefbo.sampling
+    reads models through their methods only, so the packages form no cycle."""
+    for path in pathlib.Path(prefbo.sampling.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith("prefbo.models"), (path, node.module)

@@ -115,9 +115,14 @@ def test_noiseless_pareto_person():
 
 
 def test_errors():
-    with pytest.raises(InputDataError, match=r"scale must be finite and >= 0; got -1"):
+    with pytest.raises(
+        InputDataError, match=r"scale must be a finite float >= 0; got scale=-1\.0"
+    ):
         LogitPerson(linear, scale=-1.0)
-    with pytest.raises(InputDataError, match=r"threshold must be finite and >= 0"):
+    with pytest.raises(
+        InputDataError,
+        match=r"threshold must be a finite float >= 0; got threshold=nan",
+    ):
         IndifferentPerson(linear, threshold=float("nan"))
     with pytest.raises(InputTypeError, match=r"utilities\[1\] must be callable"):
         ParetoPerson([linear, 3])

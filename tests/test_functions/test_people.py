@@ -4,7 +4,14 @@ import pytest
 import torch
 
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.test_functions import Branin, SimulatedPerson
+from prefbo.test_functions import (
+    BasePerson,
+    Branin,
+    IndifferentPerson,
+    LogitPerson,
+    ParetoPerson,
+    SimulatedPerson,
+)
 
 
 def _linear_utility(X):
@@ -71,7 +78,10 @@ def test_person_does_not_touch_global_rng():
 
 
 def test_person_validates_arguments():
-    with pytest.raises(InputDataError, match="noise_std must be finite and >= 0"):
+    with pytest.raises(
+        InputDataError,
+        match="noise_std must be a finite float >= 0; got noise_std=-0.1",
+    ):
         SimulatedPerson(Branin(), noise_std=-0.1)
     with pytest.raises(InputTypeError, match="utility must be callable"):
         SimulatedPerson(3.0)
@@ -82,3 +92,27 @@ def test_person_validates_arguments():
         person.compare_batch(torch.rand(4, 2, 3, dtype=torch.float64))
     with pytest.raises(InputDataError, match="x1 must be a 1-d tensor"):
         person.compare(torch.rand(1, 2), torch.rand(2))
+    with pytest.raises(InputTypeError, match="noise_std must be a finite float >= 0"):
+        SimulatedPerson(Branin(), noise_std="0.1")
+    with pytest.raises(InputTypeError, match="seed must be an int; got float 1.0"):
+        SimulatedPerson(Branin(), seed=1.0)
+    with pytest.raises(InputDataError, match=r"seed must be in \[-2\*\*63"):
+        SimulatedPerson(Branin(), seed=2**64)
+
+
+def test_every_person_is_a_base_person():
+    for cls in (SimulatedPerson, LogitPerson, IndifferentPerson, ParetoPerson):
+        assert issubclass(cls, BasePerson)
+    with pytest.raises(TypeError, match="abstract"):
+        BasePerson(seed=0)
+
+
+def test_a_person_that_answers_first_counts_its_answers():
+    class First(BasePerson):
+        def _answer(self, X):
+            return torch.zeros(X.shape[:-2], dtype=torch.long, device=X.device)
+
+    person = First(seed=0)
+    assert person.compare_batch(torch.rand(3, 4, 2, 1)).tolist() == [[0] * 4] * 3
+    assert person.compare(torch.rand(1), torch.rand(1)) == 0
+    assert person.num_answers == 13

@@ -1,0 +1,67 @@
+"""``prefbo.data.validation``: designs, comparisons, bounds, and the checks kept
+importable from here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from prefbo.data import validation
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.utils import checks
+
+
+def test_check_int_is_the_checks_module_one():
+    assert validation.check_int is checks.check_int
+
+
+def test_check_nonneg_float_allows_none_by_default():
+    assert validation.check_nonneg_float("tol", None) is None
+    assert validation.check_nonneg_float("tol", 0.5) == 0.5
+    with pytest.raises(
+        InputDataError, match=r"^tol must be a finite float >= 0; got tol=-1\.0\.$"
+    ):
+        validation.check_nonneg_float("tol", -1.0, allow_none=False)
+    with pytest.raises(InputTypeError, match=r"^tol must be None or a finite float"):
+        validation.check_nonneg_float("tol", "a")
+
+
+def test_validate_datapoints():
+    X = validation.validate_datapoints(torch.rand(4, dtype=torch.float64))
+    assert X.shape == (4, 1)
+    with pytest.raises(InputTypeError, match="datapoints must be a floating tensor"):
+        validation.validate_datapoints(torch.zeros(3, 2, dtype=torch.long))
+    with pytest.raises(InputDataError, match=r"datapoints must be finite; got nan"):
+        validation.validate_datapoints(torch.tensor([[0.0], [float("nan")]]))
+
+
+def test_validate_comparisons():
+    C = validation.validate_comparisons(torch.tensor([[0.0, 1.0]]), n=2)
+    assert C.dtype == torch.long and C.tolist() == [[0, 1]]
+    with pytest.raises(InputDataError, match=r"in \[0, 1\] \(n=2\); got min 0, max 2"):
+        validation.validate_comparisons(torch.tensor([[0, 2]]), n=2)
+    with pytest.raises(InputDataError, match="compares design 1 with itself"):
+        validation.validate_comparisons(torch.tensor([[1, 1]]), n=2)
+    with pytest.raises(InputTypeError, match="integer tensor of indices; got torch"):
+        validation.validate_comparisons(torch.tensor([[True, False]]), n=2)
+
+
+def test_validate_pairwise_data_broadcasts_batches():
+    X, C = validation.validate_pairwise_data(
+        torch.rand(3, 4, 2, dtype=torch.float64), torch.tensor([[0, 1]])
+    )
+    assert X.shape == (3, 4, 2) and C.shape == (3, 1, 2)
+    with pytest.raises(InputDataError, match="broadcastable batch shapes"):
+        validation.validate_pairwise_data(
+            torch.rand(3, 4, 2, dtype=torch.float64), torch.tensor([[[0, 1]]] * 2)
+        )
+
+
+def test_check_bounds():
+    validation.check_bounds(torch.tensor([[0.0, 0.0], [1.0, 2.0]]))
+    with pytest.raises(InputDataError, match="bounds must have lower < upper"):
+        validation.check_bounds(torch.tensor([[0.0], [0.0]]))
+    with pytest.raises(
+        InputDataError, match=r"bounds must be a 2 x d tensor .*got list"
+    ):
+        validation.check_bounds([[0.0], [1.0]])
