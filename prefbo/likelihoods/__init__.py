@@ -21,12 +21,12 @@ from prefbo.likelihoods.pairwise import (
     PairwiseLogitLikelihood,
     PairwiseProbitLikelihood,
     as_prefbo_likelihood,
+    pairwise_expected_log_prob,
 )
 from prefbo.likelihoods.pareto import ParetoPreferenceLikelihood
 from prefbo.likelihoods.quadrature import (
     difference_moments,
     latent_moments,
-    pairwise_expected_log_prob,
 )
 
 __all__ = [

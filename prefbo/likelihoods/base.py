@@ -1,4 +1,4 @@
-r"""Base classes of prefbo's preference likelihoods (SPEC §6–§7).
+r"""Base classes of prefbo's preference likelihoods.
 
 A preference likelihood scores *answers* (comparisons, orderings, choices),
 each of which touches a few latent values: ``p`` entries of the
@@ -20,7 +20,11 @@ into
 - GPyTorch's ``expected_log_prob(observations, function_dist, ...)`` and
   ``log_marginal(...)``, taking a (multitask) ``MultivariateNormal``.
 
-Noise convention (SPEC §7): ``noise_std`` is σ, the noise on each design's
+Each likelihood declares the data container it reads
+(:attr:`PreferenceLikelihood.data_type`); :meth:`~PreferenceLikelihood.check_data`
+checks a container against it.
+
+Noise convention: ``noise_std`` is σ, the noise on each design's
 (or label's) utility, so a utility difference is standardised by
 ``s = √2·σ``. A paper writing ``Φ(Δ/σ_paper)`` has ``σ_paper = s``.
 """
@@ -31,6 +35,7 @@ import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import ClassVar
 
 import torch
 from gpytorch.distributions import MultivariateNormal
@@ -200,9 +205,16 @@ class PreferenceLikelihood(Likelihood, ABC):
     of each answer from those latents). Single-utility likelihoods set
     ``multi_output = False`` and take utilities of shape ``batch_shape x n``;
     the others take ``batch_shape x n x d``.
+
+    Attributes:
+        multi_output: Whether the likelihood reads ``d`` latents per design
+            (``batch_shape x n x d``) or one utility (``batch_shape x n``).
+        data_type: The :mod:`prefbo.data` container whose ``answers`` are
+            this likelihood's ``*answers`` (``None``: any container).
     """
 
-    multi_output: bool = True
+    multi_output: ClassVar[bool] = True
+    data_type: ClassVar[type | None] = None
 
     def __init__(
         self,
@@ -233,6 +245,22 @@ class PreferenceLikelihood(Likelihood, ABC):
     def scale(self) -> float:
         r"""``s = √2·σ``, the scale of a utility difference."""
         return math.sqrt(2.0) * self.noise_std
+
+    def check_data(self, data: object) -> None:
+        r"""Check that ``data`` is a container this likelihood reads.
+
+        Args:
+            data: A preference data container (e.g.
+                :class:`~prefbo.data.PairwiseComparisons`).
+
+        Raises:
+            InputTypeError: ``data`` is not a :attr:`data_type`.
+        """
+        if self.data_type is not None and not isinstance(data, self.data_type):
+            raise InputTypeError(
+                f"{type(self).__name__} reads {self.data_type.__name__} data; got "
+                f"{type(data).__name__}."
+            )
 
     @abstractmethod
     def _index(
