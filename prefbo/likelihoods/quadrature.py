@@ -298,16 +298,15 @@ def gaussian_expectation_1d(
     Note:
         Plain Gauss–Hermite places its nodes by ``X``'s own moments. With
         ``log_mean_exp=True`` and a log-likelihood that falls steeply (a link
-        ``F(x/s)`` with ``s`` well below ``X``'s standard deviation, e.g.
-        ``s = 0.1``, ``μ = −5``, ``var = 1``: 1.4 nats off), the mass of
-        ``exp(fn(x)) N(x; μ, var)`` sits in a narrow peak between the nodes.
-        Its tilted density ``∝ exp(fn(x)) N(x; μ, var)`` is then a narrow
-        peak with a heavy one-sided tail, which neither plain nor
-        Laplace-centred Gauss–Hermite resolves with few nodes. prefbo's
-        likelihoods use closed forms where they exist (probit links:
+        ``F(x/s)`` with ``s`` well below ``X``'s standard deviation), the mass
+        of ``exp(fn(x)) N(x; μ, var)`` sits in a narrow peak between the
+        nodes: a narrow peak with a heavy one-sided tail, which neither plain
+        nor Laplace-centred Gauss–Hermite resolves with few nodes, and the
+        result is too low for unlikely answers. prefbo's likelihoods use
+        closed forms where they exist (probit links:
         ``log Φ(μ/√(s² + var))``); the logit link has none and uses this rule
-        with 20 nodes: about 1e-3 nats off while ``√var ≤ 3 s``, 0.12 nats
-        at ``√var = 10 s`` for an unlikely answer (``μ = −3√var``).
+        (:meth:`~prefbo.likelihoods.PairwiseLikelihood.log_predictive_probability`,
+        40 nodes), accurate while ``√var`` is a few ``s``.
     """
     nodes, weights = gauss_hermite(num_points, mean.dtype, mean.device)
     shape = (-1,) + (1,) * mean.ndim
