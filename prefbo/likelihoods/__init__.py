@@ -1,15 +1,12 @@
 r"""GPyTorch likelihoods for preference and choice data."""
 
-from prefbo.likelihoods.base import (
-    AnswerIndex,
-    DifferenceLikelihood,
-    PreferenceLikelihood,
-)
+from prefbo.likelihoods.base import AnswerIndex, PreferenceLikelihood
 from prefbo.likelihoods.choice import (
     ChoiceLikelihood,
     PseudoRationalChoiceLikelihood,
     RationalChoiceLikelihood,
 )
+from prefbo.likelihoods.difference import DifferenceLikelihood
 from prefbo.likelihoods.jnd import JustNoticeableDifferenceLikelihood
 from prefbo.likelihoods.labels import (
     PairedLabelLikelihood,

@@ -25,11 +25,11 @@ from prefbo.data.containers import PairwiseComparisons
 from prefbo.exceptions import InputTypeError
 from prefbo.likelihoods.base import (
     AnswerIndex,
-    DifferenceLikelihood,
     check_distinct_pairs,
     check_index_tensor,
     check_positive_float,
 )
+from prefbo.likelihoods.difference import DifferenceLikelihood
 from prefbo.utils.logspace import log_ndtr_diff
 
 

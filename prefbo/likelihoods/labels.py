@@ -43,11 +43,11 @@ from prefbo.data.containers import LabelComparisons, Rankings, validate_ordering
 from prefbo.exceptions import InputDataError
 from prefbo.likelihoods.base import (
     AnswerIndex,
-    DifferenceLikelihood,
     PreferenceLikelihood,
     check_index_tensor,
     check_integer,
 )
+from prefbo.likelihoods.difference import DifferenceLikelihood
 from prefbo.utils.normal import log_phi
 
 _LINKS = ("probit", "logit")

@@ -32,9 +32,9 @@ from prefbo.data.validation import broadcast_batches
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.likelihoods.base import (
     AnswerIndex,
-    DifferenceLikelihood,
     check_index_tensor,
 )
+from prefbo.likelihoods.difference import DifferenceLikelihood
 from prefbo.likelihoods.quadrature import gaussian_expectation_1d
 from prefbo.utils.normal import logit_terms, probit_terms
 
