@@ -1,15 +1,12 @@
 r"""GPyTorch likelihoods for preference and choice data."""
 
-from prefbo.likelihoods.base import (
-    AnswerIndex,
-    DifferenceLikelihood,
-    PreferenceLikelihood,
-)
+from prefbo.likelihoods.base import AnswerIndex, PreferenceLikelihood
 from prefbo.likelihoods.choice import (
     ChoiceLikelihood,
     PseudoRationalChoiceLikelihood,
     RationalChoiceLikelihood,
 )
+from prefbo.likelihoods.difference import DifferenceLikelihood
 from prefbo.likelihoods.jnd import JustNoticeableDifferenceLikelihood
 from prefbo.likelihoods.labels import (
     PairedLabelLikelihood,
@@ -21,12 +18,12 @@ from prefbo.likelihoods.pairwise import (
     PairwiseLogitLikelihood,
     PairwiseProbitLikelihood,
     as_prefbo_likelihood,
+    pairwise_expected_log_prob,
 )
 from prefbo.likelihoods.pareto import ParetoPreferenceLikelihood
 from prefbo.likelihoods.quadrature import (
     difference_moments,
     latent_moments,
-    pairwise_expected_log_prob,
 )
 
 __all__ = [

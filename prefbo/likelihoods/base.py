@@ -1,4 +1,4 @@
-r"""Base classes of prefbo's preference likelihoods (SPEC §6–§7).
+r"""Base classes of prefbo's preference likelihoods.
 
 A preference likelihood scores *answers* (comparisons, orderings, choices),
 each of which touches a few latent values: ``p`` entries of the
@@ -20,7 +20,11 @@ into
 - GPyTorch's ``expected_log_prob(observations, function_dist, ...)`` and
   ``log_marginal(...)``, taking a (multitask) ``MultivariateNormal``.
 
-Noise convention (SPEC §7): ``noise_std`` is σ, the noise on each design's
+Each likelihood declares the data container it reads
+(:attr:`PreferenceLikelihood.data_type`); :meth:`~PreferenceLikelihood.check_data`
+checks a container against it.
+
+Noise convention: ``noise_std`` is σ, the noise on each design's
 (or label's) utility, so a utility difference is standardised by
 ``s = √2·σ``. A paper writing ``Φ(Δ/σ_paper)`` has ``σ_paper = s``.
 """
@@ -31,6 +35,7 @@ import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import ClassVar
 
 import torch
 from gpytorch.distributions import MultivariateNormal
@@ -43,7 +48,6 @@ from torch.distributions import Bernoulli
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.likelihoods.quadrature import (
     distribution_moments,
-    gaussian_expectation_1d,
     gaussian_expectation_qmc,
     latent_moments,
     single_output_covariance,
@@ -200,9 +204,16 @@ class PreferenceLikelihood(Likelihood, ABC):
     of each answer from those latents). Single-utility likelihoods set
     ``multi_output = False`` and take utilities of shape ``batch_shape x n``;
     the others take ``batch_shape x n x d``.
+
+    Attributes:
+        multi_output: Whether the likelihood reads ``d`` latents per design
+            (``batch_shape x n x d``) or one utility (``batch_shape x n``).
+        data_type: The :mod:`prefbo.data` container whose ``answers`` are
+            this likelihood's ``*answers`` (``None``: any container).
     """
 
-    multi_output: bool = True
+    multi_output: ClassVar[bool] = True
+    data_type: ClassVar[type | None] = None
 
     def __init__(
         self,
@@ -233,6 +244,22 @@ class PreferenceLikelihood(Likelihood, ABC):
     def scale(self) -> float:
         r"""``s = √2·σ``, the scale of a utility difference."""
         return math.sqrt(2.0) * self.noise_std
+
+    def check_data(self, data: object) -> None:
+        r"""Check that ``data`` is a container this likelihood reads.
+
+        Args:
+            data: A preference data container (e.g.
+                :class:`~prefbo.data.PairwiseComparisons`).
+
+        Raises:
+            InputTypeError: ``data`` is not a :attr:`data_type`.
+        """
+        if self.data_type is not None and not isinstance(data, self.data_type):
+            raise InputTypeError(
+                f"{type(self).__name__} reads {self.data_type.__name__} data; got "
+                f"{type(data).__name__}."
+            )
 
     @abstractmethod
     def _index(
@@ -447,69 +474,3 @@ class PreferenceLikelihood(Likelihood, ABC):
         logp = self.log_prob_answers(function_samples, *answers).clamp_max(0.0)
         # logit of p, finite even when p = 1 to working precision
         return Bernoulli(logits=(logp - log1mexp(logp)).clamp_max(40.0))
-
-
-class DifferenceLikelihood(PreferenceLikelihood):
-    r"""Likelihoods whose answers each depend on one utility difference.
-
-    :meth:`_index` returns ``p = 2`` latents per answer, ``(first, second)``;
-    subclasses implement :meth:`_log_prob_difference` of
-    ``Δ = first - second``. Expected log-likelihoods use Gauss–Hermite on
-    ``Δ``'s Gaussian marginal (``num_points`` nodes); log marginals use
-    :meth:`_log_marginal_difference`, which subclasses override with closed
-    forms where they exist (plain Gauss–Hermite is inaccurate for unlikely
-    answers when ``Δ``'s standard deviation is well above the noise scale
-    ``s``, see :func:`~prefbo.likelihoods.quadrature.gaussian_expectation_1d`).
-    """
-
-    @abstractmethod
-    def _log_prob_difference(self, delta: Tensor, index: AnswerIndex) -> Tensor:
-        r"""Map ``... x k`` differences to ``... x k`` answer log-probabilities."""
-
-    def _log_prob_latents(self, latents: Tensor, index: AnswerIndex) -> Tensor:
-        return self._log_prob_difference(latents[..., 0] - latents[..., 1], index)
-
-    def _expectation(
-        self,
-        mean: Tensor,
-        covariance: Tensor,
-        index: AnswerIndex,
-        num_samples: int,
-        log_mean_exp: bool,
-    ) -> Tensor:
-        mean_diff = mean[..., 0] - mean[..., 1]  # batch x k
-        var_diff = (
-            covariance[..., 0, 0] + covariance[..., 1, 1] - 2 * covariance[..., 0, 1]
-        ).clamp_min(0.0)
-        if log_mean_exp:
-            return self._log_marginal_difference(mean_diff, var_diff, index)
-        return gaussian_expectation_1d(
-            lambda delta: self._log_prob_difference(delta, index),
-            mean_diff,
-            var_diff,
-            num_points=self.num_points,
-        )
-
-    def _log_marginal_difference(
-        self, mean_diff: Tensor, var_diff: Tensor, index: AnswerIndex
-    ) -> Tensor:
-        r"""``log E[p(answer_k | Δ_k)]``, ``Δ_k ~ N(mean_diff, var_diff)``.
-
-        The default is Gauss–Hermite on the log-sum-exp (``num_points``
-        nodes); override with a closed form where one exists.
-
-        Args:
-            mean_diff: A ``batch_shape x k`` tensor of difference means.
-            var_diff: A ``batch_shape x k`` tensor of difference variances.
-            index: The answers' :class:`AnswerIndex`.
-
-        Returns:
-            A ``batch_shape x k`` tensor.
-        """
-        return gaussian_expectation_1d(
-            lambda delta: self._log_prob_difference(delta, index),
-            mean_diff,
-            var_diff,
-            num_points=self.num_points,
-            log_mean_exp=True,
-        )

@@ -1,4 +1,4 @@
-r"""Choice-function likelihoods with ``d`` latent utilities (SPEC §7.4).
+r"""Choice-function likelihoods with ``d`` latent utilities.
 
 A person shown an option set ``A`` picks a non-empty subset ``C ⊆ A``; the
 rest ``R = A \ C`` is rejected. With ``d`` utilities, independent noise σ per
@@ -13,11 +13,11 @@ utility and ``P(o ≻ v) := Π_i Φ((u_i(o) − u_i(v)) / s)``, ``s = √2·σ``
   ``Π_{v ∈ R} Π_i (1 − Π_{o ∈ C} Φ((u_i(v) − u_i(o)) / s))`` — no rejected
   option beats every chosen one in any single utility.
 
-Note on the first product: it is the Pareto conflict probability of §7.3
-for every unordered chosen pair. Writing it over ordered pairs,
-``Π_{o ≠ v} (1 − P(o ≻ v))``, would overstate it by ``P(o ≻ v)P(v ≻ o)``
-(the two dominations are mutually exclusive). prefbo follows the SPEC.
-With one utility two chosen options are impossible (probability 0); such
+Note on the first product: it is the Pareto conflict probability
+(:mod:`prefbo.likelihoods.pareto`) for every unordered chosen pair. Writing
+it over ordered pairs, ``Π_{o ≠ v} (1 − P(o ≻ v))``, would overstate it by
+``P(o ≻ v)P(v ≻ o)`` (the two dominations are mutually exclusive). With one
+utility two chosen options are impossible (probability 0); such
 data raise :class:`~prefbo.exceptions.UnsupportedError`.
 """
 
@@ -28,6 +28,7 @@ from abc import abstractmethod
 import torch
 from torch import Tensor
 
+from prefbo.data.containers import ChoiceSets
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.likelihoods.base import (
     AnswerIndex,
@@ -60,6 +61,8 @@ class ChoiceLikelihood(PreferenceLikelihood):
     low until enough points reach those configurations; raise
     ``num_samples`` there.
     """
+
+    data_type = ChoiceSets
 
     def choice_log_prob(
         self, utilities: Tensor, option_sets: Tensor, chosen: Tensor

@@ -1,4 +1,4 @@
-r"""Just-noticeable-difference likelihood (Luce's semiorder; SPEC §7.2).
+r"""Just-noticeable-difference likelihood (Luce's semiorder).
 
 A person notices a difference only beyond a threshold δ: with utilities
 perturbed by independent noise of standard deviation σ per design,
@@ -21,14 +21,15 @@ from gpytorch.constraints import Positive
 from torch import Tensor
 from torch.distributions import Categorical
 
+from prefbo.data.containers import PairwiseComparisons
 from prefbo.exceptions import InputTypeError
 from prefbo.likelihoods.base import (
     AnswerIndex,
-    DifferenceLikelihood,
     check_distinct_pairs,
     check_index_tensor,
     check_positive_float,
 )
+from prefbo.likelihoods.difference import DifferenceLikelihood
 from prefbo.utils.logspace import log_ndtr_diff
 
 
@@ -50,6 +51,7 @@ class JustNoticeableDifferenceLikelihood(DifferenceLikelihood):
     """
 
     multi_output = False
+    data_type = PairwiseComparisons
 
     def __init__(
         self,

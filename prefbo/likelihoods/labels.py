@@ -1,4 +1,4 @@
-r"""Label-preference likelihoods (SPEC §7.5).
+r"""Label-preference likelihoods.
 
 Each context ``x`` (a row of the features) has one latent utility per label,
 ``u_ℓ(x)``, ``ℓ = 0..L−1``, so utilities are ``batch_shape x N x L`` (``N``
@@ -22,8 +22,8 @@ touches only that context's ``L`` utilities, so the per-context covariance
 
 Noise convention: differences are standardised by ``s = √2·σ`` everywhere, so
 for two labels every model reduces to the pairwise probit / logit with the
-same σ. The SPEC writes Plackett–Luce as ``exp(u)`` and paired label
-comparisons as ``Φ(u_i − u_j)``: those are ``noise_std = 1/√2`` (``s = 1``).
+same σ. Plackett–Luce written as ``exp(u)`` and paired label comparisons as
+``Φ(u_i − u_j)`` are ``noise_std = 1/√2`` (``s = 1``).
 
 Answers of the ordering likelihoods: ``orderings``, a ``k x r`` long tensor
 of labels, best first, ``-1`` padded at the end of a row; optional
@@ -39,15 +39,15 @@ import math
 import torch
 from torch import Tensor
 
-from prefbo.data.containers import validate_orderings
+from prefbo.data.containers import LabelComparisons, Rankings, validate_orderings
 from prefbo.exceptions import InputDataError
 from prefbo.likelihoods.base import (
     AnswerIndex,
-    DifferenceLikelihood,
     PreferenceLikelihood,
     check_index_tensor,
     check_integer,
 )
+from prefbo.likelihoods.difference import DifferenceLikelihood
 from prefbo.utils.normal import log_phi
 
 _LINKS = ("probit", "logit")
@@ -96,6 +96,8 @@ class PairedLabelLikelihood(DifferenceLikelihood):
     ``[context, winner label, loser label]`` rows. Utilities are
     ``batch_shape x N x L``; results ``batch_shape x m``.
     """
+
+    data_type = LabelComparisons
 
     def __init__(
         self, link: str = "probit", noise_std: float = 1.0, num_points: int = 20
@@ -171,6 +173,8 @@ class _OrderingLikelihood(PreferenceLikelihood):
     ``i``, which needs ``N = k``). Utilities are ``batch_shape x N x L``;
     results ``batch_shape x k``.
     """
+
+    data_type = Rankings
 
     def _index(
         self,

@@ -5,10 +5,10 @@ out, the probability that a Gaussian vector is positive in every
 coordinate:
 
 - a Pareto preference ``E[Π_i Φ(Z_i)]`` with ``Z ~ N(m, C)`` is
-  ``P(W > 0)`` for ``W = Z + ε ~ N(m, C + I)`` (SPEC §7.3);
+  ``P(W > 0)`` for ``W = Z + ε ~ N(m, C + I)``;
 - a Thurstone ordering ``E[P(X_{π_1} > … > X_{π_r})]`` is the probability
   that the ``r − 1`` consecutive differences of ``X ~ N(m, C + σ² I)`` are
-  positive (SPEC §7.5).
+  positive.
 
 :func:`log_orthant_probability` computes ``log P(W > 0)`` by Genz's
 sequential conditioning (the separation-of-variables / GHK estimator):

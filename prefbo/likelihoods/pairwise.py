@@ -1,32 +1,40 @@
 r"""Pairwise preference likelihoods (probit and logit).
 
-Noise convention (``../SPEC.md`` §2 and §7): ``noise_std`` is σ, the noise on each
-design's utility, so an answer "``w`` beats ``l``" has probability
-``F((f_w - f_l) / s)`` with ``s = √2·σ``. BoTorch's ``PairwiseProbitLikelihood``
-is the probit with σ = 1 (its ``Φ((f_w - f_l)/√2)``); BoTorch's
-``PairwiseLogitLikelihood`` is ``sigmoid(f_w - f_l)``, i.e. the logit with
-``s = 1`` (σ = 1/√2). :func:`as_prefbo_likelihood` converts both exactly.
+``noise_std`` is σ, the noise on each design's utility, so an answer "``w``
+beats ``l``" has probability ``F((f_w - f_l) / s)`` with ``s = √2·σ``.
+BoTorch's ``PairwiseProbitLikelihood`` is the probit with σ = 1 (its
+``Φ((f_w - f_l)/√2)``); BoTorch's ``PairwiseLogitLikelihood`` is
+``sigmoid(f_w - f_l)``, i.e. the logit with ``s = 1`` (σ = 1/√2).
+:func:`as_prefbo_likelihood` converts both exactly.
 
-Unlike BoTorch, nothing is clamped: BoTorch evaluates its probit gradient and
-Hessian at ``z`` clamped to ``[-3, 3]`` (logit: ``[-8, 8]``), which biases the
-Laplace mode whenever an answer is decisive. prefbo evaluates ``log Φ``, the
-inverse Mills ratio and the curvature stably for every finite ``z``
-(:mod:`prefbo.utils.normal`).
+Both are :class:`~prefbo.likelihoods.DifferenceLikelihood`\ s (one utility per
+design, answers read from :class:`~prefbo.data.PairwiseComparisons`) with the
+extra derivatives the Newton (Laplace) and EP loops need
+(:meth:`PairwiseLikelihood.derivatives`). Unlike BoTorch, nothing is clamped:
+BoTorch evaluates its probit gradient and Hessian at ``z`` clamped to
+``[-3, 3]`` (logit: ``[-8, 8]``), which biases the Laplace mode whenever an
+answer is decisive. prefbo evaluates ``log Φ``, the inverse Mills ratio and
+the curvature stably for every finite ``z`` (:mod:`prefbo.utils.normal`).
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 
 import torch
-from gpytorch.likelihoods import Likelihood
+from botorch.models.likelihoods import pairwise as botorch_pairwise
 from torch import Tensor
 from torch.distributions import Bernoulli
 
+from prefbo.data.containers import PairwiseComparisons
 from prefbo.data.validation import broadcast_batches
-from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.likelihoods.base import check_positive_float
+from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.likelihoods.base import (
+    AnswerIndex,
+    check_index_tensor,
+)
+from prefbo.likelihoods.difference import DifferenceLikelihood
 from prefbo.likelihoods.quadrature import gaussian_expectation_1d
 from prefbo.utils.normal import logit_terms, probit_terms
 
@@ -102,29 +110,36 @@ def check_comparisons(comparisons: object, utility: Tensor) -> Tensor:
     return comparisons
 
 
-class PairwiseLikelihood(Likelihood, ABC):
+class PairwiseLikelihood(DifferenceLikelihood):
     r"""Base class of likelihoods for "design ``w`` beats design ``l``" answers.
 
-    Subclasses implement :meth:`_terms`, the log-probability of an answer as a
-    function of ``z = (f_w - f_l) / s`` and its first three derivatives. The
-    Laplace and EP machinery only reads :meth:`derivatives`.
+    A :class:`~prefbo.likelihoods.PreferenceLikelihood` over one utility per
+    design whose answers are ``m x 2`` long tensors of ``[w, l]`` rows (read
+    from :class:`~prefbo.data.PairwiseComparisons`). Subclasses implement
+    :meth:`_terms`, the log-probability of an answer as a function of
+    ``z = (f_w - f_l) / s`` and its first three derivatives. The Laplace and
+    EP machinery reads :meth:`derivatives`; variational inference reads the
+    preference-likelihood interface (Gauss–Hermite expected log-likelihoods,
+    :meth:`log_predictive_probability` as the log marginal).
+
+    :meth:`log_prob_answers` and :meth:`forward` also take batched
+    ``batch_shape x m x 2`` comparisons and ``[i, i]`` padding rows (the
+    constant ``log F(0)``), the layout of batched ``PairwiseGP`` data.
     """
 
-    def __init__(self, noise_std: float = 1.0) -> None:
+    multi_output = False
+    data_type = PairwiseComparisons
+
+    def __init__(self, noise_std: float = 1.0, num_points: int = 20) -> None:
         r"""
         Args:
             noise_std: σ, the standard deviation of the noise on each design's
                 utility (fixed, not learned: only ``outputscale / σ²`` is
                 identifiable from comparisons). Differences are scaled by
                 ``s = √2·σ``.
+            num_points: Gauss–Hermite nodes for expected log-likelihoods.
         """
-        super().__init__(max_plate_nesting=1)
-        self.noise_std = check_positive_float(noise_std, "noise_std")
-
-    @property
-    def scale(self) -> float:
-        r"""``s = √2·σ``, the scale of a utility difference."""
-        return math.sqrt(2.0) * self.noise_std
+        super().__init__(noise_std=noise_std, num_points=num_points)
 
     @abstractmethod
     def _terms(self, z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -190,6 +205,38 @@ class PairwiseLikelihood(Likelihood, ABC):
     def _log_prob(self, z: Tensor) -> Tensor:
         r"""``log F(z)`` alone (override when cheaper than :meth:`_terms`)."""
         return self._terms(z)[0]
+
+    # ---------------------------------------------- preference-likelihood hooks
+    def _index(
+        self, num_designs: int, num_outputs: int, comparisons: Tensor
+    ) -> AnswerIndex:
+        rows = check_index_tensor(
+            comparisons, "comparisons", num_designs, width=2, shape_text="m x 2"
+        )
+        return AnswerIndex(designs=rows, outputs=torch.zeros_like(rows))
+
+    def _log_prob_difference(self, delta: Tensor, index: AnswerIndex) -> Tensor:
+        return self._log_prob(delta / self.scale)
+
+    def _log_marginal_difference(
+        self, mean_diff: Tensor, var_diff: Tensor, index: AnswerIndex
+    ) -> Tensor:
+        return self.log_predictive_probability(mean_diff, var_diff)
+
+    def check_data(self, data: object) -> None:
+        r"""Check that ``data`` is :class:`~prefbo.data.PairwiseComparisons`
+        without indiscernible pairs (which only
+        :class:`~prefbo.likelihoods.JustNoticeableDifferenceLikelihood` reads).
+
+        Args:
+            data: A preference data container.
+        """
+        super().check_data(data)
+        if len(data.answers) > 1:
+            raise UnsupportedError(
+                f"{type(self).__name__} reads comparisons only; got data with "
+                "indiscernible pairs. Use JustNoticeableDifferenceLikelihood."
+            )
 
     def forward(self, function_samples: Tensor, comparisons: Tensor) -> Bernoulli:
         r"""Distribution of the answers given sampled utilities.
@@ -298,14 +345,45 @@ def as_prefbo_likelihood(likelihood: object | None) -> PairwiseLikelihood:
         return PairwiseProbitLikelihood()
     if isinstance(likelihood, PairwiseLikelihood):
         return likelihood
-    from botorch.models.likelihoods import pairwise as bt
-
-    if isinstance(likelihood, bt.PairwiseProbitLikelihood):
+    if isinstance(likelihood, botorch_pairwise.PairwiseProbitLikelihood):
         return PairwiseProbitLikelihood(noise_std=1.0)
-    if isinstance(likelihood, bt.PairwiseLogitLikelihood):
+    if isinstance(likelihood, botorch_pairwise.PairwiseLogitLikelihood):
         return PairwiseLogitLikelihood(noise_std=1.0 / math.sqrt(2.0))
     raise InputTypeError(
         "likelihood must be None, a prefbo PairwiseLikelihood or BoTorch's "
         "PairwiseProbitLikelihood / PairwiseLogitLikelihood; got "
         f"{type(likelihood).__name__}."
+    )
+
+
+def pairwise_expected_log_prob(
+    likelihood: PairwiseLikelihood,
+    mean_diff: Tensor,
+    var_diff: Tensor,
+    num_points: int = 20,
+) -> Tensor:
+    r"""``E[log F(Δ/s)]`` for ``Δ ~ N(mean_diff, var_diff)``, by Gauss–Hermite.
+
+    The expected log-likelihood of answers "``w`` beats ``l``" under prefbo's
+    pairwise probit (``F = Φ``) or logit (``F = sigmoid``) likelihoods, for the
+    ELBO of a variational model. Get the difference moments with
+    :func:`~prefbo.likelihoods.difference_moments`.
+
+    Args:
+        likelihood: A prefbo ``PairwiseLikelihood``.
+        mean_diff: A ``batch_shape x m`` tensor of difference means.
+        var_diff: A ``batch_shape x m`` tensor of difference variances.
+        num_points: Number of Gauss–Hermite nodes.
+
+    Returns:
+        A ``batch_shape x m`` tensor.
+    """
+    if not isinstance(likelihood, PairwiseLikelihood):
+        raise InputTypeError(
+            "likelihood must be a prefbo PairwiseLikelihood (probit or logit); got "
+            f"{type(likelihood).__name__}."
+        )
+    s = likelihood.scale
+    return gaussian_expectation_1d(
+        lambda delta: likelihood._log_prob(delta / s), mean_diff, var_diff, num_points
     )

@@ -1,4 +1,4 @@
-r"""Pareto preferences between designs with several utilities (SPEC §7.3).
+r"""Pareto preferences between designs with several utilities.
 
 A design ``x`` is preferred to ``y`` when it is better in every one of ``d``
 latent utilities; two designs *conflict* (are incomparable) when neither
@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 from torch.distributions import Categorical
 
+from prefbo.data.containers import PairwiseComparisons
 from prefbo.exceptions import UnsupportedError
 from prefbo.likelihoods.base import (
     AnswerIndex,
@@ -61,6 +62,8 @@ class ParetoPreferenceLikelihood(PreferenceLikelihood):
     correlated ones Genz's sequential conditioning with ``num_samples``
     Sobol points, accurate far in the tails).
     """
+
+    data_type = PairwiseComparisons
 
     def _index(
         self,

@@ -1,8 +1,8 @@
 r"""Gaussian expectations of log-likelihoods for variational inference.
 
-The evidence lower bound of a variational preference GP (``../SPEC.md`` §6)
-needs, for every answer ``k``, ``E_q[log p(answer_k | f)]`` under the Gaussian
-marginal ``q`` of the few latent values the answer touches. This module holds
+The evidence lower bound of a variational preference GP needs, for every
+answer ``k``, ``E_q[log p(answer_k | f)]`` under the Gaussian marginal ``q``
+of the few latent values the answer touches. This module holds
 the pieces every prefbo likelihood shares:
 
 - :func:`latent_moments` gathers, per answer, the mean and covariance of the
@@ -12,9 +12,10 @@ the pieces every prefbo likelihood shares:
   difference);
 - :func:`gaussian_expectation_qmc` integrates a function of a Gaussian vector
   by randomised (scrambled, seeded) quasi-Monte Carlo: Sobol points mapped by
-  ``ndtri`` and the covariance's Cholesky factor;
-- :func:`pairwise_expected_log_prob` is the expected log-likelihood of
-  prefbo's existing pairwise probit / logit likelihoods.
+  ``ndtri`` and the covariance's Cholesky factor.
+
+The module knows no likelihood: likelihoods pass their log-probability as a
+function.
 
 Moments at the designs come as ``mean``: ``batch_shape x n x d`` (``d``
 latent values per design: utilities, labels) and ``covariance`` in one of
@@ -297,16 +298,15 @@ def gaussian_expectation_1d(
     Note:
         Plain Gauss–Hermite places its nodes by ``X``'s own moments. With
         ``log_mean_exp=True`` and a log-likelihood that falls steeply (a link
-        ``F(x/s)`` with ``s`` well below ``X``'s standard deviation, e.g.
-        ``s = 0.1``, ``μ = −5``, ``var = 1``: 1.4 nats off), the mass of
-        ``exp(fn(x)) N(x; μ, var)`` sits in a narrow peak between the nodes.
-        Its tilted density ``∝ exp(fn(x)) N(x; μ, var)`` is then a narrow
-        peak with a heavy one-sided tail, which neither plain nor
-        Laplace-centred Gauss–Hermite resolves with few nodes. prefbo's
-        likelihoods use closed forms where they exist (probit links:
+        ``F(x/s)`` with ``s`` well below ``X``'s standard deviation), the mass
+        of ``exp(fn(x)) N(x; μ, var)`` sits in a narrow peak between the
+        nodes: a narrow peak with a heavy one-sided tail, which neither plain
+        nor Laplace-centred Gauss–Hermite resolves with few nodes, and the
+        result is too low for unlikely answers. prefbo's likelihoods use
+        closed forms where they exist (probit links:
         ``log Φ(μ/√(s² + var))``); the logit link has none and uses this rule
-        with 20 nodes: about 1e-3 nats off while ``√var ≤ 3 s``, 0.12 nats
-        at ``√var = 10 s`` for an unlikely answer (``μ = −3√var``).
+        (:meth:`~prefbo.likelihoods.PairwiseLikelihood.log_predictive_probability`,
+        40 nodes), accurate while ``√var`` is a few ``s``.
     """
     nodes, weights = gauss_hermite(num_points, mean.dtype, mean.device)
     shape = (-1,) + (1,) * mean.ndim
@@ -368,38 +368,6 @@ def gaussian_expectation_qmc(
     if log_mean_exp:
         return torch.logsumexp(values, dim=0) - math.log(num_samples)
     return values.mean(0)
-
-
-def pairwise_expected_log_prob(
-    likelihood: object, mean_diff: Tensor, var_diff: Tensor, num_points: int = 20
-) -> Tensor:
-    r"""``E[log F(Δ/s)]`` for ``Δ ~ N(mean_diff, var_diff)``, by Gauss–Hermite.
-
-    The expected log-likelihood of answers "``w`` beats ``l``" under prefbo's
-    pairwise probit (``F = Φ``) or logit (``F = sigmoid``) likelihoods, for the
-    ELBO of a variational model. Get the difference moments with
-    :func:`difference_moments`.
-
-    Args:
-        likelihood: A prefbo ``PairwiseLikelihood``.
-        mean_diff: A ``batch_shape x m`` tensor of difference means.
-        var_diff: A ``batch_shape x m`` tensor of difference variances.
-        num_points: Number of Gauss–Hermite nodes.
-
-    Returns:
-        A ``batch_shape x m`` tensor.
-    """
-    from prefbo.likelihoods.pairwise import PairwiseLikelihood
-
-    if not isinstance(likelihood, PairwiseLikelihood):
-        raise InputTypeError(
-            "likelihood must be a prefbo PairwiseLikelihood (probit or logit); got "
-            f"{type(likelihood).__name__}."
-        )
-    s = likelihood.scale
-    return gaussian_expectation_1d(
-        lambda delta: likelihood._log_prob(delta / s), mean_diff, var_diff, num_points
-    )
 
 
 def distribution_moments(

@@ -1,24 +1,13 @@
-r"""Sparse variational preference GP (SVGP, Hensman et al. 2015; SPEC §6).
+r"""Sparse variational preference GP (SVGP, Hensman et al. 2015).
 
 :class:`VariationalPreferenceGP` is a GPyTorch ``ApproximateGP`` and a BoTorch
 ``Model`` with ``t = num_utilities`` latent functions (one per utility, or
 one per label), a whitened Cholesky variational distribution
 ``q(u) = N(m, S)`` over ``M`` inducing values per latent function, any prefbo
-likelihood, and data from a :mod:`prefbo.data` container. Fit it with
-:func:`prefbo.fit.fit_variational` (minibatch ELBO over answers).
-
-Why answers need their own marginals: a preference answer touches several
-latent values (two designs, a choice set, the labels of one context), so the
-expected log-likelihood needs the *joint* Gaussian marginal of those values.
-GPyTorch's ``VariationalStrategy`` in training mode returns only the
-marginal *variances* when a batch has more inputs than inducing points,
-which would silently drop the covariance of ``f_w`` and ``f_l``; the full
-``u x u`` covariance at the ``u`` designs a minibatch touches is ``O(u²)``
-memory. :meth:`VariationalPreferenceGP.answer_moments` therefore gathers,
-for each answer, the ``p x p`` covariance of exactly the latents it touches
-from the strategy's own quantities (``A = L⁻¹ K_ZX``, ``q(u)``, jitter) —
-``O(M·u + k·p²)`` memory — and equals GPyTorch's dense ``q(f)`` entry for
-entry (tested).
+likelihood, and data from a :mod:`prefbo.data` container (the one the
+likelihood declares as its ``data_type``). Fit it with
+:func:`prefbo.fit.fit_variational` (minibatch ELBO over answers); the ELBO's
+terms are in :mod:`prefbo.models.variational_terms`.
 
 Latents and outputs: with ``Q`` latent GPs ``g_q`` and a mixing matrix
 ``W`` (``Q x t``), utility ``j`` is ``f_j = Σ_q W[q, j] g_q``. Independent
@@ -40,7 +29,6 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.means import ConstantMean, Mean, ZeroMean
 from gpytorch.models import ApproximateGP
-from gpytorch.utils.memoize import clear_cache_hook
 from gpytorch.variational import (
     CholeskyVariationalDistribution,
     IndependentMultitaskVariationalStrategy,
@@ -55,62 +43,29 @@ from prefbo.data.containers import (
     PairwiseComparisons,
     Rankings,
 )
-from prefbo.data.minibatch import AnswerLoader, PreferenceData
+from prefbo.data.minibatch import PreferenceData
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inducing.allocators import ConditionalVarianceReduction
-from prefbo.inference.cholesky import jittered_cholesky
-from prefbo.inference.variational import whitened_answer_moments
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.base import PreferenceLikelihood
-from prefbo.likelihoods.choice import ChoiceLikelihood
-from prefbo.likelihoods.jnd import JustNoticeableDifferenceLikelihood
-from prefbo.likelihoods.labels import (
-    PairedLabelLikelihood,
-    PlackettLuceLikelihood,
-    ThurstoneRankingLikelihood,
-)
-from prefbo.likelihoods.pairwise import (
-    PairwiseLikelihood,
-    PairwiseProbitLikelihood,
-    as_prefbo_likelihood,
-)
-from prefbo.likelihoods.pareto import ParetoPreferenceLikelihood
-from prefbo.likelihoods.quadrature import gaussian_expectation_1d
+from prefbo.likelihoods.pairwise import as_prefbo_likelihood
+from prefbo.models.variational_terms import VariationalTermsMixin, data_inputs
 
 COREGIONALIZATIONS = ("independent", "lmc")
 DEFAULT_NUM_INDUCING = 128
 _CONTAINERS = (PairwiseComparisons, LabelComparisons, Rankings, ChoiceSets)
-# which container each likelihood family reads (others: any container)
-_DATA_FOR = (
-    (PairwiseLikelihood, PairwiseComparisons),
-    (JustNoticeableDifferenceLikelihood, PairwiseComparisons),
-    (ParetoPreferenceLikelihood, PairwiseComparisons),
-    (ChoiceLikelihood, ChoiceSets),
-    (PairedLabelLikelihood, LabelComparisons),
-    (PlackettLuceLikelihood, Rankings),
-    (ThurstoneRankingLikelihood, Rankings),
-)
 
 
-def data_inputs(data: PreferenceData) -> Tensor:
-    r"""The ``n x d`` inputs of a container: its designs or its contexts."""
-    if isinstance(data, Rankings | LabelComparisons):
-        return data.features
-    return data.datapoints
-
-
-def _resolve_likelihood(
-    likelihood: object,
-) -> PreferenceLikelihood | PairwiseLikelihood:
-    if likelihood is None:
-        return PairwiseProbitLikelihood()
-    if isinstance(likelihood, PreferenceLikelihood | PairwiseLikelihood):
-        return likelihood
-    if isinstance(likelihood, botorch_pairwise.PairwiseLikelihood):
+def _resolve_likelihood(likelihood: object) -> PreferenceLikelihood:
+    if likelihood is None or isinstance(
+        likelihood, botorch_pairwise.PairwiseLikelihood
+    ):
         return as_prefbo_likelihood(likelihood)
+    if isinstance(likelihood, PreferenceLikelihood):
+        return likelihood
     raise InputTypeError(
-        "likelihood must be None (pairwise probit), a prefbo PreferenceLikelihood or "
-        "PairwiseLikelihood, or a BoTorch pairwise likelihood; got "
+        "likelihood must be None (pairwise probit), a prefbo PreferenceLikelihood "
+        "(e.g. a PairwiseLikelihood), or a BoTorch pairwise likelihood; got "
         f"{type(likelihood).__name__}."
     )
 
@@ -121,7 +76,7 @@ def _check_int(value: object, name: str, low: int = 1) -> int:
     return value
 
 
-class VariationalPreferenceGP(Model, ApproximateGP):
+class VariationalPreferenceGP(VariationalTermsMixin, Model, ApproximateGP):
     r"""Sparse variational GP over ``t`` utilities for any preference likelihood.
 
     Example:
@@ -152,11 +107,12 @@ class VariationalPreferenceGP(Model, ApproximateGP):
                 or :class:`~prefbo.data.LabelComparisons` with unbatched
                 ``n x d`` designs (contexts); or ``None`` (then pass
                 ``inducing_points`` as a tensor and the data to
-                :func:`~prefbo.fit.fit_variational`). Its ``answers`` are the
+                :func:`~prefbo.fit.fit_variational`). It must be the
+                likelihood's ``data_type``; its ``answers`` are the
                 likelihood's ``*answers``.
             likelihood: ``None`` (pairwise probit, σ = 1), any prefbo
-                :class:`~prefbo.likelihoods.PreferenceLikelihood` or
-                :class:`~prefbo.likelihoods.PairwiseLikelihood`, or a BoTorch
+                :class:`~prefbo.likelihoods.PreferenceLikelihood` (e.g. a
+                :class:`~prefbo.likelihoods.PairwiseLikelihood`), or a BoTorch
                 pairwise likelihood. Its parameters (e.g. the JND threshold)
                 are learned with the hyperparameters.
             num_utilities: ``t``, the number of latent utilities (labels for
@@ -273,10 +229,7 @@ class VariationalPreferenceGP(Model, ApproximateGP):
             t = 1 if labels is None else labels
         else:
             t = _check_int(num_utilities, "num_utilities")
-        single = isinstance(likelihood, PairwiseLikelihood) or not getattr(
-            likelihood, "multi_output", True
-        )
-        if single and t != 1:
+        if not likelihood.multi_output and t != 1:
             raise UnsupportedError(
                 f"{type(likelihood).__name__} scores one utility per design; got "
                 f"num_utilities={t}. Use a multi-utility likelihood (Pareto, choice, "
@@ -359,24 +312,12 @@ class VariationalPreferenceGP(Model, ApproximateGP):
                 f"data must have n x {Z.shape[-1]} inputs of dtype {Z.dtype}; got "
                 f"{tuple(X.shape)} of dtype {X.dtype}."
             )
-        for lik_type, data_type in _DATA_FOR:
-            if isinstance(self.likelihood, lik_type) and not isinstance(
-                data, data_type
-            ):
-                raise InputTypeError(
-                    f"{type(self.likelihood).__name__} reads {data_type.__name__} "
-                    f"data; got {type(data).__name__}."
-                )
+        self.likelihood.check_data(data)
         labels = getattr(data, "num_labels", None)
         if labels is not None and labels != self.num_outputs:
             raise InputDataError(
                 f"label data need one utility per label: num_labels={labels}, got "
                 f"num_utilities={self.num_outputs}."
-            )
-        if isinstance(self.likelihood, PairwiseLikelihood) and len(data.answers) > 1:
-            raise UnsupportedError(
-                f"{type(self.likelihood).__name__} reads comparisons only; got data "
-                "with indiscernible pairs. Use JustNoticeableDifferenceLikelihood."
             )
         self.data = data
 
@@ -416,206 +357,6 @@ class VariationalPreferenceGP(Model, ApproximateGP):
         r"""The prior of the ``Q`` latent GPs at ``X`` (``... x n x d``)."""
         return MultivariateNormal(self.mean_module(X), self.covar_module(X))
 
-    def whitening_root(self) -> Tensor:
-        r"""``L`` with ``L Lᵀ = K_ZZ + jitter·I`` (GPyTorch's jitter), ``[Q] x M x M``.
-
-        ``q(u)`` is stored whitened: ``u - m(Z) = L v`` with ``v ~ q(v)``.
-        Computed without autograd.
-        """
-        strategy = self.base_variational_strategy
-        shape = strategy._variational_distribution.variational_mean.shape
-        with torch.no_grad():
-            K = self.covar_module(strategy.inducing_points)
-            K = K.add_jitter(strategy.jitter_val).to_dense()
-            return torch.linalg.cholesky(K.expand(shape + shape[-1:]))
-
-    def set_inducing_distribution(self, mean: Tensor, covariance: Tensor) -> None:
-        r"""Set ``q(u)`` to ``N(mean, covariance)`` over the inducing values.
-
-        Useful to warm-start the ELBO from another approximation, e.g. a
-        Laplace or EP posterior evaluated at the inducing points
-        (``model.base_variational_strategy.inducing_points``). Stored in
-        GPyTorch's whitened form: with ``K_ZZ + jitter·I = L Lᵀ``,
-        ``m̃ = L⁻¹ (mean - m(Z))`` and ``S̃ = L⁻¹ covariance L⁻ᵀ``.
-
-        Args:
-            mean: ``[Q] x M`` means of the latent GPs' inducing values.
-            covariance: ``[Q] x M x M`` their covariance (symmetric PSD).
-
-        Raises:
-            InputDataError: ``mean`` or ``covariance`` has the wrong shape or a
-                NaN or infinite entry.
-        """
-        strategy = self.base_variational_strategy
-        q_u = strategy._variational_distribution
-        shape = q_u.variational_mean.shape  # [Q] x M
-        if mean.shape != shape or covariance.shape != shape + shape[-1:]:
-            raise InputDataError(
-                f"mean must be {list(shape)} and covariance "
-                f"{list(shape + shape[-1:])}; got {list(mean.shape)} and "
-                f"{list(covariance.shape)}."
-            )
-        for name, value in (("mean", mean), ("covariance", covariance)):
-            finite = torch.isfinite(value)
-            if not bool(finite.all()):
-                raise InputDataError(
-                    f"{name} must be finite; got {int((~finite).sum())} NaN or "
-                    f"infinite entries (first at "
-                    f"{tuple((~finite).nonzero()[0].tolist())})."
-                )
-        with torch.no_grad():
-            Z = strategy.inducing_points
-            L = self.whitening_root()
-            centred = (mean - self.mean_module(Z)).unsqueeze(-1)
-            m_w = torch.linalg.solve_triangular(L, centred, upper=False).squeeze(-1)
-            A = torch.linalg.solve_triangular(L, covariance, upper=False)
-            S_w = torch.linalg.solve_triangular(L, A.mT, upper=False)
-            S_w = 0.5 * (S_w + S_w.mT)
-            chol = jittered_cholesky(S_w, name="whitened q(u) covariance")
-            q_u.variational_mean.copy_(m_w.to(q_u.variational_mean))
-            q_u.chol_variational_covar.copy_(chol.to(q_u.chol_variational_covar))
-        self._refresh()
-        clear_cache_hook(strategy)
-
-    def kl_divergence(self) -> Tensor:
-        r"""``KL(q(u) ‖ p(u))`` summed over the latent GPs (a 0-d tensor)."""
-        self._refresh()
-        return self.variational_strategy.kl_divergence().sum()
-
-    def _refresh(self) -> None:
-        r"""Drop the strategy's memoised ``q(u)`` while training (as GPyTorch does)."""
-        if self.training:
-            clear_cache_hook(self.base_variational_strategy)
-
-    # ----------------------------------------------------------- answer moments
-    def answer_moments(
-        self,
-        X: Tensor,
-        designs: Tensor,
-        outputs: Tensor,
-        mask: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        r"""Joint ``q`` marginal of the latents each answer touches.
-
-        Answer ``k`` touches ``f_{outputs[k, i]}(X[designs[k, i]])``,
-        ``i < p``. Equal to gathering GPyTorch's dense ``q(f)`` at ``X``
-        (:func:`~prefbo.likelihoods.latent_moments`), in ``O(M·u + k·p²)``
-        memory instead of ``O(u²·t²)``.
-
-        Args:
-            X: A ``u x d`` tensor of inputs.
-            designs: A ``k x p`` long tensor of rows of ``X``.
-            outputs: A ``k x p`` long tensor of utilities in ``[0, t)``.
-            mask: An optional ``k x p`` bool tensor, ``False`` on padding,
-                which gets mean 0 and unit variance, independent of the rest.
-
-        Returns:
-            ``(mean, covariance)``: ``k x p`` and ``k x p x p``.
-        """
-        self._refresh()
-        strategy = self.base_variational_strategy
-        q_u = strategy.variational_distribution
-        lmc = self.coregionalization == "lmc"
-        return whitened_answer_moments(
-            self.covar_module,
-            self.mean_module,
-            strategy.inducing_points,
-            q_u.mean,
-            q_u.lazy_covariance_matrix.to_dense(),
-            X,
-            designs,
-            outputs,
-            self.mixing_matrix(),
-            jitter=strategy.jitter_val,
-            output_jitter=self.variational_strategy.jitter_val if lmc else 0.0,
-            mask=mask,
-        )
-
-    # ------------------------------------------------------------- likelihood
-    def _answer_terms(
-        self, data: PreferenceData, log_marginal: bool, num_samples: int | None
-    ) -> Tensor:
-        X = data_inputs(data)
-        answers = tuple(a.to(X.device) for a in data.answers)
-        lik = self.likelihood
-        if isinstance(lik, PairwiseLikelihood):
-            comparisons = answers[0]
-            mean, cov = self.answer_moments(
-                X, comparisons, torch.zeros_like(comparisons)
-            )  # m x 2, m x 2 x 2
-            mean_diff = mean[:, 0] - mean[:, 1]
-            var_diff = cov[:, 0, 0] + cov[:, 1, 1] - 2.0 * cov[:, 0, 1]
-            if log_marginal:  # closed form for the probit (log Φ(μ / √(s² + v)))
-                return lik.log_predictive_probability(mean_diff, var_diff.clamp_min(0))
-            return gaussian_expectation_1d(
-                lambda delta: lik._log_prob(delta / lik.scale), mean_diff, var_diff
-            )
-        index = lik._index(X.shape[-2], self.num_outputs, *answers)
-        mean, cov = self.answer_moments(X, index.designs, index.outputs, index.mask)
-        num = lik.num_samples if num_samples is None else int(num_samples)
-        return lik._expectation(mean, cov, index, num, log_marginal)
-
-    def expected_log_likelihood(
-        self, data: PreferenceData, num_samples: int | None = None
-    ) -> Tensor:
-        r"""``E_q[log p(answer_k | f)]`` for each answer of ``data``.
-
-        Args:
-            data: A container (e.g. a minibatch's ``data``) whose inputs are
-                evaluated under ``q``; answers as the likelihood reads them.
-            num_samples: Overrides the likelihood's QMC points.
-
-        Returns:
-            A ``k`` tensor, in the order of the likelihood's results.
-        """
-        return self._answer_terms(data, False, num_samples)
-
-    def predictive_log_prob(
-        self, data: PreferenceData, chunk_size: int = 10_000
-    ) -> Tensor:
-        r"""``log E_q[p(answer_k | f)]``, the predictive log-probability of answers.
-
-        Args:
-            data: A container (e.g. held-out answers on new designs).
-            chunk_size: Answers per chunk (bounds memory).
-
-        Returns:
-            A ``k`` tensor in the order of ``data``'s answers.
-        """
-        out = None
-        for batch in AnswerLoader(data, chunk_size, shuffle=False):
-            values = self._answer_terms(batch.data, True, None)
-            if out is None:
-                out = values.new_empty(data.num_answers)
-            out[batch.answer_index.to(out.device)] = values
-        return out
-
-    def elbo(
-        self,
-        data: PreferenceData | None = None,
-        chunk_size: int = 10_000,
-        num_samples: int | None = None,
-    ) -> Tensor:
-        r"""The evidence lower bound ``Σ_k E_q[log p(answer_k | f)] − KL(q(u) ‖ p(u))``.
-
-        Over all answers (no minibatch noise), in chunks of answers; wrap in
-        ``torch.no_grad()`` for large data.
-
-        Args:
-            data: The data; default the model's.
-            chunk_size: Answers per chunk.
-            num_samples: Overrides the likelihood's QMC points.
-
-        Returns:
-            A 0-d tensor.
-        """
-        data = self._data_or_raise(data)
-        total = self.kl_divergence().neg()
-        for batch in AnswerLoader(data, chunk_size, shuffle=False):
-            ell = self.expected_log_likelihood(batch.data, num_samples)
-            total = total + ell.sum()
-        return total
-
     def _add_observation_noise(
         self, mvn: MultivariateNormal, observation_noise: bool | Tensor
     ) -> MultivariateNormal:
@@ -643,16 +384,6 @@ class VariationalPreferenceGP(Model, ApproximateGP):
             noise.reshape(mean.shape[: -2 if self.num_outputs > 1 else -1] + (-1,))
         )
         return type(mvn)(mean, cov)
-
-    def _data_or_raise(self, data: PreferenceData | None) -> PreferenceData:
-        if data is None:
-            if self.data is None:
-                raise InputDataError(
-                    "the model has no data: pass data (a preference container) or "
-                    "call set_data first; got data=None."
-                )
-            return self.data
-        return data
 
     # ------------------------------------------------------------------ BoTorch
     def posterior(

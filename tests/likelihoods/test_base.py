@@ -4,7 +4,17 @@ import pytest
 import torch
 from gpytorch.distributions import MultitaskMultivariateNormal
 
+from prefbo.data import ChoiceSets, LabelComparisons, PairwiseComparisons, Rankings
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.likelihoods import (
+    PairedLabelLikelihood,
+    PairwiseLogitLikelihood,
+    PairwiseProbitLikelihood,
+    ParetoPreferenceLikelihood,
+    PreferenceLikelihood,
+    PseudoRationalChoiceLikelihood,
+    RationalChoiceLikelihood,
+)
 from prefbo.likelihoods.base import check_index_tensor
 from prefbo.likelihoods.jnd import JustNoticeableDifferenceLikelihood
 from prefbo.likelihoods.labels import PlackettLuceLikelihood, ThurstoneRankingLikelihood
@@ -164,3 +174,33 @@ def _log_ndtr(x):
     from scipy import stats
 
     return float(stats.norm.logcdf(x))
+
+
+@pytest.mark.parametrize(
+    "lik, data_type",
+    [
+        (PairwiseProbitLikelihood(), PairwiseComparisons),
+        (PairwiseLogitLikelihood(), PairwiseComparisons),
+        (JustNoticeableDifferenceLikelihood(), PairwiseComparisons),
+        (ParetoPreferenceLikelihood(), PairwiseComparisons),
+        (RationalChoiceLikelihood(), ChoiceSets),
+        (PseudoRationalChoiceLikelihood(), ChoiceSets),
+        (PairedLabelLikelihood(), LabelComparisons),
+        (PlackettLuceLikelihood(), Rankings),
+        (ThurstoneRankingLikelihood(), Rankings),
+    ],
+    ids=lambda x: type(x).__name__ if isinstance(x, PreferenceLikelihood) else "",
+)
+def test_every_likelihood_declares_the_container_it_reads(lik, data_type):
+    assert isinstance(lik, PreferenceLikelihood) and lik.data_type is data_type
+    X = torch.rand(4, 2, dtype=torch.float64)
+    pairs = PairwiseComparisons(X, torch.tensor([[0, 1]]), torch.tensor([[2, 3]]))
+    if data_type is PairwiseComparisons:
+        lik.check_data(PairwiseComparisons(X, torch.tensor([[0, 1]])))
+        return
+    with pytest.raises(
+        InputTypeError,
+        match=f"{type(lik).__name__} reads {data_type.__name__} data; got "
+        "PairwiseComparisons.",
+    ):
+        lik.check_data(pairs)

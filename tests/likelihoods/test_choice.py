@@ -29,7 +29,7 @@ def _prob_dominates(u, o, v, s):
 
 
 def reference(u, sets, chosen, sigma, pseudo):
-    """SPEC §7.4 written with loops over sets, pairs and utilities."""
+    """The choice likelihoods written with loops over sets, pairs and utilities."""
     s = math.sqrt(2) * sigma
     out = []
     for row, picks in zip(sets.tolist(), chosen.tolist()):

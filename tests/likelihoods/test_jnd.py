@@ -30,7 +30,7 @@ class TestJNDContract(LikelihoodContract):
         return (answers[0],)
 
     def reference_log_prob(self, u, answers):
-        """SPEC §7.2 written out with scipy, one answer at a time."""
+        """The JND likelihood written out with scipy, one answer at a time."""
         s, t = math.sqrt(2) * 0.7, 0.4
         out = []
         for w, l in answers[0].tolist():

@@ -9,14 +9,20 @@ from botorch.models.likelihoods.pairwise import (
 from botorch.models.likelihoods.pairwise import (
     PairwiseProbitLikelihood as BoTorchProbit,
 )
-from scipy import stats
+from scipy import integrate, stats
+from scipy.special import log_expit
 
-from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.data import ChoiceSets, PairwiseComparisons
+from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.likelihoods import (
+    JustNoticeableDifferenceLikelihood,
     PairwiseLogitLikelihood,
     PairwiseProbitLikelihood,
+    PreferenceLikelihood,
     as_prefbo_likelihood,
+    pairwise_expected_log_prob,
 )
+from prefbo.likelihoods.testing import LikelihoodContract
 
 
 def _D(comp, n):
@@ -186,3 +192,114 @@ def test_logit_log_predictive_probability_matches_scipy_quad():
 
         ref = integrate.quad(f, mu - 15 * sd, mu + 15 * sd, epsabs=0, limit=200)[0]
         assert got.item() == pytest.approx(math.log(ref), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "lik, fn",
+    [
+        (PairwiseProbitLikelihood(0.7), stats.norm.logcdf),
+        (PairwiseLogitLikelihood(0.7), log_expit),
+    ],
+)
+def test_pairwise_expected_log_prob_matches_scipy_quad(lik, fn):
+    s = 0.7 * math.sqrt(2)
+    mean = torch.tensor([0.0, 1.5, -3.0, 0.4, -6.0], dtype=torch.float64)
+    var = torch.tensor([1.0, 0.2, 4.0, 0.0, 9.0], dtype=torch.float64)
+    out = pairwise_expected_log_prob(lik, mean, var, num_points=30)
+    for i in range(5):
+        m, v = mean[i].item(), var[i].item()
+        if v == 0:
+            ref = fn(m / s)
+        else:
+            sd = math.sqrt(v)
+            ref = integrate.quad(
+                lambda d, m=m, sd=sd: fn(d / s) * stats.norm.pdf(d, m, sd),
+                m - 12 * sd,
+                m + 12 * sd,
+                epsabs=1e-13,
+            )[0]
+        assert out[i].item() == pytest.approx(ref, rel=1e-6, abs=1e-10)
+
+
+def test_pairwise_expected_log_prob_rejects_other_likelihoods():
+    with pytest.raises(
+        InputTypeError, match="likelihood must be a prefbo PairwiseLikelihood"
+    ):
+        pairwise_expected_log_prob(
+            JustNoticeableDifferenceLikelihood(), torch.zeros(1), torch.ones(1)
+        )
+
+
+def random_pairs(g: torch.Generator, n: int, m: int) -> torch.Tensor:
+    i = torch.randint(n, (m,), generator=g)
+    j = (i + torch.randint(1, n, (m,), generator=g)) % n
+    return torch.stack([i, j], -1)
+
+
+class TestPairwiseProbitContract(LikelihoodContract):
+    def create_likelihood(self):
+        return PairwiseProbitLikelihood(noise_std=0.7)
+
+    def create_answers(self, g):
+        return (random_pairs(g, self.num_designs, 6),)
+
+    def reference_log_prob(self, u, answers):
+        (comp,) = answers
+        z = (u[comp[:, 0]] - u[comp[:, 1]]) / (math.sqrt(2) * 0.7)
+        return torch.from_numpy(stats.norm.logcdf(z.numpy()))
+
+
+class TestPairwiseLogitContract(LikelihoodContract):
+    def create_likelihood(self):
+        return PairwiseLogitLikelihood(noise_std=0.7)
+
+    def create_answers(self, g):
+        return (random_pairs(g, self.num_designs, 6),)
+
+    def reference_log_prob(self, u, answers):
+        (comp,) = answers
+        z = (u[comp[:, 0]] - u[comp[:, 1]]) / (math.sqrt(2) * 0.7)
+        return torch.from_numpy(-np.logaddexp(0.0, -z.numpy()))
+
+
+@pytest.mark.parametrize("cls", [PairwiseProbitLikelihood, PairwiseLogitLikelihood])
+def test_pairwise_likelihoods_are_preference_likelihoods(cls):
+    lik = cls(noise_std=0.5)
+    assert isinstance(lik, PreferenceLikelihood) and not lik.multi_output
+    assert lik.data_type is PairwiseComparisons
+    X = torch.rand(3, 2, dtype=torch.float64)
+    lik.check_data(PairwiseComparisons(X, torch.tensor([[0, 1]])))
+    with pytest.raises(
+        InputTypeError, match=f"{cls.__name__} reads PairwiseComparisons data; got"
+    ):
+        lik.check_data(
+            ChoiceSets(X, torch.tensor([[0, 1]]), torch.tensor([[True, False]]))
+        )
+    with pytest.raises(UnsupportedError, match="reads comparisons only; got data"):
+        lik.check_data(
+            PairwiseComparisons(
+                X, torch.tensor([[0, 1]]), indiscernible=torch.tensor([[1, 2]])
+            )
+        )
+
+
+@pytest.mark.parametrize("cls", [PairwiseProbitLikelihood, PairwiseLogitLikelihood])
+def test_expectations_are_gauss_hermite_and_the_predictive_probability(cls):
+    """The preference interface equals the pairwise pieces it is made of."""
+    lik = cls(noise_std=0.6)
+    g = torch.Generator().manual_seed(0)
+    mean = torch.randn(4, generator=g, dtype=torch.float64)
+    a = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    cov = a @ a.T / 4 + 0.1 * torch.eye(4, dtype=torch.float64)
+    comp = torch.tensor([[0, 1], [3, 2], [1, 3]])
+    mean_diff = mean[comp[:, 0]] - mean[comp[:, 1]]
+    var_diff = cov[comp[:, 0], comp[:, 0]] + cov[comp[:, 1], comp[:, 1]]
+    var_diff = var_diff - 2 * cov[comp[:, 0], comp[:, 1]]
+    torch.testing.assert_close(
+        lik.expected_log_prob_answers(mean, cov, comp),
+        pairwise_expected_log_prob(lik, mean_diff, var_diff),
+    )
+    torch.testing.assert_close(
+        lik.log_marginal_answers(mean, cov, comp),
+        lik.log_predictive_probability(mean_diff, var_diff),
+    )

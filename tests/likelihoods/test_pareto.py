@@ -17,7 +17,7 @@ def random_pairs(g, n, m):
 
 
 def reference(u, comparisons, conflicts, sigma):
-    """SPEC §7.3 with scipy, one answer at a time."""
+    """The Pareto likelihood with scipy, one answer at a time."""
     s = math.sqrt(2) * sigma
     d = u.shape[-1]
     out = []

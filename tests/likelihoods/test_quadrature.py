@@ -1,14 +1,8 @@
-import math
-
 import pytest
 import torch
 from gpytorch.distributions import MultitaskMultivariateNormal, MultivariateNormal
-from scipy import integrate, stats
-from scipy.special import log_expit
 
 from prefbo.exceptions import InputDataError, InputTypeError, NumericalError
-from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
-from prefbo.likelihoods.jnd import JustNoticeableDifferenceLikelihood
 from prefbo.likelihoods.quadrature import (
     difference_moments,
     distribution_moments,
@@ -16,7 +10,6 @@ from prefbo.likelihoods.quadrature import (
     gaussian_expectation_1d,
     gaussian_expectation_qmc,
     latent_moments,
-    pairwise_expected_log_prob,
     sobol_normal,
 )
 
@@ -34,42 +27,6 @@ def test_sobol_normal_is_deterministic_and_standard(tkwargs):
     assert a.shape == (4096, 3) and a.dtype == tkwargs["dtype"]
     torch.testing.assert_close(a.mean(0), torch.zeros(3, **tkwargs), atol=2e-3, rtol=0)
     torch.testing.assert_close(a.var(0), torch.ones(3, **tkwargs), atol=1e-2, rtol=0)
-
-
-@pytest.mark.parametrize(
-    "lik, fn",
-    [
-        (PairwiseProbitLikelihood(0.7), stats.norm.logcdf),
-        (PairwiseLogitLikelihood(0.7), log_expit),
-    ],
-)
-def test_pairwise_expected_log_prob_matches_scipy_quad(lik, fn):
-    s = 0.7 * math.sqrt(2)
-    mean = torch.tensor([0.0, 1.5, -3.0, 0.4, -6.0], dtype=torch.float64)
-    var = torch.tensor([1.0, 0.2, 4.0, 0.0, 9.0], dtype=torch.float64)
-    out = pairwise_expected_log_prob(lik, mean, var, num_points=30)
-    for i in range(5):
-        m, v = mean[i].item(), var[i].item()
-        if v == 0:
-            ref = fn(m / s)
-        else:
-            sd = math.sqrt(v)
-            ref = integrate.quad(
-                lambda d, m=m, sd=sd: fn(d / s) * stats.norm.pdf(d, m, sd),
-                m - 12 * sd,
-                m + 12 * sd,
-                epsabs=1e-13,
-            )[0]
-        assert out[i].item() == pytest.approx(ref, rel=1e-6, abs=1e-10)
-
-
-def test_pairwise_expected_log_prob_rejects_other_likelihoods():
-    with pytest.raises(
-        InputTypeError, match="likelihood must be a prefbo PairwiseLikelihood"
-    ):
-        pairwise_expected_log_prob(
-            JustNoticeableDifferenceLikelihood(), torch.zeros(1), torch.ones(1)
-        )
 
 
 def test_difference_moments_match_the_comparison_matrix(tkwargs):
