@@ -70,6 +70,8 @@ _NUMPY = SimpleNamespace(
     clamp_min=np.maximum,
 )
 
+# model type -> its PairMoments; register a model class of one's own with
+# ``@GetPairMoments.register(MyModel)`` and a function ``model -> PairMoments``
 GetPairMoments = Dispatcher("get_pair_moments")
 
 
@@ -146,7 +148,9 @@ class KernelPairMoments(PairMoments):
     only ``dk = k(Z, x1) - k(Z, x2)``: ``k(x1, x1) + k(x2, x2) - 2 k(x1, x2) +
     2 j + dkᵀ M dk``. The kernel is evaluated in closed form, with a
     written-out gradient, for a plain ``ScaleKernel(RBFKernel)``, and through
-    ``covar_module`` (autograd) otherwise.
+    ``covar_module`` (autograd) otherwise. An extractor registered with
+    :data:`GetPairMoments` for a model of one's own that predicts this way
+    can return one.
 
     Args:
         model: The model (for its ``covar_module``).
@@ -199,7 +203,7 @@ class KernelPairMoments(PairMoments):
             B, B_sq = self.Zc, self.Zc_sq
         else:
             B = X2 / ls - self.centre
-            B_sq = (B * B).sum(-1)
+            B_sq = B.square().sum(-1)
         return scaled_rbf(A, B, B_sq, scale)
 
     def _solve(self, cols: Tensor) -> Tensor:

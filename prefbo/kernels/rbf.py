@@ -77,7 +77,10 @@ def scaled_rbf(
         ``batch_shape x m x n`` kernel values, a tensor for tensors and an
         array for arrays.
     """
+    if isinstance(A, Tensor):
+        # A.square(), not A * A: the same values, but autograd then adds two
+        # terms into A's gradient instead of three (a different rounding)
+        sq = A.square().sum(-1, keepdim=True) + B_sq - 2.0 * (A @ B.transpose(-1, -2))
+        return outputscale * torch.exp(-0.5 * sq.clamp_min(0))
     sq = (A * A).sum(-1)[..., None] + B_sq - 2.0 * (A @ B.swapaxes(-1, -2))
-    if isinstance(sq, Tensor):
-        return outputscale * torch.exp(-0.5 * torch.clamp_min(sq, 0))
     return outputscale * np.exp(-0.5 * np.maximum(sq, 0))
