@@ -31,7 +31,7 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
-from prefbo.acquisition.eubo import pair_moments
+from prefbo.acquisition.pair_moments import pair_moments
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.likelihoods.pairwise import (
     PairwiseLikelihood,

@@ -14,7 +14,7 @@ and result handling — on the value and gradient directly:
   same formula on arrays; L-BFGS-B works on arrays anyway, and NumPy's
   per-operation cost is a fraction of torch's at 2-100 designs). The values
   equal the torch path's to rounding (``M = ŴΣŴ - Ŵ`` as one matrix instead
-  of two triangular solves), so the question equals BoTorch's to about 1e-15;
+  of two triangular solves), so the question equals BoTorch's to rounding;
 - otherwise (float32, CUDA): in torch
   (:meth:`~prefbo.acquisition.FastAnalyticEUBO.value_and_grad`), the very
   numbers the autograd path gives, so the question is BoTorch's to the bit.

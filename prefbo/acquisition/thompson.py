@@ -1,4 +1,4 @@
-r"""Large-batch Thompson sampling with decoupled sample paths (SPEC §10).
+r"""Large-batch Thompson sampling with decoupled sample paths (Wilson et al., 2020).
 
 ``thompson_batch`` draws ``B`` pathwise posterior samples (Matheron's rule:
 a random-Fourier-feature prior draw plus a pathwise update), maximises all of

@@ -1,4 +1,4 @@
-r"""Kernels on pairs of designs (SPEC §8).
+r"""Kernels on pairs of designs.
 
 Preference learning as GP classification: an input is a pair ``[x, y]`` (the
 two designs' ``d`` features concatenated, ``2d`` in all) and the latent

@@ -48,9 +48,8 @@ from linear_operator.utils.warnings import NumericalWarning as LONumericalWarnin
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from prefbo.acquisition import FastAnalyticEUBO, gen_candidates_eubo, maximize_eubo
 from prefbo.acquisition.bald import PairwiseBALD
-from prefbo.acquisition.eubo import FastAnalyticEUBO, maximize_eubo
-from prefbo.acquisition.gen import gen_candidates_eubo
 from prefbo.acquisition.thompson import thompson_batch
 from prefbo.data.containers import PairwiseComparisons
 from prefbo.data.validation import check_bounds, check_int

@@ -3,7 +3,7 @@ import pytest
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 
-from prefbo.acquisition.eubo import PairMoments, pair_moments
+from prefbo.acquisition import PairMoments, pair_moments
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.kernels import default_preference_covar_module
 from prefbo.loop.optimizer import LAPLACE_OUTPUTSCALE_BOUNDS, PreferentialOptimizer
