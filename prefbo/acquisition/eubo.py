@@ -74,7 +74,7 @@ from torch.quasirandom import SobolEngine
 
 from prefbo.data.validation import check_bounds, check_int
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
-from prefbo.inference.laplace import comparison_laplacian
+from prefbo.inference.laplacian import comparison_laplacian
 from prefbo.models.pairwise import PairwisePreferenceGP
 from prefbo.models.skew import SkewGP
 from prefbo.models.variational import VariationalPreferenceGP

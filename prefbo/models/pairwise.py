@@ -43,7 +43,7 @@ from prefbo.data.validation import (
 )
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inference.cholesky import jittered_cholesky
-from prefbo.inference.laplace import GaussianApproximation
+from prefbo.inference.gaussian import GaussianApproximation
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.kernels.fused import prior_gram
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, as_prefbo_likelihood

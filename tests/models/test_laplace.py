@@ -366,7 +366,7 @@ def test_bad_newton_and_numerical_options_are_named(options, match):
 
 
 def test_a_zero_fit_tolerance_is_used_not_replaced_by_the_default(monkeypatch):
-    import prefbo.inference.laplace as inference
+    import prefbo.inference.evidence as inference
 
     tols = []
     real = inference.find_mode
