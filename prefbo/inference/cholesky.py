@@ -1,4 +1,5 @@
-r"""Cholesky factorisation with escalating, announced jitter."""
+r"""Cholesky factorisation with escalating, announced jitter, and solves with
+the factor."""
 
 from __future__ import annotations
 
@@ -77,9 +78,8 @@ def jittered_cholesky(
 def cholesky_solve(b: Tensor, chol: Tensor) -> Tensor:
     r"""``(L Lᵀ)⁻¹ b`` for a lower factor ``L``, by two triangular solves.
 
-    Same result as ``torch.cholesky_solve(b, L)``, but on the CPU several
-    times faster for batches (``torch.cholesky_solve`` first copies ``L``
-    into a column-major clone; at 256 x 200 x 200 that copy is 5x the solve).
+    Same result as ``torch.cholesky_solve(b, L)``, which on the CPU first
+    copies ``L`` into a column-major clone, a copy that dominates for batches.
 
     Args:
         b: ``batch_shape x n x k`` right-hand sides.
@@ -90,3 +90,19 @@ def cholesky_solve(b: Tensor, chol: Tensor) -> Tensor:
     """
     y = torch.linalg.solve_triangular(chol, b, upper=False)
     return torch.linalg.solve_triangular(chol.mT, y, upper=True)
+
+
+def row_major(S: Tensor) -> Tensor:
+    r"""A symmetric matrix as a row-major view.
+
+    LAPACK-backed results (``cholesky_inverse``) come column-major, and every
+    flattening or ``reshape(...).clone()`` of those is a transposing copy;
+    ``Sᵀ`` holds the same values in row-major order for free.
+
+    Args:
+        S: ``batch_shape x n x n`` symmetric.
+
+    Returns:
+        ``S`` or ``Sᵀ`` (the same values), row-major where either is.
+    """
+    return S.mT if not S.is_contiguous() and S.mT.is_contiguous() else S

@@ -1,4 +1,4 @@
-r"""Expectation propagation for pairwise probit answers (SPEC §4).
+r"""Expectation propagation for pairwise probit answers (Minka 2001).
 
 Each answer ``k`` is a site ``Φ(a_kᵀf / s)`` approximated by an unnormalised
 Gaussian in the direction ``a_k = e_w - e_l``:
@@ -37,17 +37,15 @@ from prefbo.exceptions import (
     NumericalError,
     UnsupportedError,
 )
-from prefbo.inference.cholesky import jittered_cholesky
-from prefbo.inference.laplace import (
-    FORMS,
-    GaussianApproximation,
-    _cholesky_plus_laplacian,
-    _default_tol,
-    _laplacian_index,
-    _pair_diff,
-    _row_major,
-    evidence_kernel_gradient,
+from prefbo.inference.cholesky import jittered_cholesky, row_major
+from prefbo.inference.evidence import evidence_kernel_gradient
+from prefbo.inference.gaussian import GaussianApproximation
+from prefbo.inference.laplace import FORMS, default_tol
+from prefbo.inference.laplacian import (
+    cholesky_plus_laplacian,
+    laplacian_index,
     laplacian_matmul,
+    pair_diff,
     pair_quadratic,
     scatter_pairs,
 )
@@ -125,12 +123,12 @@ def _initial_sites(init, comps: Tensor, dtype, device) -> tuple[Tensor, Tensor]:
 def _gaussian(L, Kinv, tau, nu, comps, index, precision, with_logdet=True):
     r"""``μ``, ``Σ``, the factor used and ``log|I + K W|`` (``None`` unless
     ``with_logdet``: only the evidence needs it) for sites ``(τ̃, ν̃)``;
-    ``index``: the comparisons' :func:`_laplacian_index`."""
+    ``index``: the comparisons' :func:`laplacian_index`."""
     n = L.shape[-1]
     b = scatter_pairs(nu, comps, n)  # Dᵀ ν̃
     if precision:
-        C, info = _cholesky_plus_laplacian(Kinv, tau, index)
-        S = _row_major(torch.cholesky_inverse(C))
+        C, info = cholesky_plus_laplacian(Kinv, tau, index)
+        S = row_major(torch.cholesky_inverse(C))
     else:
         A = L.transpose(-1, -2) @ laplacian_matmul(tau, comps, L)
         A.diagonal(dim1=-2, dim2=-1).add_(1.0)
@@ -148,7 +146,7 @@ def _gaussian(L, Kinv, tau, nu, comps, index, precision, with_logdet=True):
 
 def _cavities(mu, S, tau, nu, comps, index):
     r"""Cavity precisions and shifts on every ``Δ_k``, and their validity."""
-    m_k = _pair_diff(mu, comps)
+    m_k = pair_diff(mu, comps)
     v_raw = pair_quadratic(S, comps, index)
     v_k = v_raw.clamp_min(torch.finfo(S.dtype).tiny)
     tau_c = 1.0 / v_k - tau
@@ -358,11 +356,11 @@ def _run_ep(
     n = L.shape[-1]
     batch = L.shape[:-2]
     dtype = L.dtype
-    tol = _default_tol(dtype) if tol is None else tol
+    tol = default_tol(dtype) if tol is None else tol
     s2 = likelihood.scale**2
     comps = comparisons.expand(batch + comparisons.shape[-2:])
-    Kinv = _row_major(torch.cholesky_inverse(L)) if precision else None
-    index = _laplacian_index(comps, n)
+    Kinv = row_major(torch.cholesky_inverse(L)) if precision else None
+    index = laplacian_index(comps, n)
     tau, nu = _initial_sites(init, comps, dtype, L.device)
     converged = torch.zeros(batch, dtype=torch.bool, device=L.device)
     step = torch.full(
@@ -430,7 +428,7 @@ def _run_ep(
         + torch.where(valid, site, torch.zeros_like(site)).sum(-1)
     )
     # α = K⁻¹ μ = Dᵀν̃ - W μ, since (K⁻¹ + W) μ = Dᵀ ν̃
-    alpha = b - scatter_pairs(tau * _pair_diff(mu, comps), comps, n)
+    alpha = b - scatter_pairs(tau * pair_diff(mu, comps), comps, n)
     state = EPState(
         mode=mu,
         chol_prior=L,

@@ -70,11 +70,9 @@ class PairwiseEPGP(PairwisePreferenceGP):
             fit_tol: Site tolerance while fitting hyperparameters (finite,
                 ``≥ 0``); default ``1e-6`` (float64) / ``1e-4`` (float32). The
                 EP evidence is stationary in the sites at the fixed point, so
-                its error is second order in the site error (at n = 400: the
-                same fitted hyperparameters to 5 digits as with ``1e-9``, 12x
-                faster);
-                tighter values hit the rounding floor of the precision form
-                from n ≈ 400 on and then run every sweep of ``max_iter``.
+                its error is second order in the site error; much tighter
+                values can reach the rounding floor of the precision form on
+                large problems and then run every sweep of ``max_iter``.
             anderson_memory: Sweeps remembered by the Anderson acceleration of
                 the posterior's site updates (0: plain damped sweeps; see
                 :func:`prefbo.inference.run_ep`). Hyperparameter fits always

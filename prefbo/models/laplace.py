@@ -24,12 +24,9 @@ from torch import Tensor
 
 from prefbo.data.validation import check_nonneg_float
 from prefbo.exceptions import InputDataError
-from prefbo.inference.laplace import (
-    FORMS,
-    GaussianApproximation,
-    find_mode,
-    laplace_evidence,
-)
+from prefbo.inference.evidence import laplace_evidence
+from prefbo.inference.gaussian import GaussianApproximation
+from prefbo.inference.laplace import FORMS, find_mode
 from prefbo.models.pairwise import PairwisePreferenceGP
 
 

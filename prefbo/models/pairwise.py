@@ -1,24 +1,26 @@
 r"""Base class of pairwise preference GPs with a Gaussian posterior approximation.
 
 :class:`PairwisePreferenceGP` holds everything that does not depend on how the
-posterior is approximated: data validation and consolidation, the default
-kernel, the cache of the approximation (refreshed when data or a hyperparameter
-changes), joint predictions for many q-batches in one triangular solve,
-``predict_preference``, the centred posterior, ``condition_on_observations``
-and the BoTorch ``Model`` interface. Every approximation here is a Gaussian
-whose precision at the designs is ``K⁻¹ + Dᵀ diag(ω) D`` (Laplace: the
-likelihood curvature at the mode; EP: the site precisions), so they share
-:class:`~prefbo.inference.GaussianApproximation` for prediction. Subclasses implement
-:meth:`PairwisePreferenceGP._compute_state` and
+posterior is approximated: the training data and their consolidation, the
+default kernel, the cache of the approximation (refreshed when data or a
+hyperparameter changes), the training-mode output with the evidence and the
+BoTorch ``Model`` interface. Every approximation here is a Gaussian whose
+precision at the designs is ``K⁻¹ + Dᵀ diag(ω) D`` (Laplace: the likelihood
+curvature at the mode; EP: the site precisions), so they share
+:class:`~prefbo.inference.GaussianApproximation` for prediction. Subclasses
+implement :meth:`PairwisePreferenceGP._compute_state` and
 :meth:`PairwisePreferenceGP._compute_evidence`.
+
+Its jobs live in their own modules: data checks and the training covariance
+in :mod:`prefbo.models.training_data`, the cache key in
+:mod:`prefbo.models.state_key`, predictions in :mod:`prefbo.models.prediction`,
+conditioning and fantasies in :mod:`prefbo.models.conditioning`, the returned
+distributions in :mod:`prefbo.models.distributions`.
 """
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
-from copy import deepcopy
-from itertools import chain
 from typing import Any
 
 import torch
@@ -31,69 +33,34 @@ from botorch.posteriors.posterior import Posterior
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
 from gpytorch.models import GP
-from linear_operator import to_linear_operator
 from torch import Tensor
 
-from prefbo.data.validation import (
-    check_int,
-    check_nonneg_float,
-    validate_comparisons,
-    validate_datapoints,
-    validate_pairwise_data,
-)
+from prefbo.data.validation import check_int, check_nonneg_float, validate_datapoints
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inference.cholesky import jittered_cholesky
-from prefbo.inference.laplace import GaussianApproximation
+from prefbo.inference.gaussian import GaussianApproximation
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.kernels.fused import prior_gram
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, as_prefbo_likelihood
+from prefbo.models.conditioning import PairwiseConditioningMixin
+from prefbo.models.distributions import TrainingPosterior, mvn
+from prefbo.models.prediction import (
+    DerivedPredictionsMixin,
+    check_test_points,
+    predictive_mvn,
+    with_observation_noise,
+)
+from prefbo.models.state_key import state_key
+from prefbo.models.training_data import (
+    check_same_layout,
+    padded_train_covariance,
+    validate_masked_data,
+)
 
 
-def _check_mask(
-    data: Tensor, mask: object, name: str, shape: torch.Size
-) -> tuple[Tensor, Tensor]:
-    r"""Validate a padding mask against ``data``'s leading shape."""
-    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-        raise InputDataError(
-            f"{name} must be a bool tensor; got {type(mask).__name__}"
-            + (f" of dtype {mask.dtype}." if isinstance(mask, Tensor) else ".")
-        )
-    try:
-        torch.broadcast_shapes(mask.shape, shape)
-    except RuntimeError:
-        raise InputDataError(
-            f"{name} must have shape {tuple(shape)} (batch_shape x rows); got "
-            f"{tuple(mask.shape)}."
-        ) from None
-    return data, mask.to(data.device)
-
-
-def _mvn(mean: Tensor, covariance: Tensor) -> MultivariateNormal:
-    r"""A GPyTorch MVN with a lazily factorised (possibly singular) covariance."""
-    return MultivariateNormal(mean, to_linear_operator(covariance))
-
-
-class _Snapshot:
-    r"""A value snapshot of a small tensor that compares equal to an identical one."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, t: Tensor) -> None:
-        self.value = t.detach().clone()
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, _Snapshot)
-            and self.value.shape == other.value.shape
-            and self.value.dtype == other.value.dtype
-            and self.value.device == other.value.device
-            and bool(torch.equal(self.value, other.value))
-        )
-
-    __hash__ = None
-
-
-class PairwisePreferenceGP(Model, GP, ABC):
+class PairwisePreferenceGP(
+    DerivedPredictionsMixin, PairwiseConditioningMixin, Model, GP, ABC
+):
     r"""Pairwise preference GP with a Gaussian approximation of the posterior.
 
     Abstract: see :class:`~prefbo.models.PairwiseLaplaceGP` and
@@ -258,66 +225,16 @@ class PairwisePreferenceGP(Model, GP, ABC):
         """
         if datapoints is None and comparisons is None:
             return
-        if comparison_mask is not None and isinstance(comparisons, Tensor):
-            comparisons, comparison_mask = _check_mask(
-                comparisons, comparison_mask, "comparison_mask", comparisons.shape[:-1]
-            )
-            # padding rows become [0, 1] for validation, [0, 0] afterwards
-            pad = torch.tensor(
-                [0, 1], dtype=comparisons.dtype, device=comparisons.device
-            )
-            comparisons = torch.where(comparison_mask.unsqueeze(-1), comparisons, pad)
-        datapoints, comparisons = validate_pairwise_data(datapoints, comparisons)
-        if comparison_mask is not None:
-            comparison_mask = comparison_mask.expand(comparisons.shape[:-1])
-            comparisons = torch.where(
-                comparison_mask.unsqueeze(-1),
-                comparisons,
-                torch.zeros_like(comparisons),
-            )
-        if design_mask is not None:
-            datapoints, design_mask = _check_mask(
-                datapoints, design_mask, "design_mask", datapoints.shape[:-1]
-            )
-            design_mask = design_mask.expand(datapoints.shape[:-1])
-            empty = ~design_mask.any(-1)
-            if bool(empty.any()):
-                where = (
-                    f"of batch element(s) {empty.nonzero().tolist()} "
-                    if empty.ndim
-                    else ""
-                )
-                raise InputDataError(
-                    f"design_mask marks every design {where}as padding; a model "
-                    "needs at least one real design."
-                )
-            # designs used by real comparisons (padding rows [0, 0] excluded)
-            dev = comparisons.device
-            if comparison_mask is None:
-                real = torch.ones(comparisons.shape[:-1], dtype=torch.long, device=dev)
-            else:
-                real = comparison_mask.to(torch.long)
-            used = torch.zeros(design_mask.shape, dtype=torch.long, device=dev)
-            used.scatter_add_(-1, comparisons[..., 0], real)
-            used.scatter_add_(-1, comparisons[..., 1], real)
-            if bool(((used > 0) & ~design_mask).any()):
-                raise InputDataError(
-                    "comparisons refer to designs that design_mask marks as padding; "
-                    "mark those comparisons False in comparison_mask (or the "
-                    "designs True in design_mask)."
-                )
+        datapoints, comparisons, design_mask, comparison_mask = validate_masked_data(
+            datapoints, comparisons, design_mask, comparison_mask
+        )
         if strict and self.unconsolidated_datapoints is not None:
-            for name, new, old in (
-                ("datapoints", datapoints, self.unconsolidated_datapoints),
-                ("comparisons", comparisons, self.unconsolidated_comparisons),
-            ):
-                for attr in ("shape", "dtype", "device"):
-                    if getattr(new, attr) != getattr(old, attr):
-                        raise InputDataError(
-                            f"strict=True: cannot change the {attr} of {name} "
-                            f"(expected {getattr(old, attr)}, got "
-                            f"{getattr(new, attr)})."
-                        )
+            check_same_layout(
+                datapoints,
+                comparisons,
+                self.unconsolidated_datapoints,
+                self.unconsolidated_comparisons,
+            )
         self.unconsolidated_datapoints = datapoints
         self.unconsolidated_comparisons = comparisons
         rtol, atol = self._consolidate
@@ -434,29 +351,12 @@ class PairwisePreferenceGP(Model, GP, ABC):
 
     # ---------------------------------------------------------------- state
     def _cache_key(self) -> tuple:
-        r"""What the Laplace state depends on: hyperparameter values, data, likelihood.
-
-        Hyperparameters are compared by value (small tensors are snapshotted),
-        since GPyTorch's setters write through ``.data`` without bumping the
-        tensors' version counters.
-        """
+        r"""What the approximation depends on (see
+        :func:`~prefbo.models.state_key.state_key`)."""
         mods = [self.covar_module]
         if hasattr(self, "input_transform"):
             mods.append(self.input_transform)
-        tensors = chain.from_iterable(chain(m.parameters(), m.buffers()) for m in mods)
-        key: list = []
-        for t in tensors:
-            if t.numel() <= 4096:
-                key.append(_Snapshot(t))
-            else:
-                key.append((id(t), t._version, t.data_ptr()))
-        key += [
-            (id(self.datapoints), self.datapoints._version),
-            (id(self.comparisons), self.comparisons._version),
-            type(self.likelihood),
-            self.likelihood.noise_std,
-        ]
-        return tuple(key)
+        return state_key(mods, self.datapoints, self.comparisons, self.likelihood)
 
     def _prior_covariance(self, X: Tensor) -> Tensor:
         # evaluated at once (the lazy kernel tensor only adds overhead here),
@@ -466,27 +366,7 @@ class PairwisePreferenceGP(Model, GP, ABC):
     def _train_covariance(self, X: Tensor) -> Tensor:
         r"""``K + nugget · mean(diag K) · I`` at the training designs."""
         K = self._prior_covariance(X)
-        if self.design_mask is not None:
-            # padding designs: independent N(0, 1), uncoupled from real ones
-            m = self.design_mask.to(K)
-            K = K * (m.unsqueeze(-1) * m.unsqueeze(-2)) + torch.diag_embed(1.0 - m)
-        nugget = self._nugget
-        if nugget is None:
-            nugget = 1e-8 if K.dtype == torch.float64 else 1e-6
-        if nugget:
-            diag = K.diagonal(dim1=-2, dim2=-1)
-            if self.design_mask is None:
-                scale = diag.mean(-1, keepdim=True)
-            else:  # the real designs' mean prior variance
-                m = self.design_mask.to(diag)
-                scale = (diag * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)
-            # in place on the kernel's fresh output (autograd checks that no
-            # saved tensor is modified): no n x n diag_embed and no extra pass.
-            # Without a graph K might be a kernel's stored tensor: copy it.
-            if K.grad_fn is None:
-                K = K.clone()
-            K.diagonal(dim1=-2, dim2=-1).add_(nugget * scale)
-        return K
+        return padded_train_covariance(K, self.design_mask, self._nugget)
 
     @abstractmethod
     def _compute_state(self, chol_prior: Tensor) -> GaussianApproximation:
@@ -543,9 +423,10 @@ class PairwisePreferenceGP(Model, GP, ABC):
 
     # -------------------------------------------------------------- forward
     def forward(self, datapoints: Tensor) -> MultivariateNormal:
-        r"""Training: the approximate posterior at the designs, carrying the evidence
-        (attribute ``evidence``, read by the matching MLL).
-        Evaluation: the predictive posterior (prior if there is no data).
+        r"""Training: the approximate posterior at the designs with its evidence
+        (a :class:`~prefbo.models.distributions.TrainingPosterior`, read by
+        :class:`~prefbo.mlls.PairwiseLaplaceMLL`). Evaluation: the predictive
+        posterior (prior if there is no data).
 
         Args:
             datapoints: Training mode: the training designs
@@ -553,7 +434,8 @@ class PairwisePreferenceGP(Model, GP, ABC):
                 transformed test points.
 
         Returns:
-            A ``MultivariateNormal``.
+            A :class:`~prefbo.models.distributions.TrainingPosterior` (training)
+            or a ``MultivariateNormal`` (evaluation).
         """
         if not self.training:
             return self._predict(datapoints)
@@ -575,76 +457,28 @@ class PairwisePreferenceGP(Model, GP, ABC):
         # the predictive state is recomputed on first use; the next fit step
         # warm-starts from this one
         self._warm = state
-        mvn = _mvn(state.mode, state.posterior_covariance())
-        mvn.evidence = evidence
-        return mvn
+        return TrainingPosterior(
+            state.mode, state.posterior_covariance(), evidence=evidence
+        )
 
     def _predict(self, X: Tensor) -> MultivariateNormal:
         r"""Joint predictive distribution at transformed ``batch_shape x q x d``."""
         if self._has_no_data():
             mean = torch.zeros(X.shape[:-1], dtype=X.dtype, device=X.device)
-            return _mvn(mean, self._prior_covariance(X))
-        state = self._get_state()
-        Xtr = self._train_inputs()
-        mb = self.batch_shape
-        q, d = X.shape[-2:]
-        try:
-            out_batch = torch.broadcast_shapes(X.shape[:-2], mb)
-        except RuntimeError:
-            raise InputDataError(
-                f"X's batch shape {tuple(X.shape[:-2])} does not broadcast with the "
-                f"model's batch shape {tuple(mb)}."
-            ) from None
-        k = len(mb)
-        inner = out_batch[len(out_batch) - k :] if k else torch.Size()
-        outer = out_batch[: len(out_batch) - k]
-        E = math.prod(outer)
-        Xe = X.expand(out_batch + (q, d)).reshape((E,) + inner + (q, d))
-        n = Xtr.shape[-2]
-        k_star = self.covar_module(Xe, Xtr).to_dense()  # E x inner x q x n
-        if self.design_mask is not None:
-            k_star = k_star * self.design_mask.to(k_star).unsqueeze(-2)
-        k_ss = self.covar_module(Xe).to_dense()  # E x inner x q x q
-        mean = (k_star @ state.alpha.unsqueeze(-1)).squeeze(-1)  # E x inner x q
-        # one triangular solve for all E*q columns against [L, L C]
-        rhs = k_star.movedim(0, -2).transpose(-1, -3)  # inner x n x E x q
-        rhs = rhs.reshape(inner + (1, n, E * q))
-        factors = state.predictive_factors()  # mb x 2 x n x n
-        sol = torch.linalg.solve_triangular(
-            factors, rhs.expand(inner + (2, n, E * q)), upper=False
-        ).reshape(inner + (2, n, E, q))
-        u, w = sol[..., 0, :, :, :], sol[..., 1, :, :, :]
-        red = torch.einsum("...nei,...nej->...eij", w, w) - torch.einsum(
-            "...nei,...nej->...eij", u, u
-        )  # inner x E x q x q
-        cov = k_ss + red.movedim(-3, 0)
-        cov = 0.5 * (cov + cov.transpose(-1, -2))
-        return _mvn(mean.reshape(out_batch + (q,)), cov.reshape(out_batch + (q, q)))
+            return mvn(mean, self._prior_covariance(X))
+        return predictive_mvn(
+            self._get_state(),
+            self.covar_module,
+            X,
+            self._train_inputs(),
+            self.design_mask,
+        )
 
     # ------------------------------------------------------------ posterior
     def _validate_X(self, X: Tensor, name: str = "X") -> Tensor:
-        if not isinstance(X, Tensor) or not X.is_floating_point():
-            raise InputTypeError(
-                f"{name} must be a floating torch.Tensor of shape batch_shape x q x d; "
-                f"got {type(X).__name__}"
-                + (f" of dtype {X.dtype}" if isinstance(X, Tensor) else "")
-                + "."
-            )
-        if X.ndim < 2:
-            raise InputDataError(
-                f"{name} must have shape batch_shape x q x d; got {tuple(X.shape)}."
-            )
-        if not self._has_no_data() and X.shape[-1] != self.dim:
-            raise InputDataError(
-                f"{name} must have d={self.dim} features in its last dimension; got "
-                f"shape {tuple(X.shape)}."
-            )
-        if not self._has_no_data() and X.dtype != self.datapoints.dtype:
-            raise InputTypeError(
-                f"{name} must have the model's dtype {self.datapoints.dtype}; got "
-                f"{X.dtype} (convert with X.to(model.datapoints))."
-            )
-        return X
+        if self._has_no_data():
+            return check_test_points(X, name, None, None)
+        return check_test_points(X, name, self.dim, self.datapoints.dtype)
 
     def posterior(
         self,
@@ -675,260 +509,12 @@ class PairwisePreferenceGP(Model, GP, ABC):
             )
         self.eval()
         X = self._validate_X(X)
-        mvn = self._predict(self.transform_inputs(X))
+        dist = self._predict(self.transform_inputs(X))
         if observation_noise is not False:
-            cov = mvn.covariance_matrix
-            if observation_noise is True:
-                noise = torch.full(
-                    cov.shape[:-1],
-                    self.likelihood.noise_std**2,
-                    dtype=cov.dtype,
-                    device=cov.device,
-                )
-            else:
-                noise = self._check_noise(observation_noise, cov.shape[:-1]).to(cov)
-            mvn = _mvn(mvn.mean, cov + torch.diag_embed(noise))
-        posterior = GPyTorchPosterior(mvn)
+            dist = with_observation_noise(
+                dist, observation_noise, self.likelihood.noise_std
+            )
+        posterior = GPyTorchPosterior(dist)
         if posterior_transform is not None:
             return posterior_transform(posterior)
         return posterior
-
-    def predict_preference(self, X1: Tensor, X2: Tensor) -> Tensor:
-        r"""Predictive probability that ``x1`` would be preferred to ``x2``.
-
-        Integrates the answer model over the joint posterior of the two
-        utilities: for the probit, ``Φ((μ1 - μ2) / √(s² + v1 + v2 - 2c))``
-        with ``s = √2·σ``; for the logit, Gauss–Hermite quadrature.
-
-        Args:
-            X1: ``batch_shape x q x d`` first options.
-            X2: ``batch_shape x q x d`` second options.
-
-        Returns:
-            A ``batch_shape x q`` tensor of probabilities.
-        """
-        X1, X2 = self._validate_X(X1, "X1"), self._validate_X(X2, "X2")
-        if X1.shape != X2.shape:
-            raise InputDataError(
-                f"X1 and X2 must have the same shape; got {tuple(X1.shape)} and "
-                f"{tuple(X2.shape)}."
-            )
-        X = torch.stack([X1, X2], dim=-2)  # batch x q x 2 x d
-        mvn = self.posterior(X).mvn
-        mean, cov = mvn.mean, mvn.covariance_matrix
-        mu = mean[..., 0] - mean[..., 1]
-        var = (cov[..., 0, 0] + cov[..., 1, 1] - 2 * cov[..., 0, 1]).clamp_min(0)
-        return self.likelihood.predictive_probability(mu, var)
-
-    @staticmethod
-    def _check_noise(noise: object, shape: torch.Size) -> Tensor:
-        r"""An ``observation_noise`` tensor of variances for ``shape``
-        (``batch_shape x q``, a trailing 1 allowed), finite and ``>= 0``."""
-        if not isinstance(noise, Tensor) or not noise.is_floating_point():
-            raise InputTypeError(
-                "observation_noise must be a bool or a floating tensor of "
-                f"variances; got {type(noise).__name__}"
-                + (f" of dtype {noise.dtype}." if isinstance(noise, Tensor) else ".")
-            )
-        values = noise.squeeze(-1) if noise.ndim and noise.shape[-1] == 1 else noise
-        try:
-            values = values.expand(shape)
-        except RuntimeError:
-            raise InputDataError(
-                f"observation_noise must broadcast to batch_shape x q = "
-                f"{tuple(shape)} (optionally x 1); got {tuple(noise.shape)}."
-            ) from None
-        if not bool((torch.isfinite(values) & (values >= 0)).all()):
-            raise InputDataError(
-                "observation_noise must hold finite variances >= 0; got "
-                f"{noise.flatten()[:8].tolist()}."
-            )
-        return values
-
-    def centred_posterior(
-        self, X: Tensor, reference: Tensor | None = None
-    ) -> GPyTorchPosterior:
-        r"""Joint posterior of the centred utility ``g(x) - mean_r g(r)``.
-
-        Comparisons only measure utility differences, so the level of ``g``
-        keeps its prior uncertainty; subtracting the mean over a reference set
-        removes it and leaves the band that the answers can actually narrow.
-
-        Args:
-            X: ``batch_shape x q x d`` points.
-            reference: ``r x d`` (or ``batch_shape x r x d``) reference designs;
-                default the training designs (of a masked model, each batch
-                element's real designs, not its padding).
-
-        Returns:
-            A ``GPyTorchPosterior`` over the ``q`` centred utilities.
-        """
-        X = self._validate_X(X)
-        weights = None  # of the reference designs in the mean: 1 / r each
-        if reference is None:
-            if self._has_no_data():
-                raise UnsupportedError("reference is required for a prior-only model.")
-            reference = self.datapoints
-            if self.design_mask is not None:  # real designs only, per batch element
-                m = self.design_mask.to(X.dtype)
-                weights = m / m.sum(-1, keepdim=True)
-        reference = self._validate_X(reference, "reference")
-        batch = torch.broadcast_shapes(X.shape[:-2], reference.shape[:-2])
-        q, r = X.shape[-2], reference.shape[-2]
-        if weights is None:
-            weights = torch.full((r,), 1.0 / r, dtype=X.dtype, device=X.device)
-        joint = torch.cat(
-            [
-                X.expand(batch + X.shape[-2:]),
-                reference.expand(batch + reference.shape[-2:]),
-            ],
-            dim=-2,
-        )
-        mvn = self.posterior(joint).mvn
-        eye = torch.eye(q, dtype=X.dtype, device=X.device)
-        T = torch.cat(
-            [
-                eye.expand(weights.shape[:-1] + (q, q)),
-                -weights.unsqueeze(-2).expand(weights.shape[:-1] + (q, r)),
-            ],
-            dim=-1,
-        )  # [batch x] q x (q + r)
-        mean = (T @ mvn.mean.unsqueeze(-1)).squeeze(-1)
-        cov = T @ mvn.covariance_matrix @ T.transpose(-1, -2)
-        return GPyTorchPosterior(_mvn(mean, 0.5 * (cov + cov.transpose(-1, -2))))
-
-    # -------------------------------------------------------- conditioning
-    def fantasize(
-        self,
-        X: Tensor,
-        sampler: Any,
-        observation_noise: Tensor | bool | None = None,
-        **kwargs: Any,
-    ) -> PairwisePreferenceGP:
-        r"""A fantasy model conditioned on sampled *answers* about ``X``.
-
-        BoTorch's ``fantasize`` conditions on sampled real-valued outcomes,
-        which a preference model cannot take (BoTorch issue #733). Here each
-        fantasy samples the noisy utilities of the ``q`` options in ``X`` (the
-        posterior plus the answer noise ``σ²`` of the likelihood, i.e. the
-        Thurstone answer model) and records the option with the largest one as
-        the winner over each other option. So ``qKnowledgeGradient`` and
-        ``qMaxValueEntropy`` with pending points run on prefbo models.
-
-        Args:
-            X: ``batch_shape x q x d`` options; with ``q = 1`` each option is
-                asked against the current best design (highest posterior mean
-                among the training designs), as for max-value entropy.
-            sampler: A BoTorch ``MCSampler`` with ``sample_shape = (F,)``.
-            observation_noise: Ignored beyond the default (the likelihood's
-                noise is always used: answers are noisy by definition).
-
-        Returns:
-            A model with batch shape ``F x batch_shape`` (and the model's), with
-            ``q - 1`` new comparisons per fantasy.
-        """
-        if self._has_no_data():
-            raise UnsupportedError("fantasize needs a model with data.")
-        if X.shape[-2] == 1:  # one option: asked against the current best design
-            with torch.no_grad():
-                mean = self.posterior(self.datapoints.unsqueeze(-2)).mean
-                best_idx = mean.squeeze(-1).squeeze(-1).argmax(-1)  # batch
-                best = (
-                    self.datapoints[..., best_idx, :]
-                    if self.datapoints.ndim == 2
-                    else (
-                        self.datapoints.gather(
-                            -2,
-                            best_idx[..., None, None].expand(
-                                best_idx.shape + (1, self.dim)
-                            ),
-                        ).squeeze(-2)
-                    )
-                )
-            X = torch.cat([X, best.unsqueeze(-2).expand_as(X).to(X)], dim=-2)
-        q = X.shape[-2]
-        with torch.no_grad():
-            post = self.posterior(X, observation_noise=True)
-            Y = sampler(post).squeeze(-1)  # F x batch x q
-        winner = Y.argmax(dim=-1, keepdim=True)  # F x batch x 1
-        idx = torch.arange(q, device=X.device).expand(Y.shape)  # F x batch x q
-        # the q - 1 losers of each fantasy, in their original order
-        losers = idx[idx != winner].reshape(Y.shape[:-1] + (q - 1,))
-        comps = torch.stack([winner.expand_as(losers), losers], dim=-1)
-        Xf = X.expand(Y.shape[:-1] + X.shape[-2:])
-        return self.condition_on_observations(Xf, comps, **kwargs)
-
-    def condition_on_observations(self, X: Tensor, Y: Tensor, **kwargs: Any) -> Model:
-        r"""A copy of the model with new designs and comparisons added.
-
-        Args:
-            X: ``batch_shape x n' x d`` new designs.
-            Y: ``batch_shape x m' x 2`` comparisons indexing into ``X`` (0 is
-                the first new design), as in BoTorch ``PairwiseGP``.
-
-        Returns:
-            The conditioned model (warm-started at the current mode).
-        """
-        X = validate_datapoints(X, name="X")
-        d = None if self._has_no_data() else self.unconsolidated_datapoints.shape[-1]
-        if d is not None and X.shape[-1] != d:
-            raise InputDataError(
-                f"X must have d={d} features like the training designs; got X of "
-                f"shape {tuple(X.shape)}."
-            )
-        if not isinstance(Y, Tensor) or Y.shape[-1:] != (2,) or Y.ndim < 2:
-            raise InputDataError(
-                "Y must be a batch_shape x m x 2 tensor of comparisons indexing into "
-                f"X; got {type(Y).__name__}"
-                + (f" of shape {tuple(Y.shape)}" if isinstance(Y, Tensor) else "")
-                + "."
-            )
-        Y = validate_comparisons(Y, n=X.shape[-2], name="Y")
-        new_model = deepcopy(self)
-        if self._has_no_data():
-            new_model.set_train_data(X, Y, update_model=True)
-            return new_model
-        batch = torch.broadcast_shapes(
-            Y.shape[:-2], X.shape[:-2], self.unconsolidated_datapoints.shape[:-2]
-        )
-        old_dp = self.unconsolidated_datapoints.expand(
-            batch + self.unconsolidated_datapoints.shape[-2:]
-        )
-        old_cp = self.unconsolidated_comparisons.expand(
-            batch + self.unconsolidated_comparisons.shape[-2:]
-        )
-        X = X.to(old_dp).expand(batch + X.shape[-2:])
-        Y = Y.expand(batch + Y.shape[-2:])
-        new_dp = torch.cat([old_dp, X], dim=-2)
-        new_cp = torch.cat([old_cp, Y + old_dp.shape[-2]], dim=-2)
-        # padding stays padding; the new designs and comparisons are real
-        masks = {}
-        for name, old, new in (
-            ("design_mask", self.design_mask, X.shape[-2]),
-            ("comparison_mask", self.comparison_mask, Y.shape[-2]),
-        ):
-            if old is not None:
-                old = old.expand(batch + old.shape[-1:])
-                masks[name] = torch.cat([old, old.new_ones(batch + (new,))], dim=-1)
-        with torch.no_grad():
-            new_mean = self.posterior(X).mean.squeeze(-1)  # batch x n'
-            init = torch.cat([self.utility.expand(batch + (self.n,)), new_mean], dim=-1)
-        new_model.set_train_data(new_dp, new_cp, update_model=False, **masks)
-        # warm start at [current mode, predicted mean] unless designs were merged
-        same_layout = new_model.n == self.n + X.shape[-2] and (
-            self.consolidated_indices is None
-            or bool(
-                (
-                    self.consolidated_indices
-                    == torch.arange(len(self.consolidated_indices), device=X.device)
-                ).all()
-            )
-        )
-        new_model._warm = self._conditioned_start(init) if same_layout else None
-        new_model._get_state()
-        return new_model
-
-    def _conditioned_start(self, init: Tensor) -> Any:
-        r"""Warm start of :meth:`condition_on_observations`'s model: ``init``,
-        the current mode followed by the predicted means of the new designs."""
-        return init

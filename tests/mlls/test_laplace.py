@@ -1,8 +1,10 @@
 import pytest
 import torch
+from botorch.fit import fit_gpytorch_mll
 
-from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
+from prefbo import PairwiseEPGP, PairwiseEPMLL, PairwiseLaplaceGP, PairwiseLaplaceMLL
 from prefbo.exceptions import InputDataError, UnsupportedError
+from prefbo.models.distributions import TrainingPosterior
 from prefbo.utils.testing import make_pairwise_data
 
 
@@ -43,3 +45,27 @@ def test_mll_errors():
     model.train()
     with pytest.raises(InputDataError, match="target must be the model's training"):
         mll(model(X), comp.flip(-1))
+
+
+def test_mll_reads_the_evidence_of_the_training_posterior():
+    X, comp, _ = make_pairwise_data(10, 20)
+    model = PairwiseEPGP(X, comp).train()
+    out = model(X)
+    assert isinstance(out, TrainingPosterior)
+    # one MLL for both approximations: the EP name is the same class
+    assert PairwiseEPMLL is PairwiseLaplaceMLL
+    mll = PairwiseEPMLL(model.likelihood, model)
+    priors = mll(out, comp) - out.evidence.sum()
+    assert torch.isfinite(priors)
+    # a derived distribution has no evidence of its own
+    with pytest.raises(UnsupportedError, match="called in training mode"):
+        mll(out * 2.0, comp)
+
+
+def test_mll_fits_through_botorch():
+    X, comp, _ = make_pairwise_data(12, 25, seed=4)
+    model = PairwiseLaplaceGP(X, comp)
+    mll = PairwiseLaplaceMLL(model.likelihood, model)
+    before = mll(model.train()(X), comp).item()
+    fit_gpytorch_mll(mll)
+    assert mll(model.train()(X), comp).item() >= before

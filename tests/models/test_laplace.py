@@ -17,7 +17,6 @@ from botorch.models.likelihoods.pairwise import (
 from botorch.models.pairwise_gp import PairwiseLaplaceMarginalLogLikelihood
 from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.kernels import RBFKernel
-from linear_operator.utils.warnings import NumericalWarning
 
 from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
@@ -142,65 +141,6 @@ def test_batched_fit_equals_loop_of_fits():
             rtol=5e-3,
             atol=1e-3,
         )
-
-
-def test_observation_noise_adds_utility_variance():
-    X, comp = _pair()
-    model = PairwiseLaplaceGP(X, comp)
-    Xt = torch.rand(3, 2, dtype=torch.float64)
-    plain = model.posterior(Xt).covariance_matrix
-    noisy = model.posterior(Xt, observation_noise=True).covariance_matrix
-    torch.testing.assert_close(noisy - plain, torch.eye(3, dtype=torch.float64))
-
-
-def test_predict_preference_matches_monte_carlo(tkwargs64):
-    X, comp = _pair(**tkwargs64)
-    model = PairwiseLaplaceGP(X, comp)
-    X1, X2 = torch.rand(2, 4, 2, **tkwargs64).unbind(0)
-    p = model.predict_preference(X1, X2)
-    assert p.shape == (4,)
-    torch.testing.assert_close(p + model.predict_preference(X2, X1), torch.ones_like(p))
-    # independent: sample utilities jointly, then answers by the probit
-    samples = (
-        model.posterior(torch.stack([X1, X2], -2))
-        .rsample(torch.Size([200_000]))
-        .squeeze(-1)
-    )  # S x 4 x 2
-    mc = torch.special.ndtr((samples[..., 0] - samples[..., 1]) / math.sqrt(2)).mean(0)
-    torch.testing.assert_close(p, mc, rtol=0, atol=5e-3)
-
-
-def test_centred_posterior():
-    X, comp = _pair()
-    model = PairwiseLaplaceGP(X, comp)
-    post = model.centred_posterior(model.datapoints)
-    assert post.mean.sum().abs().item() < 1e-8  # centred over the reference
-    Xt = torch.rand(3, 2, dtype=torch.float64)
-    joint = model.posterior(torch.cat([Xt, model.datapoints]))
-    with warnings.catch_warnings():  # the joint covariance is near-singular
-        warnings.simplefilter("ignore", NumericalWarning)
-        samples = joint.rsample(torch.Size([100_000])).squeeze(-1)
-    centred = samples[:, :3] - samples[:, 3:].mean(-1, keepdim=True)
-    cp = model.centred_posterior(Xt)
-    torch.testing.assert_close(cp.mean.squeeze(-1), centred.mean(0), rtol=0, atol=2e-2)
-    torch.testing.assert_close(
-        cp.variance.squeeze(-1), centred.var(0), rtol=3e-2, atol=1e-3
-    )
-    # centring removes the unidentified level: the band is narrower
-    assert (cp.variance < model.posterior(Xt).variance).all()
-
-
-def test_condition_on_observations_equals_refit_on_all_data():
-    X, comp = _pair(20, 30)
-    model = PairwiseLaplaceGP(X, comp)
-    Xnew = torch.tensor([[0.123, 0.456], [0.789, 0.012]], dtype=torch.float64)
-    cond = model.condition_on_observations(Xnew, torch.tensor([[1, 0]]))
-    full = PairwiseLaplaceGP(
-        torch.cat([X, Xnew]), torch.cat([comp, torch.tensor([[21, 20]])])
-    )
-    Xt = torch.rand(5, 2, dtype=torch.float64)
-    torch.testing.assert_close(cond.posterior(Xt).mean, full.posterior(Xt).mean)
-    assert model.n == 20 and cond.n == 22  # the original is untouched
 
 
 def test_state_dict_round_trip():
@@ -366,7 +306,7 @@ def test_bad_newton_and_numerical_options_are_named(options, match):
 
 
 def test_a_zero_fit_tolerance_is_used_not_replaced_by_the_default(monkeypatch):
-    import prefbo.inference.laplace as inference
+    import prefbo.inference.evidence as inference
 
     tols = []
     real = inference.find_mode
@@ -457,35 +397,6 @@ def test_learned_input_transform_bounds_match_botorch_before_any_fit():
     pb.set_train_data(X * 2, comp)
     lo, hi = (X * 2).min(0).values, (X * 2).max(0).values
     torch.testing.assert_close(pb.input_transform.bounds, torch.stack([lo, hi]))
-
-
-def test_fantasized_answers_follow_the_answer_model():
-    from botorch.sampling import SobolQMCNormalSampler
-
-    X, comp = _pair(20, 40, seed=7)
-    model = PairwiseLaplaceGP(X, comp)
-    pair = torch.rand(1, 2, 2, dtype=torch.float64)
-    fant = model.fantasize(pair, SobolQMCNormalSampler(torch.Size([4096]), seed=0))
-    assert fant.batch_shape == (4096, 1) and fant.n == 22 and fant.m == 41
-    new = fant.comparisons[..., -1, :]  # 4096 x 1 x 2, indices 20 / 21
-    first_wins = (new[..., 0] == 20).double().mean()
-    p = model.predict_preference(pair[:, :1], pair[:, 1:]).squeeze()
-    assert first_wins.item() == pytest.approx(p.item(), abs=0.03)
-
-
-def test_knowledge_gradient_and_mes_with_pending_points_run():
-    from botorch.acquisition import qKnowledgeGradient
-
-    X, comp = _pair(15, 30, seed=8)
-    model = PairwiseLaplaceGP(X, comp)
-    kg = qKnowledgeGradient(model, num_fantasies=4)
-    assert torch.isfinite(kg(torch.rand(3, 2 + 4, 2, dtype=torch.float64))).all()
-    mes = qMaxValueEntropy(
-        model,
-        candidate_set=torch.rand(50, 2, dtype=torch.float64),
-        X_pending=torch.rand(1, 2, dtype=torch.float64),
-    )
-    assert torch.isfinite(mes(torch.rand(3, 1, 2, dtype=torch.float64))).all()
 
 
 def test_warm_start_from_the_mode_of_fewer_designs():

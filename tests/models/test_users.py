@@ -90,21 +90,3 @@ def test_ragged_centred_posterior_and_conditioning_equal_separate_models():
         )
         ps = single.condition_on_observations(new_X[u], new_Y[u]).posterior(Xt[u])
         torch.testing.assert_close(cond_post.mean[u], ps.mean, rtol=0, atol=1e-6)
-
-
-def test_masks_that_contradict_each_other_are_named():
-    X = torch.rand(2, 4, 2, dtype=torch.float64)
-    C = torch.tensor([[[0, 1], [1, 2]], [[0, 3], [1, 0]]])
-    design_mask = torch.tensor([[True] * 4, [True, True, False, False]])
-    with pytest.raises(InputDataError, match=r"refer to designs that design_mask"):
-        PairwiseLaplaceGP(
-            X, C, design_mask=design_mask, comparison_mask=torch.ones(2, 2).bool()
-        )
-    empty = torch.tensor([[True] * 4, [False] * 4])
-    with pytest.raises(InputDataError, match=r"batch element\(s\) \[\[1\]\]"):
-        PairwiseLaplaceGP(
-            X,
-            C,
-            design_mask=empty,
-            comparison_mask=torch.tensor([[1, 1], [0, 0]]).bool(),
-        )

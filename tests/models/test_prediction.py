@@ -1,0 +1,80 @@
+import math
+import warnings
+
+import pytest
+import torch
+from linear_operator.utils.warnings import NumericalWarning
+
+from prefbo import PairwiseLaplaceGP
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.models.prediction import centring_matrix, check_noise, check_test_points
+from prefbo.utils.testing import make_pairwise_data
+
+
+def _pair(n=20, m=30, seed=0, **kw):
+    X, comp, _ = make_pairwise_data(n, m, seed=seed, **kw)
+    return X, comp
+
+
+def test_observation_noise_adds_utility_variance():
+    X, comp = _pair()
+    model = PairwiseLaplaceGP(X, comp)
+    Xt = torch.rand(3, 2, dtype=torch.float64)
+    plain = model.posterior(Xt).covariance_matrix
+    noisy = model.posterior(Xt, observation_noise=True).covariance_matrix
+    torch.testing.assert_close(noisy - plain, torch.eye(3, dtype=torch.float64))
+
+
+def test_predict_preference_matches_monte_carlo(tkwargs64):
+    X, comp = _pair(**tkwargs64)
+    model = PairwiseLaplaceGP(X, comp)
+    X1, X2 = torch.rand(2, 4, 2, **tkwargs64).unbind(0)
+    p = model.predict_preference(X1, X2)
+    assert p.shape == (4,)
+    torch.testing.assert_close(p + model.predict_preference(X2, X1), torch.ones_like(p))
+    # independent: sample utilities jointly, then answers by the probit
+    samples = (
+        model.posterior(torch.stack([X1, X2], -2))
+        .rsample(torch.Size([200_000]))
+        .squeeze(-1)
+    )  # S x 4 x 2
+    mc = torch.special.ndtr((samples[..., 0] - samples[..., 1]) / math.sqrt(2)).mean(0)
+    torch.testing.assert_close(p, mc, rtol=0, atol=5e-3)
+
+
+def test_centred_posterior():
+    X, comp = _pair()
+    model = PairwiseLaplaceGP(X, comp)
+    post = model.centred_posterior(model.datapoints)
+    assert post.mean.sum().abs().item() < 1e-8  # centred over the reference
+    Xt = torch.rand(3, 2, dtype=torch.float64)
+    joint = model.posterior(torch.cat([Xt, model.datapoints]))
+    with warnings.catch_warnings():  # the joint covariance is near-singular
+        warnings.simplefilter("ignore", NumericalWarning)
+        samples = joint.rsample(torch.Size([100_000])).squeeze(-1)
+    centred = samples[:, :3] - samples[:, 3:].mean(-1, keepdim=True)
+    cp = model.centred_posterior(Xt)
+    torch.testing.assert_close(cp.mean.squeeze(-1), centred.mean(0), rtol=0, atol=2e-2)
+    torch.testing.assert_close(
+        cp.variance.squeeze(-1), centred.var(0), rtol=3e-2, atol=1e-3
+    )
+    # centring removes the unidentified level: the band is narrower
+    assert (cp.variance < model.posterior(Xt).variance).all()
+
+
+def test_centring_matrix_subtracts_the_weighted_reference_mean():
+    w = torch.tensor([0.25, 0.75], dtype=torch.float64)
+    T = centring_matrix(2, w)
+    g = torch.tensor([1.0, 2.0, 4.0, 8.0], dtype=torch.float64)
+    torch.testing.assert_close(T @ g, torch.tensor([1.0, 2.0]).double() - 7.0)
+
+
+def test_test_point_and_noise_checks_name_what_came():
+    with pytest.raises(InputTypeError, match="X must be a floating torch.Tensor"):
+        check_test_points(torch.zeros(2, 2, dtype=torch.long), "X", 2, None)
+    with pytest.raises(InputDataError, match="d=3 features"):
+        check_test_points(torch.zeros(2, 2), "X", 3, None)
+    with pytest.raises(InputDataError, match="finite variances >= 0"):
+        check_noise(torch.tensor([-1.0]), torch.Size([3]))
+    with pytest.raises(InputDataError, match=r"broadcast to batch_shape x q = \(3,\)"):
+        check_noise(torch.ones(2), torch.Size([3]))
