@@ -5,7 +5,7 @@ Laplace's method, ``log p(D|f̂) - ½ f̂ᵀK⁻¹f̂ - ½ log|I + KŴ|`` (Chu &
 Ghahramani 2005, eq. 12), and :class:`~prefbo.models.PairwiseEPGP` by EP's
 ``log Z_EP`` (Rasmussen & Williams 2006, sec. 3.6). The model computes its
 evidence with its approximation and hands it over in the
-:class:`~prefbo.models.distributions.TrainingPosterior` it returns in
+:class:`~prefbo.posteriors.gaussian.TrainingPosterior` it returns in
 training mode; the MLL adds the hyperparameter log priors. So one MLL serves
 both models: :data:`PairwiseEPMLL` is another name of
 :class:`PairwiseLaplaceMLL`.
@@ -21,7 +21,7 @@ from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, UnsupportedError
-from prefbo.models.distributions import TrainingPosterior
+from prefbo.posteriors.gaussian import TrainingPosterior
 
 
 class PairwiseLaplaceMLL(MarginalLogLikelihood):
@@ -54,7 +54,7 @@ class PairwiseLaplaceMLL(MarginalLogLikelihood):
         Args:
             function_dist: The output of ``model(*model.train_inputs)`` in
                 training mode (a
-                :class:`~prefbo.models.distributions.TrainingPosterior`).
+                :class:`~prefbo.posteriors.gaussian.TrainingPosterior`).
             target: The model's comparisons (``model.train_targets``).
 
         Returns:

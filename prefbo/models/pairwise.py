@@ -15,7 +15,7 @@ Its jobs live in their own modules: data checks and the training covariance
 in :mod:`prefbo.models.training_data`, the cache key in
 :mod:`prefbo.models.state_key`, predictions in :mod:`prefbo.models.prediction`,
 conditioning and fantasies in :mod:`prefbo.models.conditioning`, the returned
-distributions in :mod:`prefbo.models.distributions`.
+distributions in :mod:`prefbo.posteriors.gaussian`.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from prefbo.inference.gaussian import GaussianApproximation
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.kernels.fused import prior_gram
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, as_prefbo_likelihood
+from prefbo.mlls.scipy_log import custom_fit
 from prefbo.models.conditioning import PairwiseConditioningMixin
-from prefbo.models.distributions import TrainingPosterior, mvn
 from prefbo.models.prediction import (
     DerivedPredictionsMixin,
     check_test_points,
@@ -56,6 +56,7 @@ from prefbo.models.training_data import (
     padded_train_covariance,
     validate_masked_data,
 )
+from prefbo.posteriors.gaussian import TrainingPosterior, mvn
 
 
 class PairwisePreferenceGP(
@@ -323,14 +324,12 @@ class PairwisePreferenceGP(
         BoTorch's fallback (retries from prior samples, rollback, warning
         policy) with L-BFGS-B in log coordinates for the parameters bounded
         below only (the raw lengthscales), see
-        :func:`prefbo.fit.fit_mll_scipy`, and box-prior hyperparameters (the
+        :func:`prefbo.mlls.fit_mll_scipy`, and box-prior hyperparameters (the
         outputscale) bounded to their box, see
-        :func:`prefbo.fit.box_prior_bounds`. An ``optimizer=`` given to
+        :func:`prefbo.mlls.box_prior_bounds`. An ``optimizer=`` given to
         ``fit_gpytorch_mll`` is used instead of both; the other arguments go
         through unchanged.
         """
-        from prefbo.fit.scipy_log import custom_fit
-
         return custom_fit(mll, **kwargs)
 
     # ------------------------------------------------------ input transforms
@@ -424,7 +423,7 @@ class PairwisePreferenceGP(
     # -------------------------------------------------------------- forward
     def forward(self, datapoints: Tensor) -> MultivariateNormal:
         r"""Training: the approximate posterior at the designs with its evidence
-        (a :class:`~prefbo.models.distributions.TrainingPosterior`, read by
+        (a :class:`~prefbo.posteriors.gaussian.TrainingPosterior`, read by
         :class:`~prefbo.mlls.PairwiseLaplaceMLL`). Evaluation: the predictive
         posterior (prior if there is no data).
 
@@ -434,7 +433,7 @@ class PairwisePreferenceGP(
                 transformed test points.
 
         Returns:
-            A :class:`~prefbo.models.distributions.TrainingPosterior` (training)
+            A :class:`~prefbo.posteriors.gaussian.TrainingPosterior` (training)
             or a ``MultivariateNormal`` (evaluation).
         """
         if not self.training:

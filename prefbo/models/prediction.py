@@ -21,7 +21,7 @@ from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inference.gaussian import GaussianApproximation
-from prefbo.models.distributions import mvn
+from prefbo.posteriors.gaussian import mvn
 
 
 def check_test_points(

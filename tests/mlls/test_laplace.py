@@ -4,7 +4,7 @@ from botorch.fit import fit_gpytorch_mll
 
 from prefbo import PairwiseEPGP, PairwiseEPMLL, PairwiseLaplaceGP, PairwiseLaplaceMLL
 from prefbo.exceptions import InputDataError, UnsupportedError
-from prefbo.models.distributions import TrainingPosterior
+from prefbo.posteriors.gaussian import TrainingPosterior
 from prefbo.utils.testing import make_pairwise_data
 
 

@@ -2,7 +2,7 @@ import torch
 from gpytorch.distributions import MultivariateNormal
 
 from prefbo import PairwiseLaplaceGP
-from prefbo.models.distributions import TrainingPosterior, mvn
+from prefbo.posteriors.gaussian import TrainingPosterior, mvn
 from prefbo.utils.testing import make_pairwise_data
 
 

@@ -17,7 +17,7 @@ coordinates: ``benchmarks/results/laplace_vs_botorch.md``).
 prefbo's pairwise models route ``botorch.fit.fit_gpytorch_mll`` here through
 BoTorch's ``custom_fit`` hook (with BoTorch's retries and rollback kept), so
 ``fit_gpytorch_mll(mll)`` uses it, together with the box-prior bounds of
-:mod:`prefbo.fit.bounds` (the outputscale pinned at its prior's edge instead
+:mod:`prefbo.mlls.bounds` (the outputscale pinned at its prior's edge instead
 of L-BFGS-B crawling along the prior's wall, where its line search can also
 fail outright); an ``optimizer=`` passed to ``fit_gpytorch_mll`` replaces
 both.
@@ -39,7 +39,7 @@ from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
 from prefbo.exceptions import InputTypeError
-from prefbo.fit.bounds import box_prior_bounds
+from prefbo.mlls.bounds import box_prior_bounds
 
 Bound = float | Tensor | None
 

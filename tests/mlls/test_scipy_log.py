@@ -6,7 +6,7 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.optim.closures import get_loss_closure_with_grads
 from botorch.optim.fit import fit_gpytorch_mll_scipy
 
-import prefbo.fit.scipy_log as scipy_log
+import prefbo.mlls.scipy_log as scipy_log
 from prefbo import PairwiseEPGP, PairwiseLaplaceGP
 from prefbo.exceptions import InputTypeError
 from prefbo.fit import fit_mll_scipy

@@ -11,9 +11,9 @@ from gpytorch.priors import GammaPrior, SmoothedBoxPrior
 
 from prefbo import PairwiseEPGP, PairwiseLaplaceGP
 from prefbo.exceptions import InputTypeError
-from prefbo.fit.bounds import box_prior_bounds
 from prefbo.kernels import default_preference_covar_module
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
+from prefbo.mlls.bounds import box_prior_bounds
 
 NAME = "model.covar_module.raw_outputscale"
 
