@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
@@ -56,7 +57,7 @@ DEFAULT_SKEW_OPTIONS = {"num_samples": 256, "burnin": 50}
 DEFAULT_VARIATIONAL_FIT = {"epochs": 300, "lr": 0.05, "early_stopping_patience": 30}
 
 
-class ModelKind:
+class ModelKind(ABC):
     r"""How the loop builds, fits and warm-starts one kind of model.
 
     An instance holds one optimiser's ``model_options`` and ``seed``. The
@@ -97,6 +98,7 @@ class ModelKind:
             opts["covar_module"] = copy.deepcopy(covar_module)
         return opts
 
+    @abstractmethod
     def build(
         self, designs: Tensor, comparisons: Tensor, covar_module: Any = None
     ) -> Model:
@@ -111,13 +113,13 @@ class ModelKind:
         Returns:
             The model (in training mode; the loop calls ``eval``).
         """
-        raise NotImplementedError
 
     def build_for_fit(self, designs: Tensor, comparisons: Tensor, start: Any) -> Model:
         r"""An unfitted model whose kernel starts at ``start`` (copied; ``None``:
         the defaults). Default: :meth:`build`."""
         return self.build(designs, comparisons, start)
 
+    @abstractmethod
     def fit(self, model: Model, fit_options: dict[str, Any]) -> None:
         r"""Fit ``model``'s hyperparameters in place.
 
@@ -129,15 +131,15 @@ class ModelKind:
             botorch.exceptions.ModelFittingError: The fit failed; the loop
                 keeps the starting hyperparameters.
         """
-        raise NotImplementedError
 
     def warm_start(self, model: Model, previous: Model) -> None:
         r"""Start ``model``'s approximation where ``previous`` left it.
 
         ``previous`` is a model of this kind fitted on a prefix of
         ``model``'s answers. Only the starting point may change, never the
-        result. Default: nothing.
+        result. Default: nothing (the kind has no warm start).
         """
+        return None
 
 
 class _PairwiseKind(ModelKind):
