@@ -4,7 +4,9 @@ r"""The ``prefbo`` command line.
 - ``prefbo session new FILE --space space.json [--strategy ...]``: start an
   interactive session in the terminal, logged durably to ``FILE``.
 - ``prefbo session resume FILE``: continue a session from its log.
-- ``prefbo benchmark NAME [ARGS]``: run ``benchmarks/NAME.py``'s ``main``.
+
+The benchmark scripts are not part of the installed package; run them from
+a source checkout as ``python benchmarks/NAME.py``.
 
 In a session each question shows the options with the variables' names; type
 ``1``..``q`` to choose, ``u`` to undo the last answer (an ``undo`` record is
@@ -19,7 +21,6 @@ current best design and the comparison-graph findings
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import warnings
@@ -29,8 +30,10 @@ from typing import TextIO
 
 from prefbo.data.graph import ComparisonGraphWarning, comparison_graph_summary
 from prefbo.exceptions import InputDataError, PrefboError
-from prefbo.loop.optimizer import MODELS, STRATEGIES, PreferentialOptimizer
+from prefbo.loop.model_kinds import model_kind_names
+from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.session import SessionLogWarning
+from prefbo.loop.strategies import strategy_names
 
 
 def read_space(path: str | Path) -> tuple[list[str], list[list[float]]]:
@@ -138,40 +141,17 @@ def _session(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
     return run_session(opt, stdin, stdout)
 
 
-def _benchmark(name: str, argv: list[str]) -> int:
-    roots = [
-        Path.cwd() / "benchmarks",
-        Path(__file__).resolve().parents[1] / "benchmarks",
-    ]
-    path = next((r / f"{name}.py" for r in roots if (r / f"{name}.py").is_file()), None)
-    if path is None or not name.isidentifier():
-        found = sorted({p.stem for r in roots if r.is_dir() for p in r.glob("*.py")})
-        raise InputDataError(
-            f"benchmark NAME must name a file benchmarks/<NAME>.py; got {name!r}, "
-            f"available: {found}."
-        )
-    spec = importlib.util.spec_from_file_location(f"prefbo_benchmark_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not callable(getattr(module, "main", None)):
-        raise InputDataError(f"benchmark {name!r} ({path}) has no main(argv) function.")
-    result = module.main(argv)
-    return result if isinstance(result, int) else 0
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="prefbo", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="run the Branin EUBO demo", add_help=False)
-    b = sub.add_parser("benchmark", help="run benchmarks/NAME.py", add_help=False)
-    b.add_argument("name")
     s = sub.add_parser("session", help="an interactive preference session")
     ss = s.add_subparsers(dest="action", required=True)
     new = ss.add_parser("new", help="start a session logged to FILE")
     new.add_argument("file", type=Path)
     new.add_argument("--space", type=Path, required=True, help="space.json")
-    new.add_argument("--model", choices=MODELS, default="ep")
-    new.add_argument("--strategy", choices=STRATEGIES, default="eubo")
+    new.add_argument("--model", choices=model_kind_names(), default="ep")
+    new.add_argument("--strategy", choices=strategy_names(), default="eubo")
     new.add_argument("--q", type=int, default=2, help="options per question")
     new.add_argument("--keep-winner", action="store_true")
     new.add_argument("--seed", type=int, default=0)
@@ -203,8 +183,6 @@ def main(
 
             demo.main(rest)
             return 0
-        if args.command == "benchmark":
-            return _benchmark(args.name, rest)
         if rest:
             _parser().error(f"unrecognized arguments: {' '.join(rest)}")
         return _session(args, stdin, stdout)

@@ -1,15 +1,17 @@
 r"""Demo: preferential BO with EUBO on Branin, against random questions.
 
-A simulated person (:class:`~prefbo.test_functions.SimulatedPerson`, probit answer
-noise) holds the negative Branin utility (:class:`~prefbo.test_functions.Branin`).
-Each iteration fits a :class:`~prefbo.models.PairwiseEPGP` (default; ``--model
-laplace`` for :class:`~prefbo.models.PairwiseLaplaceGP`) to all answers
-so far, asks the pair that maximises BoTorch's analytic Expected Utility of the
-Best Option (EUBO; ``optimize_acqf`` on
-:class:`~prefbo.acquisition.FastAnalyticEUBO`, the same values), and records
-the regret of the recommendation (the design seen so far with the highest
-posterior mean). The same number of uniformly random questions, answered by an
-identical person, is the baseline.
+A simulated person (:class:`~prefbo.test_functions.SimulatedPerson`, probit
+answer noise) holds the negative Branin utility
+(:class:`~prefbo.test_functions.Branin`). A
+:class:`~prefbo.loop.PreferentialOptimizer` (``strategy="eubo"``, model
+``"ep"`` by default, ``--model laplace`` for the Laplace approximation) asks
+it ``--initial-pairs`` random pairs, then ``--iterations`` pairs maximising
+the Expected Utility of the Best Option, refitting after every answer; the
+regret of its recommendation (:meth:`~prefbo.loop.PreferentialOptimizer.best`,
+the told design with the highest posterior mean) is recorded after every
+answer. The same optimiser with ``strategy="random"``, asking an identical
+person the same initial pairs, is the baseline. The demo only adds the plot
+and the summary to the loop.
 
 Run ``python -m prefbo.loop.demo`` (``--help`` for options). It prints one line
 per iteration and writes ``<output>/demo.png`` and ``<output>/demo_summary.json``.
@@ -20,217 +22,121 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import warnings
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from botorch.exceptions.errors import ModelFittingError
-from botorch.exceptions.warnings import OptimizationWarning
-from botorch.fit import fit_gpytorch_mll
-from botorch.optim import optimize_acqf
 from torch import Tensor
 
-from prefbo.acquisition.eubo import FastAnalyticEUBO
-from prefbo.exceptions import ConvergenceWarning, NumericalWarning
-from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
-from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP
+from prefbo.loop.fit_warnings import expected_fit_warnings
+from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.test_functions import Branin, SimulatedPerson, UtilityProblem
 
-MODELS = {
-    "ep": (PairwiseEPGP, PairwiseEPMLL),
-    "laplace": (PairwiseLaplaceGP, PairwiseLaplaceMLL),
-}
-
+MODELS = ("ep", "laplace")
 REPEAT_ATOL = 0.02  # two questions closer than this (max-norm) count as a repeat
 
 
 @dataclass
 class Arm:
-    r"""The designs, answers and regret curve of one questioning strategy."""
+    r"""One questioning strategy's optimiser, questions and regret curve."""
 
     name: str
-    designs: Tensor  # n x d, float64
-    comparisons: Tensor  # m x 2 long, rows [winner, loser]
+    opt: PreferentialOptimizer
+    asked: list[Tensor] = field(default_factory=list)  # q x d questions
     answers: list[int] = field(default_factory=list)
     regret: list[float] = field(default_factory=list)
     best_utility: list[float] = field(default_factory=list)
-    model: PairwiseLaplaceGP | None = None
-    fit_seconds: float = 0.0
-    failed_fits: int = 0
     repeats: int = 0  # questions (near-)identical to an earlier one
 
+    @property
+    def model(self):
+        r"""The optimiser's model conditioned on every answer."""
+        return self.opt.model
 
-@contextmanager
-def _expected_warnings():
-    r"""Silence the warnings this loop triggers by design, and only those.
+    @property
+    def designs(self) -> Tensor:
+        r"""``n x d`` told designs."""
+        return self.opt.data()[0]
 
-    - prefbo's ``NumericalWarning`` from the Cholesky of ``K``: once questions
-      concentrate near the optimum (or repeat a design), ``K`` becomes
-      numerically singular and a little announced jitter is added.
-    - prefbo's ``ConvergenceWarning`` from Newton's mode search or EP's
-      sweeps: at some hyperparameters visited by L-BFGS-B (a near-singular
-      ``K``, or the outputscale near its cap with nearly separable answers)
-      the site/step tolerance is not met within the iteration budget; the
-      approximation is then accurate to about what ``K`` allows, which is
-      enough for the fit to move on.
-    - BoTorch's ``OptimizationWarning`` from L-BFGS-B (hyperparameters or
-      acquisition) stopping on its iteration or line-search limits; the point
-      reached is still used, as BoTorch does.
-
-    Inside ``fit_gpytorch_mll`` an unfiltered warning would also abort the
-    attempt and refit from hyperparameters sampled from their priors (slow and
-    random), so these are ignored rather than recorded.
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore",
-            message=r".*not numerically positive definite",
-            category=NumericalWarning,
-        )
-        warnings.filterwarnings(
-            "ignore",
-            message=r"(Laplace mode finding|EP) stopped",
-            category=ConvergenceWarning,
-        )
-        warnings.filterwarnings("ignore", category=OptimizationWarning)
-        yield
+    @property
+    def comparisons(self) -> Tensor:
+        r"""``m x 2`` ``[winner, loser]`` indices into :attr:`designs`."""
+        return self.opt.data()[1]
 
 
-def _fit(arm: Arm, kind: str = "ep") -> PairwiseLaplaceGP | PairwiseEPGP:
-    r"""Fit a fresh model to the arm's data and record its recommendation."""
-    t0 = time.perf_counter()
-    cls, mll_cls = MODELS[kind]
-    model = cls(arm.designs, arm.comparisons)
-    with _expected_warnings():
-        try:
-            fit_gpytorch_mll(mll_cls(model.likelihood, model))
-        except ModelFittingError:  # keep the default hyperparameters
-            arm.failed_fits += 1
-        model.eval()
-    arm.fit_seconds = time.perf_counter() - t0
-    arm.model = model
-    return model
+def _ask(arm: Arm) -> Tensor:
+    r"""The optimiser's next question, counted as a repeat if it is one."""
+    X = arm.opt.ask()  # 2 x d
+    for p in (X, X.flip(0)):
+        if any(float((a - p).abs().max()) <= REPEAT_ATOL for a in arm.asked):
+            arm.repeats += 1
+            break
+    arm.asked.append(X)
+    return X
 
 
 def _recommend(problem: UtilityProblem, arm: Arm) -> None:
-    r"""Append the true utility and regret of the best-posterior-mean design."""
-    with torch.no_grad(), _expected_warnings():
-        mean = arm.model.posterior(arm.designs.unsqueeze(-2)).mean.reshape(-1)
-    best = problem(arm.designs[mean.argmax()]).item()
-    arm.answers.append(arm.comparisons.shape[0])
+    r"""Append the true utility and regret of the optimiser's recommendation."""
+    x, _, _ = arm.opt.best()
+    best = problem(x).item()
+    arm.answers.append(len(arm.opt.history))
     arm.best_utility.append(best)
     arm.regret.append(max(problem.optimal_value - best, 0.0))
 
 
-def _append(arm: Arm, pair: Tensor, person: SimulatedPerson) -> None:
-    r"""Ask ``person`` about a ``2 x d`` pair and append it to the arm."""
-    if arm.designs.shape[0]:
-        asked = arm.designs.reshape(-1, 2, arm.designs.shape[-1])  # m x 2 x d
-        for p in (pair, pair.flip(0)):
-            if bool(((asked - p).abs().amax((-2, -1)) <= REPEAT_ATOL).any()):
-                arm.repeats += 1
-                break
-    winner = person.compare(pair[0], pair[1])  # 0: pair[0] preferred
-    n = arm.designs.shape[0]
-    row = torch.tensor([[n + winner, n + 1 - winner]], dtype=torch.long)
-    arm.designs = torch.cat([arm.designs, pair])
-    arm.comparisons = torch.cat([arm.comparisons, row])
-
-
-def _random_pairs(problem: UtilityProblem, k: int, gen: torch.Generator) -> Tensor:
-    r"""``k x 2 x d`` uniformly random designs in the problem's box."""
-    lo, hi = problem.bounds
-    u = torch.rand(k, 2, problem.dim, generator=gen, dtype=torch.float64)
-    return lo + (hi - lo) * u
-
-
-def _start(
-    name: str,
-    problem: UtilityProblem,
-    args,
-    person: SimulatedPerson,
-    gen: torch.Generator,
-) -> Arm:
-    r"""An arm holding the initial random pairs and their answers."""
-    arm = Arm(
-        name,
-        torch.empty(0, problem.dim, dtype=torch.float64),
-        torch.empty(0, 2, dtype=torch.long),
+def _arm(name: str, problem: UtilityProblem, args: argparse.Namespace) -> Arm:
+    r"""Run one strategy: the initial random pairs, then ``args.iterations``."""
+    # identical people and initial questions for both strategies
+    person = SimulatedPerson(problem, noise_std=args.noise, seed=args.seed)
+    opt = PreferentialOptimizer(
+        problem.bounds,
+        model=args.model,
+        strategy=name,
+        seed=args.seed,
+        initial_random=args.initial_pairs,
+        acqf_options=args.acqf_options,
     )
-    for pair in _random_pairs(problem, args.initial_pairs, gen):
-        _append(arm, pair, person)
-    _fit(arm, args.model)
+    arm = Arm(name, opt)
+    for _ in range(args.initial_pairs):
+        X = _ask(arm)
+        opt.tell(person.compare(X[0], X[1]))  # 0: X[0] preferred
     _recommend(problem, arm)
+    for it in range(1, args.iterations + 1):
+        t0 = time.perf_counter()
+        X = _ask(arm)
+        t1 = time.perf_counter()
+        opt.tell(person.compare(X[0], X[1]))
+        _recommend(problem, arm)  # refits the model
+        if name == "eubo":
+            print(
+                f"iter {it:>3d}/{args.iterations}  answers {arm.answers[-1]:>3d}"
+                f"  best utility {arm.best_utility[-1]:.4f}"
+                f"  regret {arm.regret[-1]:.4f}"
+                f"  fit {time.perf_counter() - t1:.2f}s  acq {t1 - t0:.2f}s",
+                flush=True,
+            )
     return arm
-
-
-def _next_eubo_pair(model, problem, args, it: int) -> tuple[Tensor, float]:
-    r"""The ``2 x d`` pair maximising EUBO, and the seconds it took."""
-    t0 = time.perf_counter()
-    acq = FastAnalyticEUBO(model)  # BoTorch's EUBO values, no posterior objects
-    with _expected_warnings():
-        cand, _ = optimize_acqf(
-            acq,
-            bounds=problem.bounds,
-            q=2,
-            num_restarts=args.num_restarts,
-            raw_samples=args.raw_samples,
-            options={"seed": 1000 * args.seed + it, "maxiter": args.maxiter},
-        )
-    return cand.detach(), time.perf_counter() - t0
 
 
 def run(args: argparse.Namespace) -> dict:
     r"""Run EUBO and the random baseline; return the summary dictionary."""
     problem = Branin()
-    arms = {}
-    for name in ("eubo", "random"):
-        # identical people and initial questions for both strategies
-        person = SimulatedPerson(problem, noise_std=args.noise, seed=args.seed)
-        gen = torch.Generator().manual_seed(args.seed)
-        arm = _start(name, problem, args, person, gen)
-        for it in range(1, args.iterations + 1):
-            acq_s = 0.0
-            if name == "eubo":
-                pair, acq_s = _next_eubo_pair(arm.model, problem, args, it)
-            else:
-                pair = _random_pairs(problem, 1, gen)[0]
-            _append(arm, pair, person)
-            _fit(arm, args.model)
-            _recommend(problem, arm)
-            if name == "eubo":
-                print(
-                    f"iter {it:>3d}/{args.iterations}  answers {arm.answers[-1]:>3d}"
-                    f"  best utility {arm.best_utility[-1]:.4f}"
-                    f"  regret {arm.regret[-1]:.4f}  fit {arm.fit_seconds:.2f}s"
-                    f"  acq {acq_s:.2f}s",
-                    flush=True,
-                )
-        arms[name] = arm
+    arms = {name: _arm(name, problem, args) for name in ("eubo", "random")}
+    acqf = arms["eubo"].opt.acqf_options
+    settings = {
+        k: getattr(args, k)
+        for k in ("iterations", "model", "initial_pairs", "noise", "seed", "smoke")
+    }
+    settings |= {k: acqf[k] for k in ("num_restarts", "raw_samples", "maxiter")}
     return {
         "problem": problem.name,
         "optimal_value": problem.optimal_value,
-        "settings": {
-            k: getattr(args, k)
-            for k in (
-                "iterations",
-                "model",
-                "initial_pairs",
-                "noise",
-                "seed",
-                "smoke",
-                "num_restarts",
-                "raw_samples",
-                "maxiter",
-            )
-        },
+        "settings": settings,
         "answers": arms["eubo"].answers,
         "regret": {k: a.regret for k, a in arms.items()},
         "best_utility": {k: a.best_utility for k, a in arms.items()},
-        "failed_fits": {k: a.failed_fits for k, a in arms.items()},
+        "failed_fits": {k: a.opt.failed_fits for k, a in arms.items()},
         "repeated_questions": {k: a.repeats for k, a in arms.items()},
         "_arms": arms,
         "_problem": problem,
@@ -249,7 +155,7 @@ def plot(summary: dict, path: Path, grid_size: int = 60) -> None:
     g0 = torch.linspace(x0, x1, grid_size, dtype=torch.float64)
     g1 = torch.linspace(y0, y1, grid_size, dtype=torch.float64)
     grid = torch.stack(torch.meshgrid(g0, g1, indexing="xy"), dim=-1)  # g x g x 2
-    with torch.no_grad(), _expected_warnings():
+    with torch.no_grad(), expected_fit_warnings():
         mean = arm.model.posterior(grid.reshape(-1, 1, 2)).mean.reshape(grid.shape[:2])
         rec = arm.model.posterior(arm.designs.unsqueeze(-2)).mean.reshape(-1).argmax()
     G0, G1 = grid[..., 0].numpy(), grid[..., 1].numpy()
@@ -347,7 +253,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--model",
-        choices=sorted(MODELS),
+        choices=MODELS,
         default="ep",
         help="inference: EP (default; learns from decisive answers) or Laplace",
     )
@@ -355,16 +261,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--smoke",
         action="store_true",
-        help="tiny run (3 iterations, cheap optimiser) for tests",
+        help="tiny run (3 iterations, cheap acquisition maximiser) for tests",
     )
     args = p.parse_args(argv)
     if args.iterations < 0 or args.initial_pairs < 1:
         p.error("--iterations must be >= 0 and --initial-pairs >= 1")
+    args.acqf_options = None  # the loop's defaults
     if args.smoke:
         args.iterations = min(args.iterations, 3)
-        args.num_restarts, args.raw_samples, args.maxiter = 2, 32, 50
-    else:
-        args.num_restarts, args.raw_samples, args.maxiter = 4, 128, 200
+        args.acqf_options = {"num_restarts": 2, "raw_samples": 32, "maxiter": 50}
     return args
 
 

@@ -3,6 +3,9 @@ r"""Ask/tell preferential Bayesian optimisation with a durable session log.
 :class:`PreferentialOptimizer` asks ``q`` options at a time, is told which one
 was chosen (stored as the comparisons "winner ≻ each other option"), refits a
 preference model and recommends the design with the highest posterior mean.
+The model comes from a model kind (:mod:`prefbo.loop.model_kinds`), the
+questions from a strategy (:mod:`prefbo.loop.strategies`); both are looked up
+by name, and new ones are registered there.
 
 Determinism: the state is a pure function of the answers told so far. Each
 question is computed under a torch RNG forked and seeded by ``(seed, number
@@ -23,168 +26,25 @@ Example:
 
 from __future__ import annotations
 
-import copy
-import inspect
-import json
-import operator
 import os
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-from botorch.acquisition import AcquisitionFunction
-from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
-from botorch.acquisition.preference import qExpectedUtilityOfBestOption
 from botorch.exceptions.errors import ModelFittingError
-from botorch.exceptions.warnings import OptimizationWarning
-from botorch.fit import fit_gpytorch_mll
-from botorch.optim import optimize_acqf
-from botorch.sampling import SobolQMCNormalSampler
-from botorch.utils.transforms import t_batch_mode_transform
-from linear_operator.utils.warnings import NumericalWarning as LONumericalWarning
 from torch import Tensor
-from torch.quasirandom import SobolEngine
 
-from prefbo.acquisition import FastAnalyticEUBO, gen_candidates_eubo, maximize_eubo
-from prefbo.acquisition.bald import PairwiseBALD
-from prefbo.acquisition.thompson import thompson_batch
-from prefbo.data.containers import PairwiseComparisons
 from prefbo.data.validation import check_bounds, check_int
-from prefbo.exceptions import (
-    ConvergenceWarning,
-    InputDataError,
-    NumericalWarning,
-    UnsupportedError,
-)
-from prefbo.fit.variational import fit_variational
-from prefbo.kernels.defaults import default_preference_covar_module
-from prefbo.likelihoods.pairwise import PairwiseLikelihood
-from prefbo.loop.session import SessionLog, read_session_log
-from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
-from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP, SkewGP
-from prefbo.models.variational import VariationalPreferenceGP
+from prefbo.exceptions import InputDataError
+from prefbo.loop import options as _options
+from prefbo.loop.answers import Answer, check_answer, pairs_from
+from prefbo.loop.fit_warnings import expected_fit_warnings
+from prefbo.loop.model_kinds import get_model_kind
+from prefbo.loop.session import SessionLog, check_json_config, read_session_log
+from prefbo.loop.strategies import Question, get_strategy
 
-MODELS = ("laplace", "ep", "skew", "variational")
-STRATEGIES = ("eubo", "qeubo", "bald", "mes", "ts", "random")
-PAIR_ONLY = ("eubo", "bald", "mes")
-EUBO_OPTIMIZERS = ("torch", "scipy")
-DEFAULT_ACQF_OPTIONS = {
-    "optimizer": "scipy",
-    "num_restarts": 4,
-    "raw_samples": 128,
-    "maxiter": 100,
-    "mc_samples": 128,
-    # L-BFGS-B's relative tolerance on the acquisition value (BoTorch's
-    # default 2.2e-9 refines EUBO far below anything that changes a question)
-    "ftol": 1e-6,
-}
-# L-BFGS-B options of the Laplace/EP refits: with nearly separable answers the
-# evidence creeps towards the outputscale prior's cap for 50-190 evaluations;
-# 30 keep the regret (paired 10-seed benchmark) at ~15 % less time per answer.
-# ftol: relative change of the evidence (tens) at which a refit stops
-DEFAULT_FIT_OPTIONS = {"maxfun": 30, "ftol": 1e-6}
-SCIPY_FTOL = 2.220446049250313e-09  # scipy's L-BFGS-B default (older logs)
-DEFAULT_SKEW_OPTIONS = {"num_samples": 256, "burnin": 50}
-# model="laplace" without a covar_module: BoTorch's default kernel with the
-# outputscale's box prior ending at 20 instead of 100. With nearly noiseless
-# answers the exact Laplace evidence keeps rising with the outputscale (to ~80
-# where BoTorch's clamped evidence stops at ~14), the curvature of decisive
-# answers then vanishes, their variance stops shrinking and EUBO re-asks them;
-# at 20 Branin/low's mean final regret halves (0.117 -> 0.051, paired 10-seed
-# benchmark) and Hartmann3/low's drops (1.55 -> 1.42), still worse than BoTorch
-# there, so EP stays the default
-LAPLACE_OUTPUTSCALE_BOUNDS = (1e-2, 20.0)
-# site tolerance of the loop's EP posteriors (PairwiseEPGP's default: 1e-9).
-# Parallel EP converges linearly (~0.75 per sweep on these data), so 1e-9 takes
-# ~25 sweeps even from the fit's sites; the moments EUBO and best() read are
-# then accurate to ~1e-6, far below what changes a question
-EP_POSTERIOR_TOL = 1e-6
-# full-batch Adam for the small data sets of an interactive session; at every
-# answer q(u) is refitted under the kernel of the latest hyperparameter fit
-DEFAULT_VARIATIONAL_FIT = {"epochs": 300, "lr": 0.05, "early_stopping_patience": 30}
-_SEED_MOD = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class Answer:
-    r"""One told answer: the ``q x d`` options and the chosen index."""
-
-    seq: int
-    options: Tensor
-    answer: int
-
-
-@contextmanager
-def expected_fit_warnings() -> Iterator[None]:
-    r"""Silence the warnings fitting and acquisition trigger by design.
-
-    Near-singular kernel matrices once questions concentrate (jitter),
-    linear_operator's jitter when qEUBO's options nearly coincide,
-    Newton/EP iteration limits at hyperparameters visited by L-BFGS-B, and
-    BoTorch's L-BFGS-B stopping on its limits (see :mod:`prefbo.loop.demo`).
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore",
-            message=r".*not numerically positive definite",
-            category=NumericalWarning,
-        )
-        warnings.filterwarnings(
-            "ignore", message=r"A not p\.d\., added jitter", category=LONumericalWarning
-        )
-        # model="variational" asks CVR for all n designs as inducing points
-        # and gets the well-conditioned subset: expected, not a problem
-        warnings.filterwarnings(
-            "ignore",
-            message=r".*inputs have residual variance above",
-            category=NumericalWarning,
-        )
-        warnings.filterwarnings("ignore", category=ConvergenceWarning)
-        warnings.filterwarnings("ignore", category=OptimizationWarning)
-        yield
-
-
-def _laplace_start(
-    model: VariationalPreferenceGP, designs: Tensor, comps: Tensor, covar: Any
-) -> None:
-    r"""Start ``q(u)`` at the Laplace posterior under the same kernel.
-
-    With a pairwise likelihood the Laplace posterior at the inducing points
-    is close to the ELBO's optimum, so refitting ``q(u)`` after each answer
-    takes a few Adam epochs (early stopping) instead of hundreds from the
-    prior. Other likelihoods keep the prior start.
-    """
-    if not isinstance(model.likelihood, PairwiseLikelihood):
-        return
-    laplace = PairwiseLaplaceGP(
-        designs, comps, likelihood=model.likelihood, covar_module=copy.deepcopy(covar)
-    )
-    with torch.no_grad():
-        Z = model.base_variational_strategy.inducing_points
-        post = laplace.posterior(Z)
-        model.set_inducing_distribution(
-            post.mean.squeeze(-1), post.distribution.covariance_matrix
-        )
-
-
-def _accept_optimizer_stops(w: warnings.WarningMessage) -> bool:
-    r"""``fit_gpytorch_mll``'s ``warning_handler`` for the loop's refits.
-
-    L-BFGS-B stopping on its line search (``ABNORMAL``) is what happens when
-    nearly separable answers push the outputscale towards its prior's cap
-    and the evidence flattens: the point reached is the fit. BoTorch's
-    default treats it as a failure, refits from 4 random draws of the priors
-    and, when they stop the same way, raises — and the loop would then keep
-    the *default* hyperparameters. Here every optimiser warning is accepted
-    (first attempt kept); any other warning is re-emitted as BoTorch does.
-    """
-    if issubclass(w.category, OptimizationWarning):
-        return True
-    warnings.warn_explicit(str(w.message), w.category, w.filename, w.lineno)
-    return True
+__all__ = ["Answer", "PreferentialOptimizer", "expected_fit_warnings"]
 
 
 @contextmanager
@@ -193,147 +53,11 @@ def _seeded(seed: int) -> Iterator[None]:
 
     The loop's tensors live on the CPU; seeding the default generator alone
     gives the same draws as ``torch.manual_seed`` without its per-device
-    (lazy CUDA) seeding, which costs ~0.25 ms a call.
+    (lazy CUDA) seeding.
     """
     with torch.random.fork_rng(devices=[]):
-        torch.default_generator.manual_seed(seed % _SEED_MOD)
+        torch.default_generator.manual_seed(seed % _options.SEED_MOD)
         yield
-
-
-class _FixedFirst(AcquisitionFunction):
-    r"""``acqf`` of ``[fixed, X]``: optimise the other options of a question."""
-
-    def __init__(self, acqf: AcquisitionFunction, fixed: Tensor) -> None:
-        super().__init__(model=acqf.model)
-        self.acqf = acqf
-        self.fixed = fixed  # d
-
-    @t_batch_mode_transform()
-    def forward(self, X: Tensor) -> Tensor:  # noqa: D102
-        F = self.fixed.expand(*X.shape[:-2], 1, X.shape[-1])  # b x 1 x d
-        return self.acqf(torch.cat([F, X], dim=-2))  # b x q x d
-
-
-# scipy's L-BFGS-B options (what fit_options are passed as)
-LBFGSB_OPTIONS = (
-    "maxcor",
-    "ftol",
-    "gtol",
-    "eps",
-    "maxfun",
-    "maxiter",
-    "maxls",
-    "finite_diff_rel_step",
-    "disp",
-    "iprint",
-)
-_MODEL_CLASSES = {
-    "laplace": PairwiseLaplaceGP,
-    "ep": PairwiseEPGP,
-    "skew": SkewGP,
-    "variational": VariationalPreferenceGP,
-}
-
-
-def _check_keys(name: str, given: dict[str, Any], known: Any) -> None:
-    unknown = sorted(set(given) - set(known))
-    if unknown:
-        raise InputDataError(
-            f"{name} has unknown key(s) {unknown}; expected some of {sorted(known)}."
-        )
-
-
-def _constructor_keywords(cls: type) -> set[str] | None:
-    r"""Keyword arguments ``cls(...)`` accepts, following ``**options`` passed
-    on to base classes; ``None`` if some ``__init__`` takes arbitrary ones."""
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        params = inspect.signature(init).parameters.values()
-        names |= {
-            p.name
-            for p in params
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
-        }
-        if not any(p.kind is p.VAR_KEYWORD for p in params):
-            return names
-        if klass.__module__.split(".")[0] != "prefbo":
-            return None  # a library's **kwargs: not checked here
-    return None
-
-
-def _check_model_options(model: str, options: dict[str, Any]) -> None:
-    r"""Unknown ``model_options`` keys raise now, not at the first model built
-    (after the log header is written)."""
-    known = _constructor_keywords(_MODEL_CLASSES[model])
-    if known is None:
-        return
-    known -= {"datapoints", "comparisons", "data"}  # the loop passes these
-    if model == "variational":
-        known.add("fit")  # fit_variational's settings, taken by the loop
-    _check_keys(f"model_options for model={model!r}", options, known)
-
-
-def _check_options(options: Tensor, bounds: Tensor) -> None:
-    r"""A told ``q x d`` question: finite, inside the box, options distinct."""
-    if not bool(torch.isfinite(options).all()):
-        raise InputDataError(f"options must be finite; got {options.tolist()}.")
-    lo, hi = bounds
-    outside = (options < lo) | (options > hi)
-    if bool(outside.any()):
-        i, j = (int(v) for v in outside.nonzero()[0])
-        raise InputDataError(
-            f"options must lie in the box bounds; option {i} has x[{j}] = "
-            f"{float(options[i, j])!r} outside [{float(lo[j])!r}, {float(hi[j])!r}]."
-        )
-    q = options.shape[0]
-    same = (options.unsqueeze(0) == options.unsqueeze(1)).all(-1)
-    same = same & ~torch.eye(q, dtype=torch.bool)
-    if bool(same.any()):
-        i, j = (int(v) for v in same.nonzero()[0])
-        raise InputDataError(
-            f"options must be distinct designs; options {i} and {j} are the same "
-            f"point {options[i].tolist()} (an answer about a design and itself "
-            "says nothing)."
-        )
-
-
-def _pairs_from(tells: list[Answer]) -> tuple[Tensor, Tensor]:
-    r"""Designs (``n x d``, exact duplicates merged) and ``m x 2`` comparisons."""
-    index: dict[tuple[float, ...], int] = {}
-    rows = []
-    for t in tells:
-        idx = [index.setdefault(tuple(x.tolist()), len(index)) for x in t.options]
-        w = idx[t.answer]
-        rows += [[w, j] for j in idx if j != w]
-    designs = torch.tensor(list(index), dtype=torch.float64)
-    return designs, torch.tensor(rows, dtype=torch.long).reshape(-1, 2)
-
-
-def _acqf_scipy_options(o: dict[str, Any], seed: int) -> dict[str, Any]:
-    r"""``optimize_acqf`` options from the loop's ``acqf_options`` ``o``.
-
-    ``ftol`` (``None``: BoTorch's default) is passed the way BoTorch's
-    L-BFGS-B path of this call takes it: its batched fast path needs
-    ``factr=None`` beside ``ftol``, scipy's ``minimize`` only ``ftol``.
-    """
-    options: dict[str, Any] = {"seed": seed % _SEED_MOD, "maxiter": o["maxiter"]}
-    ftol = o.get("ftol")
-    if ftol is None:
-        return options
-    tol: dict[str, Any] = {"ftol": float(ftol)}
-    try:
-        from botorch.generation.gen import get_reasons_against_fast_path
-    except ImportError:  # no batched fast path in this BoTorch
-        return {**options, **tol}
-    fast = {"maxiter": o["maxiter"], **tol, "factr": None}
-    if not get_reasons_against_fast_path(
-        method="L-BFGS-B", with_grad=True, minimize_options=fast, timeout_sec=None
-    ):
-        tol["factr"] = None
-    return {**options, **tol}
 
 
 class PreferentialOptimizer:
@@ -360,170 +84,104 @@ class PreferentialOptimizer:
         r"""
         Args:
             bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64).
-            model: ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`, the
-                default: in the paired 10-seed benchmark it is worse than
-                BoTorch on no cell, with the lower mean on all 8),
-                ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`,
-                ~1.1x faster per answer, worse on no cell, better on one,
-                with the lower mean on 4 of 8; unless ``model_options`` give a
-                ``covar_module``, BoTorch's default kernel with the outputscale
-                prior's box ending at 20, ``LAPLACE_OUTPUTSCALE_BOUNDS``: with
-                nearly noiseless answers the exact Laplace approximation stops
-                shrinking the variance of pairs it has seen decisively and
-                EUBO repeats questions, which the cap reduces but does not
-                remove — see ``benchmarks/results/pbo_regret.md``), ``"skew"``
-                (:class:`~prefbo.models.SkewGP`) or ``"variational"``
-                (:class:`~prefbo.models.VariationalPreferenceGP` with all
-                designs as inducing points unless ``model_options`` say
-                otherwise; hyperparameters and ``q(u)`` by full-batch Adam on
-                the ELBO, ``q(u)`` refitted under the fitted kernel at every
-                answer; ``model_options["fit"]`` overrides the settings of
-                :func:`~prefbo.fit.fit_variational`).
-            strategy: ``"eubo"`` (analytic EUBO, ``q=2``), ``"qeubo"`` (MC
-                qEUBO), ``"bald"`` (pairwise BALD under the model's own answer
-                likelihood, :class:`~prefbo.acquisition.PairwiseBALD`,
-                ``q=2``), ``"mes"`` (the
-                design of largest max-value entropy of the utility, ``q = 1``
-                on 512 Sobol candidates, against the current best or the kept
-                winner; ``q=2``), ``"ts"`` (the
-                current best, or kept winner, against ``q-1`` Thompson
-                maximisers) or ``"random"``.
+            model: A registered model kind (:mod:`prefbo.loop.model_kinds`):
+                ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`, the default),
+                ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`; by
+                default with the outputscale prior's box ending at 20, which
+                keeps the Laplace approximation from re-asking pairs it has
+                seen decisively), ``"skew"`` (:class:`~prefbo.models.SkewGP`)
+                or ``"variational"``
+                (:class:`~prefbo.models.VariationalPreferenceGP`, ``q(u)``
+                refitted under the fitted kernel at every answer;
+                ``model_options["fit"]`` overrides the settings of
+                :func:`~prefbo.fit.fit_variational`). How the kinds compare
+                in regret: ``benchmarks/results/pbo_regret.md``.
+            strategy: A registered strategy (:mod:`prefbo.loop.strategies`):
+                ``"eubo"`` (analytic EUBO, ``q=2``), ``"qeubo"`` (MC qEUBO),
+                ``"bald"`` (pairwise BALD under the model's own answer
+                likelihood, ``q=2``), ``"mes"`` (max-value entropy of the
+                utility against the current best or the kept winner,
+                ``q=2``), ``"ts"`` (the current best, or kept winner, against
+                ``q-1`` Thompson maximisers) or ``"random"``.
             q: Options per question, ``>= 2``.
             keep_winner: Put the previous answer's winner first in the next
                 question and choose only the other ``q-1`` options.
             refit_every: Refit hyperparameters after every this many answers
                 (the model is always conditioned on all answers).
-            warm_start_fits: Start each refit at the hyperparameters of the
-                previous one (the fit at ``c`` answers starts from the fit at
-                ``c - refit_every``, a chain that depends on the answers
-                alone, so a resumed session recomputes it exactly). With
-                nearly separable answers the evidence keeps rising towards the
-                outputscale prior's cap and a fit from the defaults crawls
-                there in 100+ L-BFGS-B evaluations at every refit; from the
-                previous fit it takes a few. ``False``: every refit starts at
-                the model's default hyperparameters.
-            fit_options: scipy L-BFGS-B ``options`` of the Laplace and EP
-                hyperparameter refits (``fit_gpytorch_mll``'s
-                ``optimizer_kwargs["options"]``); default ``{"maxfun": 30,
-                "ftol": 1e-6}`` (at most 30 evaluations: separable answers
-                otherwise let the evidence creep towards the outputscale cap
-                for up to 190; stop once the evidence changes by less than
-                1e-6 of itself instead of scipy's 2.2e-9).
-                The refits (``fit_gpytorch_mll`` on prefbo's models) also
-                bound every box-prior hyperparameter (the outputscale) to its
-                box (:func:`prefbo.fit.box_prior_bounds`), which pins it at
-                the cap where L-BFGS-B would crawl along the prior's wall:
-                about half the evaluations.
             seed: Seed of every random choice.
             log_path: Append-only session log to create (see
                 :mod:`prefbo.loop.session`); ``None`` for none.
             initial_random: Questions drawn uniformly at random before the
-                strategy takes over; at least 1 unless ``strategy="random"``
-                (the first question comes before any answer, with no model).
+                strategy takes over; at least 1 unless the strategy uses no
+                model (the first question comes before any answer).
+            warm_start_fits: Start each refit at the hyperparameters and
+                approximation of the previous one (the fit at ``c`` answers
+                starts from the fit at ``c - refit_every``, a chain that
+                depends on the answers alone, so a resumed session recomputes
+                it exactly). ``False``: every refit starts at the model's
+                default hyperparameters.
+            fit_options: scipy L-BFGS-B ``options`` of the Laplace and EP
+                hyperparameter refits (``fit_gpytorch_mll``'s
+                ``optimizer_kwargs["options"]``); default ``{"maxfun": 30,
+                "ftol": 1e-6}``: at most 30 evaluations, and a stop once the
+                evidence changes by less than 1e-6 of itself.
             acqf_options: ``num_restarts``, ``raw_samples``, ``maxiter`` and
                 ``ftol`` (L-BFGS-B's relative tolerance on the acquisition
-                value, default 1e-6; ``None``: BoTorch's 2.2e-9) of the
-                acquisition maximiser and ``mc_samples`` of qEUBO.
-                ``optimizer`` chooses the maximiser of strategy ``"eubo"``:
-                ``"scipy"`` (default) BoTorch's ``optimize_acqf`` (L-BFGS-B;
-                ``raw_samples`` random pairs) on
-                :class:`~prefbo.acquisition.FastAnalyticEUBO` with
-                :func:`~prefbo.acquisition.gen_candidates_eubo` (BoTorch's EUBO
-                values and L-BFGS-B path: the same question, 10-12x faster
-                than BoTorch's class), ``"torch"``
-                :func:`~prefbo.acquisition.maximize_eubo` (``raw_samples``
-                Sobol designs, every pair of them scored, the best
-                ``num_restarts`` distinct pairs refined by a batched projected
-                Newton ascent of at most ``maxiter`` iterations: 6-7x faster
-                and finds EUBO values as high or higher). ``"torch"`` is not
-                the default because finding EUBO's global maximum is worse for
-                regret here: on Branin EUBO's maximiser keeps asking along one
-                edge of the box, and the local optima ``optimize_acqf`` stops
-                at now and then are what explores (``make demo``, seeds 0-9:
-                median final regret 0.079 vs 0.032-0.038; single runs are
-                chaotic, a rounding-level change can move one seed a lot).
-                Other strategies always use ``optimize_acqf`` (or, for
-                ``"ts"``, the batched ascent of
-                :func:`~prefbo.acquisition.thompson_batch`).
+                value, default 1e-6; ``None``: BoTorch's) of the acquisition
+                maximiser, ``mc_samples`` of qEUBO, and ``optimizer``, the
+                maximiser of strategy ``"eubo"``: ``"scipy"`` (default,
+                BoTorch's ``optimize_acqf``, which stops at local optima) or
+                ``"torch"`` (:func:`~prefbo.acquisition.maximize_eubo`, which
+                scores every pair of ``raw_samples`` Sobol designs and
+                refines the best ``num_restarts`` by at most ``maxiter``
+                Newton steps: it finds higher EUBO values, which is not
+                better for regret, see
+                ``benchmarks/results/pbo_regret_eubo_torch_10seeds.md``).
             model_options: Keyword arguments of the model's constructor.
             metadata: JSON-serialisable data stored in the log header (e.g.
                 variable names), available as ``self.metadata``.
+
+        Raises:
+            InputDataError: An unknown model kind, strategy or option key, or
+                an invalid value (named).
+            UnsupportedError: A strategy that cannot serve ``q`` or the model
+                kind.
         """
         bounds = torch.as_tensor(bounds, dtype=torch.float64)
         check_bounds(bounds)
-        if model not in MODELS:
-            raise InputDataError(f"model must be one of {MODELS}; got {model!r}.")
-        if strategy not in STRATEGIES:
-            raise InputDataError(
-                f"strategy must be one of {STRATEGIES}; got {strategy!r}."
-            )
+        kind = get_model_kind(model)
+        self._strategy = get_strategy(strategy)
         check_int("q", q, 2)
-        if strategy in PAIR_ONLY and q != 2:
-            raise UnsupportedError(
-                f"strategy={strategy!r} asks pairs only (q=2); got q={q}. Use "
-                "strategy='qeubo' for larger choice sets."
-            )
-        if strategy == "mes" and model == "skew":
-            raise UnsupportedError(
-                "strategy='mes' needs a Gaussian posterior; model='skew' gives a "
-                "sample-based one. Use model='ep' (or 'laplace')."
-            )
-        if strategy == "ts" and model == "skew":
-            raise UnsupportedError(
-                "strategy='ts' needs pathwise samples, which model='skew' does not "
-                "provide; use model='laplace' or 'ep'."
-            )
+        self._strategy.check(strategy, q, model, kind)
         check_int("refit_every", refit_every, 1)
         check_int("seed", seed, None)
         # the first question comes before any answer: no model to acquire with
-        check_int("initial_random", initial_random, 0 if strategy == "random" else 1)
+        check_int("initial_random", initial_random, int(self._strategy.uses_model))
         self.bounds = bounds
         self.model_name, self.strategy, self.q = model, strategy, q
         self.keep_winner, self.refit_every = bool(keep_winner), refit_every
         self.seed, self.initial_random = int(seed), initial_random
-        if acqf_options is not None and not isinstance(acqf_options, dict):
-            raise InputDataError(
-                f"acqf_options must be a dict; got {type(acqf_options).__name__}."
-            )
-        _check_keys("acqf_options", acqf_options or {}, DEFAULT_ACQF_OPTIONS)
-        self.acqf_options = {**DEFAULT_ACQF_OPTIONS, **(acqf_options or {})}
-        if self.acqf_options["optimizer"] not in EUBO_OPTIMIZERS:
-            raise InputDataError(
-                f"acqf_options['optimizer'] must be one of {EUBO_OPTIMIZERS}; got "
-                f"{self.acqf_options['optimizer']!r}."
-            )
+        self.acqf_options = _options.acqf_options(acqf_options)
         self.model_options = dict(model_options or {})
-        _check_model_options(model, self.model_options)
+        _options.check_model_options(
+            model, kind.model_class, self.model_options, kind.loop_options
+        )
+        self._kind = kind(self.model_options, self.seed)
         self.metadata = dict(metadata or {})
         self.failed_fits = 0
         self._tells: list[Answer] = []
         self._pending: Tensor | None = None
         self._model = None
         self.warm_start_fits = bool(warm_start_fits)
-        if fit_options is not None and not isinstance(fit_options, dict):
-            raise InputDataError(
-                f"fit_options must be a dict of L-BFGS-B options; got {fit_options!r}."
-            )
-        _check_keys("fit_options", fit_options or {}, LBFGSB_OPTIONS)
-        self.fit_options = {**DEFAULT_FIT_OPTIONS, **(fit_options or {})}
-        self._fits: dict[int, Any] = {}  # answers -> fitted kernel
-        # answers -> where the fit's last evaluation left the approximation (EP
-        # sites, a Laplace mode): the start of the next fit and of the models
-        # built from that fit
-        self._fit_starts: dict[int, Any] = {}
+        self.fit_options = _options.fit_options(fit_options)
+        # answers -> the model fitted on the first that many (0: the defaults):
+        # its kernel and approximation start the next fit and the models
+        # built from it
+        self._fits: dict[int, Any] = {}
         self._log = None
         if log_path is not None:
-            config = self.config
-            for key, value in config.items():
-                try:
-                    json.dumps(value, allow_nan=False)
-                except (TypeError, ValueError) as e:
-                    raise InputDataError(
-                        f"{key} cannot be stored in the session log at log_path "
-                        f"(it must be JSON-serialisable: {e}); pass plain values "
-                        "or log_path=None."
-                    ) from None
-            self._log = SessionLog.create(log_path, config)
+            check_json_config(self.config)
+            self._log = SessionLog.create(log_path, self.config)
 
     # ------------------------------------------------------------ properties
     @property
@@ -558,7 +216,7 @@ class PreferentialOptimizer:
 
     def data(self) -> tuple[Tensor, Tensor]:
         r"""``n x d`` float64 designs and ``m x 2`` ``[winner, loser]`` indices."""
-        return _pairs_from(self._tells)
+        return pairs_from(self._tells)
 
     # ------------------------------------------------------------ ask / tell
     def ask(self) -> Tensor:
@@ -591,26 +249,7 @@ class PreferentialOptimizer:
                     "pass options=<q x d tensor>."
                 )
             options = self._pending
-        options = torch.as_tensor(options, dtype=torch.float64)
-        if options.ndim != 2 or options.shape[-1] != self.dim or options.shape[0] < 2:
-            raise InputDataError(
-                f"options must be a q x d tensor with q >= 2 and d={self.dim}; got "
-                f"shape {tuple(options.shape)}."
-            )
-        try:  # ints, NumPy and 0-d torch integers; not bools or floats
-            if isinstance(answer, bool) or (
-                isinstance(answer, Tensor) and answer.dtype == torch.bool
-            ):
-                raise TypeError
-            answer = operator.index(answer)
-        except TypeError:
-            raise InputDataError(f"answer must be an int; got {answer!r}.") from None
-        if not 0 <= answer < options.shape[0]:
-            raise InputDataError(
-                f"answer must index one of the {options.shape[0]} options "
-                f"(0..{options.shape[0] - 1}); got answer={answer}."
-            )
-        _check_options(options, self.bounds)
+        options, answer = check_answer(answer, options, self.bounds)
         seq = len(self._tells)
         if self._log is not None:
             record = {"type": "tell", "options": options.tolist(), "answer": answer}
@@ -638,7 +277,6 @@ class PreferentialOptimizer:
         self._pending, self._model = None, None
         for c in [c for c in self._fits if c > len(self._tells)]:
             del self._fits[c]  # its answers are no longer all in force
-            self._fit_starts.pop(c, None)
         return last
 
     # ------------------------------------------------------------ resume
@@ -650,7 +288,9 @@ class PreferentialOptimizer:
 
         A torn last line (a crash mid-write) is reported with a
         :class:`~prefbo.loop.session.SessionLogWarning` naming the line and cut
-        from the file; every earlier answer is kept.
+        from the file; every earlier answer is kept. Logs written before a
+        setting existed resume with the behaviour they were written with
+        (:func:`~prefbo.loop.options.upgrade_config`).
 
         Args:
             log_path: A log written by an optimizer created with ``log_path``.
@@ -662,18 +302,7 @@ class PreferentialOptimizer:
             :meth:`ask` equals the one the logging process would have made.
         """
         header, records = read_session_log(log_path, repair=True)
-        config = dict(header["config"])
-        # logs written before these settings existed: keep their behaviour
-        config.setdefault("warm_start_fits", False)
-        config.setdefault("fit_options", {"maxfun": 15000})  # scipy's default
-        if isinstance(config.get("fit_options"), dict):
-            config["fit_options"] = {"ftol": SCIPY_FTOL, **config["fit_options"]}
-        if isinstance(config.get("acqf_options"), dict):
-            config["acqf_options"] = {
-                "optimizer": "scipy",
-                "ftol": None,  # BoTorch's default
-                **config["acqf_options"],
-            }
+        config = _options.upgrade_config(header["config"])
         for key, value in expected.items():
             stored = config.get(key, "<missing>")
             if isinstance(value, Tensor):
@@ -697,71 +326,6 @@ class PreferentialOptimizer:
         return opt
 
     # ------------------------------------------------------------ model
-    def _build(self, designs: Tensor, comps: Tensor, covar: Any = None) -> Any:
-        opts = dict(self.model_options)
-        if covar is not None:
-            opts["covar_module"] = copy.deepcopy(covar)
-        if self.model_name == "laplace":
-            if "covar_module" not in opts:
-                opts["covar_module"] = default_preference_covar_module(
-                    designs.shape[-1], outputscale_bounds=LAPLACE_OUTPUTSCALE_BOUNDS
-                )
-            return PairwiseLaplaceGP(designs, comps, **opts)
-        if self.model_name == "ep":
-            return PairwiseEPGP(designs, comps, **{"tol": EP_POSTERIOR_TOL, **opts})
-        if self.model_name == "variational":
-            model = self._build_variational(designs, comps, opts)
-            if covar is not None:  # condition q(u) on all answers, kernel fixed
-                with expected_fit_warnings():
-                    _laplace_start(model, designs, comps, covar)
-                    self._fit_variational(model, learn_hyperparameters=False)
-            return model
-        opts = {**DEFAULT_SKEW_OPTIONS, "seed": self.seed, **opts}
-        return SkewGP(designs, comps, **opts)
-
-    @staticmethod
-    def _build_variational(
-        designs: Tensor, comps: Tensor, opts: dict[str, Any]
-    ) -> VariationalPreferenceGP:
-        opts = {k: v for k, v in opts.items() if k != "fit"}
-        opts.setdefault("inducing_points", designs.shape[-2])
-        return VariationalPreferenceGP(PairwiseComparisons(designs, comps), **opts)
-
-    def _fit_variational(
-        self, model: VariationalPreferenceGP, learn_hyperparameters: bool
-    ) -> None:
-        settings = {**DEFAULT_VARIATIONAL_FIT, **self.model_options.get("fit", {})}
-        settings.setdefault("batch_size", max(1, model.data.num_answers))
-        with torch.enable_grad():  # the model may be built under no_grad
-            fit_variational(
-                model,
-                seed=self.seed,
-                learn_hyperparameters=learn_hyperparameters,
-                **settings,
-            )
-
-    def _fit(self, model: Any) -> None:
-        with expected_fit_warnings(), torch.enable_grad():
-            try:
-                if self.model_name == "variational":
-                    self._fit_variational(model, learn_hyperparameters=True)
-                elif self.model_name == "skew":
-                    model.fit_hyperparameters("ep")
-                else:
-                    mll_cls = (
-                        PairwiseLaplaceMLL
-                        if self.model_name == "laplace"
-                        else PairwiseEPMLL
-                    )
-                    fit_gpytorch_mll(
-                        mll_cls(model.likelihood, model),
-                        warning_handler=_accept_optimizer_stops,
-                        optimizer_kwargs={"options": dict(self.fit_options)},
-                    )
-            except ModelFittingError:  # keep the default hyperparameters
-                self.failed_fits += 1
-        model.eval()
-
     @property
     def model(self) -> Any:
         r"""The model conditioned on every answer (``None`` before the first).
@@ -776,27 +340,28 @@ class PreferentialOptimizer:
         if self._model is None:
             c = k - k % self.refit_every
             designs, comps = self.data()
-            kernel = self._fitted_kernel(c)
-            # always rebuilt from the fitted kernel (and, for EP, the sites of
-            # that fit's last evaluation as a warm start): never the fitted
-            # model itself, whose cached state depends on the optimiser's path
+            fitted = self._fitted(c)
+            # always rebuilt from the fitted kernel (and started at the fit's
+            # approximation): never the fitted model itself, whose cached
+            # state depends on the optimiser's path
             with _seeded(self.seed * 7919 + k), expected_fit_warnings():
-                self._model = self._build(designs, comps, kernel)
-            if c in self._fit_starts:  # start at the fit's sites / mode (a prefix)
-                self._model.warm_start(self._fit_starts[c])
+                self._model = self._kind.build(designs, comps, fitted.covar_module)
+            if c > 0:  # the fit's data are a prefix of these
+                self._kind.warm_start(self._model, fitted)
             self._model.eval()
         return self._model
 
-    def _fitted_kernel(self, c: int) -> Any:
-        r"""The kernel fitted on the first ``c`` answers (``c = 0``: defaults).
+    def _fitted(self, c: int) -> Any:
+        r"""The model fitted on the first ``c`` answers (``c = 0``: an unfitted
+        model with the defaults, for its kernel).
 
         Fits are cached per ``c``; with ``warm_start_fits`` the fit at ``c``
         starts from the one at ``c - refit_every``, computed first if missing.
         """
-        if c == 0:  # the defaults, as a kernel: the model is built from one
+        if c == 0:
             if 0 not in self._fits:
                 with _seeded(self.seed * 7919), expected_fit_warnings():
-                    self._fits[0] = self._build(*self.data()).covar_module
+                    self._fits[0] = self._kind.build(*self.data())
             return self._fits[0]
         if c in self._fits:
             return self._fits[c]
@@ -804,33 +369,26 @@ class PreferentialOptimizer:
         while self.warm_start_fits and first > step and first - step not in self._fits:
             first -= step  # a missing link of the chain: fitted first
         for count in range(first, c + 1, step):
-            start = None
+            previous = None
             if self.warm_start_fits and count > step:
-                start = self._fits[count - step]
+                previous = self._fits[count - step]
             with _seeded(self.seed * 7919 + count), expected_fit_warnings():
-                designs, comps = _pairs_from(self._tells[:count])
-                fitted = self._build_for_fit(designs, comps, start)
-                if start is not None and count - step in self._fit_starts:
-                    fitted.warm_start(self._fit_starts[count - step])
+                designs, comps = pairs_from(self._tells[:count])
+                start = None if previous is None else previous.covar_module
+                fitted = self._kind.build_for_fit(designs, comps, start)
+                if previous is not None:
+                    self._kind.warm_start(fitted, previous)
                 self._fit(fitted)
-            self._fits[count] = fitted.covar_module
-            last = None
-            if isinstance(fitted, PairwiseEPGP):
-                last = fitted.last_sites
-            elif isinstance(fitted, PairwiseLaplaceGP):
-                last = fitted.last_mode
-            if last is not None:
-                self._fit_starts[count] = last
+            self._fits[count] = fitted
         return self._fits[c]
 
-    def _build_for_fit(self, designs: Tensor, comps: Tensor, start: Any) -> Any:
-        r"""An unfitted model whose kernel starts at ``start`` (a copy)."""
-        if start is None:
-            return self._build(designs, comps)
-        if self.model_name == "variational":  # no q(u) conditioning: fitted next
-            opts = {**self.model_options, "covar_module": copy.deepcopy(start)}
-            return self._build_variational(designs, comps, opts)
-        return self._build(designs, comps, start)
+    def _fit(self, model: Any) -> None:
+        with expected_fit_warnings(), torch.enable_grad():
+            try:
+                self._kind.fit(model, self.fit_options)
+            except ModelFittingError:  # keep the starting hyperparameters
+                self.failed_fits += 1
+        model.eval()
 
     def best(self) -> tuple[Tensor, float, float]:
         r"""The told design with the highest posterior mean.
@@ -852,7 +410,7 @@ class PreferentialOptimizer:
 
     # ------------------------------------------------------------ questions
     def _uniform(self, k: int, step_seed: int) -> Tensor:
-        gen = torch.Generator().manual_seed(step_seed % _SEED_MOD)
+        gen = torch.Generator().manual_seed(step_seed % _options.SEED_MOD)
         u = torch.rand(k, self.dim, generator=gen, dtype=torch.float64)  # k x d
         return self.bounds[0] + (self.bounds[1] - self.bounds[0]) * u
 
@@ -864,88 +422,20 @@ class PreferentialOptimizer:
             last = self._tells[-1]
             fixed = last.options[last.answer]  # d
         n_new = self.q - (fixed is not None)
-        if k < self.initial_random or self.strategy == "random":
+        if k < self.initial_random or not self._strategy.uses_model:
             new = self._uniform(n_new, step_seed)
         else:
-            model = self.model
+            question = Question(
+                model=self.model,
+                bounds=self.bounds,
+                fixed=fixed,
+                num_new=n_new,
+                seed=step_seed % _options.SEED_MOD,
+                options=self.acqf_options,
+                best=lambda: self.best()[0],
+            )
             with _seeded(step_seed), expected_fit_warnings():
-                new = self._acquire(model, fixed, n_new, step_seed)
+                new = self._strategy.acquire(question)
         if fixed is None:
             return new
         return torch.cat([fixed.unsqueeze(0), new])  # q x d
-
-    def _acquire(
-        self, model: Any, fixed: Tensor | None, n_new: int, seed: int
-    ) -> Tensor:
-        o = self.acqf_options
-        if self.strategy == "ts":
-            cand = thompson_batch(
-                model,
-                self.bounds,
-                n_new if fixed is not None else n_new - 1,
-                raw_samples=o["raw_samples"],
-                num_restarts=o["num_restarts"],
-                num_steps=o["maxiter"],
-                seed=seed % _SEED_MOD,
-            )
-            if fixed is None:
-                best, _, _ = self.best()
-                cand = torch.cat([best.unsqueeze(0), cand])
-            return cand.detach()
-        if self.strategy == "mes":
-            sobol = SobolEngine(
-                self.bounds.shape[-1], scramble=True, seed=seed % _SEED_MOD
-            )
-            lo, hi = self.bounds
-            candidates = lo + (hi - lo) * sobol.draw(512).to(self.bounds)
-            acqf = qMaxValueEntropy(model, candidate_set=candidates)
-            x, _ = optimize_acqf(
-                acqf,
-                bounds=self.bounds,
-                q=1,
-                num_restarts=o["num_restarts"],
-                raw_samples=o["raw_samples"],
-                options=_acqf_scipy_options(o, seed),
-            )
-            if fixed is not None:
-                return x.detach()
-            best, _, _ = self.best()
-            return torch.cat([best.unsqueeze(0), x.detach()])
-        if self.strategy == "eubo" and o["optimizer"] == "torch":
-            new = maximize_eubo(
-                model,
-                self.bounds,
-                previous_winner=fixed,
-                raw_samples=o["raw_samples"],
-                num_restarts=o["num_restarts"],
-                num_steps=o["maxiter"],
-                seed=seed % _SEED_MOD,
-            )
-            return new.detach()
-        if self.strategy == "eubo":  # BoTorch's EUBO, values from pair moments
-            acqf = FastAnalyticEUBO(
-                model, previous_winner=None if fixed is None else fixed.unsqueeze(0)
-            )
-            fixed = None  # handled by BoTorch's previous_winner
-        elif self.strategy == "qeubo":
-            sampler = SobolQMCNormalSampler(
-                torch.Size([o["mc_samples"]]), seed=seed % _SEED_MOD
-            )
-            acqf = qExpectedUtilityOfBestOption(pref_model=model, sampler=sampler)
-        else:  # BALD under the model's own answer noise (BoTorch's assumes s = 1)
-            acqf = PairwiseBALD(model)
-        if fixed is not None:
-            acqf = _FixedFirst(acqf, fixed)
-        cand, _ = optimize_acqf(
-            acqf,
-            bounds=self.bounds,
-            q=n_new,
-            num_restarts=o["num_restarts"],
-            raw_samples=o["raw_samples"],
-            options=_acqf_scipy_options(o, seed),
-            # BoTorch's L-BFGS-B on the written-out EUBO value and gradient
-            # (gen_candidates_scipy's iterates, to rounding; qEUBO, BALD and
-            # the fixed-first wrapper go to gen_candidates_scipy itself)
-            gen_candidates=gen_candidates_eubo,
-        )
-        return cand.detach()

@@ -149,6 +149,24 @@ def read_session_log(
     return header, records[1:]
 
 
+def check_json_config(config: dict[str, Any]) -> None:
+    r"""Raise if a value of ``config`` cannot be stored in a log header.
+
+    Raises:
+        InputDataError: Naming the first setting that is not
+            JSON-serialisable (or holds a NaN or an infinity).
+    """
+    for key, value in config.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise InputDataError(
+                f"{key} cannot be stored in the session log at log_path "
+                f"(it must be JSON-serialisable: {e}); pass plain values "
+                "or log_path=None."
+            ) from None
+
+
 class SessionLog:
     r"""Append-only writer of a session log (see the module docstring).
 

@@ -123,24 +123,33 @@ class PairwiseEPGP(PairwisePreferenceGP):
             anderson_memory=self._anderson_memory,
         )
 
-    def warm_start(self, sites: EPSites | EPState) -> None:
-        r"""Start the next EP run (fit or posterior) from ``sites``.
+    def warm_start(self, previous: PairwiseEPGP | EPSites | EPState) -> None:
+        r"""Start the next EP run (fit or posterior) from the sites of
+        ``previous``.
 
         Useful when answers were appended: the sites of a model of the first
-        ``m₀`` answers (:attr:`last_sites`) start those rows, the new rows
-        start at zero, and EP converges in a few sweeps instead of tens.
-        Sites whose comparisons are not the first rows of this model's are
-        ignored (a cold start); the fixed point is the same either way.
+        ``m₀`` answers start those rows, the new rows start at zero, and EP
+        converges in a few sweeps instead of tens. Sites whose comparisons
+        are not the first rows of this model's are ignored (a cold start);
+        the fixed point is the same either way.
 
         Args:
-            sites: :class:`~prefbo.inference.ep.EPSites` or an
+            previous: A :class:`PairwiseEPGP` of the first ``m₀`` answers (its
+                :attr:`last_sites`; nothing changes if it has run no EP yet),
+                or the sites themselves:
+                :class:`~prefbo.inference.ep.EPSites` or an
                 :class:`~prefbo.inference.ep.EPState`.
         """
-        if not isinstance(sites, (EPSites, EPState)):
+        if isinstance(previous, PairwiseEPGP):
+            previous = previous.last_sites
+            if previous is None:
+                return
+        if not isinstance(previous, (EPSites, EPState)):
             raise InputDataError(
-                f"sites must be an EPSites or EPState; got {type(sites).__name__}."
+                "previous must be a PairwiseEPGP, EPSites or EPState; got "
+                f"{type(previous).__name__}."
             )
-        self._warm = sites
+        self._warm = previous
 
     @property
     def last_sites(self) -> EPSites | None:

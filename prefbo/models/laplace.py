@@ -120,25 +120,35 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
             evidence = evidence - pad * self.likelihood._log_prob(zero)
         return evidence, state
 
-    def warm_start(self, mode: Tensor | GaussianApproximation) -> None:
+    def warm_start(
+        self, previous: PairwiseLaplaceGP | Tensor | GaussianApproximation
+    ) -> None:
         r"""Start the next Newton search (a fit's evidence or the posterior)
-        from ``mode``.
+        at the mode of ``previous``.
 
         Useful when designs were appended: the mode of a model of the first
-        ``n₀`` designs (:attr:`last_mode`) starts those, the designs added
-        since start at zero. Only the start changes: Newton keeps it only
-        where it beats ``f = 0``, and finds the same mode to its tolerance.
+        ``n₀`` designs starts those, the designs added since start at zero.
+        Only the start changes: Newton keeps it only where it beats
+        ``f = 0``, and finds the same mode to its tolerance.
 
         Args:
-            mode: ``batch_shape x n₀`` utilities (``n₀ ≤ n``, the number of
-                designs), or a :class:`~prefbo.inference.GaussianApproximation`.
+            previous: A :class:`PairwiseLaplaceGP` of the first ``n₀``
+                designs (its :attr:`last_mode`; nothing changes if it has
+                computed no mode yet), or the mode itself: ``batch_shape x
+                n₀`` utilities (``n₀ ≤ n``, the number of designs) or a
+                :class:`~prefbo.inference.GaussianApproximation`.
         """
+        mode = previous
+        if isinstance(previous, PairwiseLaplaceGP):
+            mode = previous.last_mode
+            if mode is None:
+                return
         if isinstance(mode, GaussianApproximation):
             mode = mode.mode
         if not isinstance(mode, Tensor) or mode.ndim < 1:
             raise InputDataError(
-                "mode must be a batch_shape x n0 tensor or a GaussianApproximation; "
-                f"got {type(mode).__name__}."
+                "previous must be a PairwiseLaplaceGP, a batch_shape x n0 tensor "
+                f"(its mode) or a GaussianApproximation; got {type(mode).__name__}."
             )
         if self._has_no_data():
             raise InputDataError("warm_start needs training data; this model has none.")

@@ -517,3 +517,23 @@ class PairwisePreferenceGP(
         if posterior_transform is not None:
             return posterior_transform(posterior)
         return posterior
+
+    def warm_start(self, previous: PairwisePreferenceGP) -> None:
+        r"""Start the next approximation (a fit's evidence or the posterior)
+        where ``previous`` left its own.
+
+        Useful when answers were appended: ``previous`` is a model of the
+        same class on the first designs and answers of this one (a prefix,
+        as in a preference loop), whose latest Newton search or EP run starts
+        those, the rest starting at zero. Only the start changes: the
+        approximation reached is the same to its tolerance. A ``previous``
+        that has computed nothing yet leaves the start unchanged.
+
+        Args:
+            previous: A model of the same class fitted on a prefix of this
+                model's data.
+
+        Raises:
+            UnsupportedError: The class has no warm start.
+        """
+        raise UnsupportedError(f"{type(self).__name__} has no warm start.")

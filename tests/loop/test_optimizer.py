@@ -6,7 +6,8 @@ from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 from prefbo.acquisition import PairMoments, pair_moments
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.kernels import default_preference_covar_module
-from prefbo.loop.optimizer import LAPLACE_OUTPUTSCALE_BOUNDS, PreferentialOptimizer
+from prefbo.loop.model_kinds import LAPLACE_OUTPUTSCALE_BOUNDS
+from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.test_functions import Branin
 
 SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20, "mc_samples": 32}
@@ -320,25 +321,6 @@ def test_variational_loop_conditions_q_u_on_every_answer():
     assert opt.model.base_variational_strategy.inducing_points.shape[0] == 6
 
 
-def test_refits_accept_optimizer_stops_and_reemit_other_warnings():
-    import warnings
-
-    from botorch.exceptions.warnings import OptimizationWarning
-
-    from prefbo.exceptions import NumericalWarning
-    from prefbo.loop.optimizer import _accept_optimizer_stops
-
-    def message(category):
-        return warnings.WarningMessage("m", category, "f.py", 1)
-
-    # an L-BFGS-B line-search stop is the fit (no retry from random priors)
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        assert _accept_optimizer_stops(message(OptimizationWarning))
-        assert _accept_optimizer_stops(message(NumericalWarning))
-    assert [w.category for w in seen] == [NumericalWarning]
-
-
 def test_variational_q_u_starts_at_the_laplace_posterior(monkeypatch):
     r"""With the refit switched off (0 epochs) the variational model at the
     inducing points is the Laplace posterior under the fitted kernel."""
@@ -409,8 +391,9 @@ def test_the_fit_chain_depends_on_the_answers_alone():
     for X, t in zip(asked, live.history):
         batch.tell(t.answer, options=X)
     assert torch.equal(batch.ask(), live.ask())
-    for name, p in live._fits[6].named_parameters():
-        assert torch.equal(p, dict(batch._fits[6].named_parameters())[name])
+    kernel = dict(batch._fits[6].covar_module.named_parameters())
+    for name, p in live._fits[6].covar_module.named_parameters():
+        assert torch.equal(p, kernel[name])
 
 
 def test_logs_from_before_warm_starts_maximize_eubo_and_tolerances_resume_as_written(
@@ -498,24 +481,3 @@ def test_outputscale_bounds_are_checked():
         default_preference_covar_module(2, outputscale_bounds=(2.0, 20.0))
     with pytest.raises(InputDataError, match="outputscale_bounds"):
         default_preference_covar_module(2, outputscale_bounds=(0.01,))
-
-
-def test_acquisition_tolerance_reaches_botorchs_lbfgsb_in_the_form_it_takes():
-    from botorch.generation.gen import get_reasons_against_fast_path
-
-    from prefbo.loop.optimizer import _acqf_scipy_options
-
-    assert _acqf_scipy_options({"maxiter": 5, "ftol": None}, 3) == {
-        "seed": 3,
-        "maxiter": 5,
-    }
-    options = _acqf_scipy_options({"maxiter": 5, "ftol": 1e-6}, 3)
-    # BoTorch's batched L-BFGS-B asserts factr is None beside ftol
-    assert options == {"seed": 3, "maxiter": 5, "ftol": 1e-6, "factr": None}
-    assert not get_reasons_against_fast_path(
-        method="L-BFGS-B",
-        with_grad=True,
-        minimize_options={k: v for k, v in options.items() if k != "seed"},
-        timeout_sec=None,
-    )
-    assert PreferentialOptimizer(BOUNDS).acqf_options["ftol"] == 1e-6

@@ -133,7 +133,17 @@ def test_warm_start_from_the_sites_of_fewer_answers():
     torch.testing.assert_close(
         pw.covariance_matrix, pc.covariance_matrix, rtol=0, atol=1e-7
     )
-    with pytest.raises(InputDataError, match="sites must be an EPSites or EPState"):
+    # the previous model itself: its latest sites, the same start
+    from_model = PairwiseEPGP(X, comp)
+    from_model.warm_start(first)
+    assert from_model.ep_state.iterations == warm.ep_state.iterations
+    torch.testing.assert_close(
+        from_model.ep_state.mode, warm.ep_state.mode, rtol=0, atol=0
+    )
+    untouched = PairwiseEPGP(X, comp)
+    untouched.warm_start(PairwiseEPGP(X, comp[:60]))  # no EP run yet: no start
+    assert untouched.last_sites is None
+    with pytest.raises(InputDataError, match="previous must be a PairwiseEPGP, EPSi"):
         warm.warm_start(sites.tau)
 
 

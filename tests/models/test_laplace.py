@@ -433,6 +433,14 @@ def test_warm_start_from_the_mode_of_fewer_designs():
         fits.append(mll(out, model.train_targets).detach())
     # (to the fit's Newton tolerance, fit_tol = 1e-6: first order in the evidence)
     torch.testing.assert_close(fits[1], fits[0], rtol=1e-6, atol=0)
+    # the previous model itself: its latest mode, the same start
+    from_model, from_mode = PairwiseLaplaceGP(X, comp), PairwiseLaplaceGP(X, comp)
+    from_model.warm_start(first)
+    from_mode.warm_start(mode)
+    assert torch.equal(from_model.last_mode, from_mode.last_mode)
+    untouched = PairwiseLaplaceGP(X, comp)
+    untouched.warm_start(PairwiseLaplaceGP(X0, comp0))  # no mode yet: no start
+    assert untouched.last_mode is None
     with pytest.raises(InputDataError, match="at most n=40 entries"):
         warm.warm_start(torch.zeros(41, dtype=torch.float64))
     with pytest.raises(InputDataError, match="batch_shape x n0 tensor"):

@@ -1,0 +1,119 @@
+r"""Told answers and the comparisons they stand for.
+
+A question offers ``q`` options; the answer is the index of the chosen one,
+stored as the ``q - 1`` comparisons "winner ≻ each other option".
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from prefbo.exceptions import InputDataError
+
+
+@dataclass(frozen=True)
+class Answer:
+    r"""One told answer: the ``q x d`` options and the chosen index."""
+
+    seq: int
+    options: Tensor
+    answer: int
+
+
+def check_question(options: Tensor, bounds: Tensor) -> None:
+    r"""A told ``q x d`` question: finite, inside the box, options distinct.
+
+    Args:
+        options: ``q x d`` float64 options.
+        bounds: ``2 x d`` box ``[lower, upper]``.
+
+    Raises:
+        InputDataError: Naming the offending option and value.
+    """
+    if not bool(torch.isfinite(options).all()):
+        raise InputDataError(f"options must be finite; got {options.tolist()}.")
+    lo, hi = bounds
+    outside = (options < lo) | (options > hi)
+    if bool(outside.any()):
+        i, j = (int(v) for v in outside.nonzero()[0])
+        raise InputDataError(
+            f"options must lie in the box bounds; option {i} has x[{j}] = "
+            f"{float(options[i, j])!r} outside [{float(lo[j])!r}, {float(hi[j])!r}]."
+        )
+    q = options.shape[0]
+    same = (options.unsqueeze(0) == options.unsqueeze(1)).all(-1)  # q x q
+    same = same & ~torch.eye(q, dtype=torch.bool)
+    if bool(same.any()):
+        i, j = (int(v) for v in same.nonzero()[0])
+        raise InputDataError(
+            f"options must be distinct designs; options {i} and {j} are the same "
+            f"point {options[i].tolist()} (an answer about a design and itself "
+            "says nothing)."
+        )
+
+
+def check_answer(answer: Any, options: Any, bounds: Tensor) -> tuple[Tensor, int]:
+    r"""A told answer and its question, checked.
+
+    Args:
+        answer: Index of the chosen option: an int, a NumPy integer or a 0-d
+            torch integer tensor (not a bool or a float).
+        options: ``q x d`` options (``q >= 2``), converted to float64.
+        bounds: ``2 x d`` box ``[lower, upper]``.
+
+    Returns:
+        ``(options, answer)``: the ``q x d`` float64 options and the int index.
+
+    Raises:
+        InputDataError: ``answer`` is not an int index of ``options``, or
+            ``options`` are not ``q x d``, not finite, outside the box, or
+            not distinct designs.
+    """
+    d = bounds.shape[-1]
+    options = torch.as_tensor(options, dtype=torch.float64)
+    if options.ndim != 2 or options.shape[-1] != d or options.shape[0] < 2:
+        raise InputDataError(
+            f"options must be a q x d tensor with q >= 2 and d={d}; got "
+            f"shape {tuple(options.shape)}."
+        )
+    try:  # ints, NumPy and 0-d torch integers; not bools or floats
+        if isinstance(answer, bool) or (
+            isinstance(answer, Tensor) and answer.dtype == torch.bool
+        ):
+            raise TypeError
+        answer = operator.index(answer)
+    except TypeError:
+        raise InputDataError(f"answer must be an int; got {answer!r}.") from None
+    if not 0 <= answer < options.shape[0]:
+        raise InputDataError(
+            f"answer must index one of the {options.shape[0]} options "
+            f"(0..{options.shape[0] - 1}); got answer={answer}."
+        )
+    check_question(options, bounds)
+    return options, answer
+
+
+def pairs_from(tells: list[Answer]) -> tuple[Tensor, Tensor]:
+    r"""The designs and comparisons of ``tells``.
+
+    Args:
+        tells: Answers, oldest first.
+
+    Returns:
+        ``(designs, comparisons)``: ``n x d`` float64 designs (exact
+        duplicates merged, in order of first appearance) and ``m x 2`` long
+        ``[winner, loser]`` indices into them.
+    """
+    index: dict[tuple[float, ...], int] = {}
+    rows = []
+    for t in tells:
+        idx = [index.setdefault(tuple(x.tolist()), len(index)) for x in t.options]
+        w = idx[t.answer]
+        rows += [[w, j] for j in idx if j != w]
+    designs = torch.tensor(list(index), dtype=torch.float64)
+    return designs, torch.tensor(rows, dtype=torch.long).reshape(-1, 2)

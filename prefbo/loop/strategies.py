@@ -1,0 +1,323 @@
+r"""Questioning strategies of the loop, by name.
+
+:class:`~prefbo.loop.PreferentialOptimizer`'s ``strategy`` names a
+:class:`Strategy` registered here. Once the initial random questions are
+answered, the strategy chooses the new options of each question from the
+model conditioned on every answer:
+
+- ``"eubo"``: BoTorch's analytic Expected Utility of the Best Option
+  (Lin et al., 2022), pairs only; maximised by ``optimize_acqf`` on
+  :class:`~prefbo.acquisition.FastAnalyticEUBO` with
+  :func:`~prefbo.acquisition.gen_candidates_eubo` (``acqf_options
+  ["optimizer"] = "scipy"``, the default) or by
+  :func:`~prefbo.acquisition.maximize_eubo` (``"torch"``);
+- ``"qeubo"``: Monte Carlo qEUBO for ``q >= 2`` options;
+- ``"bald"``: pairwise BALD (Houlsby et al., 2011) under the model's own
+  answer likelihood, :class:`~prefbo.acquisition.PairwiseBALD`, pairs only;
+- ``"mes"``: the design of largest max-value entropy of the utility (Wang &
+  Jegelka, 2017) on 512 Sobol candidates, against the current best design or
+  the kept winner, pairs only;
+- ``"ts"``: the current best design, or the kept winner, against ``q - 1``
+  Thompson maximisers (:func:`~prefbo.acquisition.thompson_batch`);
+- ``"random"``: uniformly random options (no model).
+
+A new strategy subclasses :class:`Strategy` and is added with
+:func:`register_strategy`; the optimiser itself does not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.acquisition.max_value_entropy_search import qMaxValueEntropy
+from botorch.acquisition.preference import qExpectedUtilityOfBestOption
+from botorch.models.model import Model
+from botorch.optim import optimize_acqf
+from botorch.sampling import SobolQMCNormalSampler
+from botorch.utils.transforms import t_batch_mode_transform
+from torch import Tensor
+from torch.quasirandom import SobolEngine
+
+from prefbo.acquisition import (
+    FastAnalyticEUBO,
+    PairwiseBALD,
+    gen_candidates_eubo,
+    maximize_eubo,
+    thompson_batch,
+)
+from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.loop.model_kinds import ModelKind
+from prefbo.loop.options import acqf_scipy_options
+
+
+@dataclass(frozen=True)
+class Question:
+    r"""What a strategy chooses the new options of one question from.
+
+    Attributes:
+        model: The model conditioned on every answer so far.
+        bounds: ``2 x d`` float64 box ``[lower, upper]``.
+        fixed: ``d`` kept winner, the question's first option, or ``None``.
+        num_new: Options to choose: ``q``, or ``q - 1`` beside ``fixed``.
+        seed: Seed of this question's random choices, in ``[0, 2**31 - 1)``
+            (the torch RNG is also seeded by it).
+        options: The optimiser's ``acqf_options``.
+        best: Returns the ``d`` told design with the highest posterior mean.
+    """
+
+    model: Model
+    bounds: Tensor
+    fixed: Tensor | None
+    num_new: int
+    seed: int
+    options: dict[str, Any]
+    best: Callable[[], Tensor]
+
+
+class Strategy:
+    r"""How the new options of a question are chosen.
+
+    Attributes:
+        pair_only: Asks pairs only (``q = 2``).
+        uses_model: ``False``: the options are drawn uniformly by the
+            optimiser, no model is fitted for them (and ``initial_random``
+            may be 0).
+    """
+
+    pair_only: bool = False
+    uses_model: bool = True
+
+    def check(self, name: str, q: int, model: str, kind: type[ModelKind]) -> None:
+        r"""Raise if the strategy cannot serve these settings.
+
+        Args:
+            name: The strategy's registered name (for messages).
+            q: Options per question.
+            model: The model kind's name.
+            kind: The model kind.
+
+        Raises:
+            UnsupportedError: The combination is not supported.
+        """
+        if self.pair_only and q != 2:
+            raise UnsupportedError(
+                f"strategy={name!r} asks pairs only (q=2); got q={q}. Use "
+                "strategy='qeubo' for larger choice sets."
+            )
+
+    def acquire(self, question: Question) -> Tensor:
+        r"""The ``num_new x d`` new options (detached), after ``fixed`` if any."""
+        raise NotImplementedError
+
+
+class _FixedFirst(AcquisitionFunction):
+    r"""``acqf`` of ``[fixed, X]``: optimise the other options of a question."""
+
+    def __init__(self, acqf: AcquisitionFunction, fixed: Tensor) -> None:
+        super().__init__(model=acqf.model)
+        self.acqf = acqf
+        self.fixed = fixed  # d
+
+    @t_batch_mode_transform()
+    def forward(self, X: Tensor) -> Tensor:  # noqa: D102
+        F = self.fixed.expand(*X.shape[:-2], 1, X.shape[-1])  # b x 1 x d
+        return self.acqf(torch.cat([F, X], dim=-2))  # b x q x d
+
+
+class AcquisitionStrategy(Strategy):
+    r"""A strategy maximising a BoTorch acquisition function over the new
+    options with ``optimize_acqf`` (a kept winner held fixed)."""
+
+    def acquisition(
+        self, question: Question
+    ) -> tuple[AcquisitionFunction, Tensor | None]:
+        r"""The acquisition function and the option it does not handle
+        itself (``question.fixed``, or ``None``)."""
+        raise NotImplementedError
+
+    def acquire(self, question: Question) -> Tensor:  # noqa: D102
+        o = question.options
+        acqf, fixed = self.acquisition(question)
+        if fixed is not None:
+            acqf = _FixedFirst(acqf, fixed)
+        cand, _ = optimize_acqf(
+            acqf,
+            bounds=question.bounds,
+            q=question.num_new,
+            num_restarts=o["num_restarts"],
+            raw_samples=o["raw_samples"],
+            options=acqf_scipy_options(o, question.seed),
+            # BoTorch's L-BFGS-B on the written-out EUBO value and gradient
+            # (gen_candidates_scipy's iterates, to rounding; qEUBO, BALD and
+            # the fixed-first wrapper go to gen_candidates_scipy itself)
+            gen_candidates=gen_candidates_eubo,
+        )
+        return cand.detach()
+
+
+class EUBO(AcquisitionStrategy):
+    r"""Analytic EUBO of a pair (BoTorch's values, from pair moments)."""
+
+    pair_only = True
+
+    def acquisition(self, question):  # noqa: D102
+        fixed = question.fixed
+        acqf = FastAnalyticEUBO(
+            question.model,
+            previous_winner=None if fixed is None else fixed.unsqueeze(0),
+        )
+        return acqf, None  # the kept winner is BoTorch's previous_winner
+
+    def acquire(self, question):  # noqa: D102
+        o = question.options
+        if o["optimizer"] != "torch":
+            return super().acquire(question)
+        new = maximize_eubo(
+            question.model,
+            question.bounds,
+            previous_winner=question.fixed,
+            raw_samples=o["raw_samples"],
+            num_restarts=o["num_restarts"],
+            num_steps=o["maxiter"],
+            seed=question.seed,
+        )
+        return new.detach()
+
+
+class QEUBO(AcquisitionStrategy):
+    r"""Monte Carlo qEUBO on ``mc_samples`` scrambled Sobol normal draws."""
+
+    def acquisition(self, question):  # noqa: D102
+        sampler = SobolQMCNormalSampler(
+            torch.Size([question.options["mc_samples"]]), seed=question.seed
+        )
+        acqf = qExpectedUtilityOfBestOption(pref_model=question.model, sampler=sampler)
+        return acqf, question.fixed
+
+
+class BALD(AcquisitionStrategy):
+    r"""Pairwise BALD under the model's own answer noise (BoTorch's assumes
+    a unit noise scale)."""
+
+    pair_only = True
+
+    def acquisition(self, question):  # noqa: D102
+        return PairwiseBALD(question.model), question.fixed
+
+
+class MaxValueEntropy(Strategy):
+    r"""The design of largest max-value entropy against the best or kept one."""
+
+    pair_only = True
+
+    def check(self, name, q, model, kind):  # noqa: D102
+        super().check(name, q, model, kind)
+        if not kind.gaussian_posterior:
+            raise UnsupportedError(
+                f"strategy={name!r} needs a Gaussian posterior; model={model!r} "
+                "gives a sample-based one. Use model='ep' (or 'laplace')."
+            )
+
+    def acquire(self, question):  # noqa: D102
+        o, bounds, seed = question.options, question.bounds, question.seed
+        sobol = SobolEngine(bounds.shape[-1], scramble=True, seed=seed)
+        lo, hi = bounds
+        candidates = lo + (hi - lo) * sobol.draw(512).to(bounds)  # 512 x d
+        acqf = qMaxValueEntropy(question.model, candidate_set=candidates)
+        x, _ = optimize_acqf(
+            acqf,
+            bounds=bounds,
+            q=1,
+            num_restarts=o["num_restarts"],
+            raw_samples=o["raw_samples"],
+            options=acqf_scipy_options(o, seed),
+        )
+        if question.fixed is not None:
+            return x.detach()
+        return torch.cat([question.best().unsqueeze(0), x.detach()])  # 2 x d
+
+
+class Thompson(Strategy):
+    r"""The best or kept design against Thompson maximisers (pathwise
+    posterior samples maximised by batched ascent)."""
+
+    def check(self, name, q, model, kind):  # noqa: D102
+        super().check(name, q, model, kind)
+        if not kind.pathwise_samples:
+            raise UnsupportedError(
+                f"strategy={name!r} needs pathwise samples, which model={model!r} "
+                "does not provide; use model='laplace' or 'ep'."
+            )
+
+    def acquire(self, question):  # noqa: D102
+        o, fixed = question.options, question.fixed
+        cand = thompson_batch(
+            question.model,
+            question.bounds,
+            question.num_new if fixed is not None else question.num_new - 1,
+            raw_samples=o["raw_samples"],
+            num_restarts=o["num_restarts"],
+            num_steps=o["maxiter"],
+            seed=question.seed,
+        )
+        if fixed is None:
+            cand = torch.cat([question.best().unsqueeze(0), cand])  # q x d
+        return cand.detach()
+
+
+class Random(Strategy):
+    r"""Uniformly random options (drawn by the optimiser; no model)."""
+
+    uses_model = False
+
+
+_STRATEGIES: dict[str, Strategy] = {
+    "eubo": EUBO(),
+    "qeubo": QEUBO(),
+    "bald": BALD(),
+    "mes": MaxValueEntropy(),
+    "ts": Thompson(),
+    "random": Random(),
+}
+
+
+def register_strategy(name: str, strategy: Strategy) -> None:
+    r"""Make ``strategy`` available as ``PreferentialOptimizer(strategy=name)``.
+
+    Args:
+        name: A new name.
+        strategy: A :class:`Strategy` instance.
+
+    Raises:
+        InputTypeError: ``name`` is not a string or ``strategy`` not a
+            :class:`Strategy`.
+        InputDataError: ``name`` is already registered.
+    """
+    if not isinstance(name, str):
+        raise InputTypeError(f"name must be a str; got {type(name).__name__}.")
+    if not isinstance(strategy, Strategy):
+        raise InputTypeError(f"strategy must be a Strategy instance; got {strategy!r}.")
+    if name in _STRATEGIES:
+        raise InputDataError(f"strategy {name!r} is already registered.")
+    _STRATEGIES[name] = strategy
+
+
+def strategy_names() -> tuple[str, ...]:
+    r"""The registered strategies' names, in order of registration."""
+    return tuple(_STRATEGIES)
+
+
+def get_strategy(name: str) -> Strategy:
+    r"""The strategy registered as ``name``.
+
+    Raises:
+        InputDataError: No strategy has that name.
+    """
+    names = strategy_names()
+    if name not in names:
+        raise InputDataError(f"strategy must be one of {names}; got {name!r}.")
+    return _STRATEGIES[name]

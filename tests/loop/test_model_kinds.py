@@ -1,0 +1,80 @@
+import pytest
+import torch
+
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.loop import model_kinds
+from prefbo.loop.model_kinds import (
+    EP_POSTERIOR_TOL,
+    LaplaceKind,
+    ModelKind,
+    get_model_kind,
+    model_kind_names,
+    register_model_kind,
+)
+from prefbo.loop.optimizer import PreferentialOptimizer
+from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP
+from prefbo.test_functions import Branin
+
+BOUNDS = Branin().bounds
+
+
+def test_the_kinds_are_registered_in_order():
+    assert model_kind_names() == ("laplace", "ep", "skew", "variational")
+    assert get_model_kind("ep").model_class is PairwiseEPGP
+    with pytest.raises(InputDataError, match=r"model must be one of .*got 'gp'"):
+        get_model_kind("gp")
+    with pytest.raises(InputDataError, match=r"model must be one of .*got \['ep'\]"):
+        get_model_kind(["ep"])
+
+
+def test_ep_builds_with_the_loops_site_tolerance():
+    X = torch.rand(4, 2, dtype=torch.float64)
+    comps = torch.tensor([[0, 1], [2, 3]])
+    kind = get_model_kind("ep")({}, seed=0)
+    assert kind.build(X, comps)._options["tol"] == EP_POSTERIOR_TOL
+    assert (
+        get_model_kind("ep")({"tol": 1e-3}, 0).build(X, comps)._options["tol"] == 1e-3
+    )
+
+
+def test_a_registered_kind_runs_in_the_optimizer_and_warm_starts_from_the_fit(
+    monkeypatch,
+):
+    calls = []
+
+    class Recording(LaplaceKind):
+        def warm_start(self, model, previous):
+            calls.append((model.n, previous.n, type(previous)))
+            super().warm_start(model, previous)
+
+    monkeypatch.setitem(model_kinds._MODEL_KINDS, "recording", Recording)
+    opt = PreferentialOptimizer(
+        BOUNDS, model="recording", strategy="random", refit_every=2
+    )
+    problem = Branin()
+    for _ in range(4):
+        X = opt.ask()
+        opt.tell(int(problem(X).argmax()))
+    assert isinstance(opt.model, PairwiseLaplaceGP)
+    # the fit at 4 answers from the one at 2, the model at 4 from the fit at 4
+    assert calls == [(8, 4, PairwiseLaplaceGP), (8, 8, PairwiseLaplaceGP)]
+    assert opt.config["model"] == "recording"
+
+
+def test_registering_checks_its_arguments(monkeypatch):
+    monkeypatch.setattr(model_kinds, "_MODEL_KINDS", dict(model_kinds._MODEL_KINDS))
+    with pytest.raises(InputTypeError, match="kind must be a ModelKind subclass"):
+        register_model_kind("mine", LaplaceKind({}, 0))
+    with pytest.raises(InputTypeError, match="name must be a str; got int"):
+        register_model_kind(3, LaplaceKind)
+    with pytest.raises(InputDataError, match="'ep' is already registered"):
+        register_model_kind("ep", LaplaceKind)
+
+    class Mine(ModelKind):
+        model_class = PairwiseLaplaceGP
+
+    register_model_kind("mine", Mine)
+    assert model_kind_names()[-1] == "mine"
+    # model_options are checked against the kind's class
+    with pytest.raises(InputDataError, match=r"model='mine' has unknown key"):
+        PreferentialOptimizer(BOUNDS, model="mine", model_options={"bogus": 1})
