@@ -38,6 +38,7 @@ from prefbo.likelihoods.pairwise import (
     PairwiseProbitLikelihood,
     as_prefbo_likelihood,
 )
+from prefbo.utils.checks import check_int
 
 # |z| beyond which the binary entropy of F(z) is below 1e-16: probit
 # (H ≈ φ(z) z / |z|... ≈ 1e-31 at 12) and logistic (H ≈ (1 + z) e^-z)
@@ -92,14 +93,10 @@ class PairwiseBALD(AcquisitionFunction):
                 "(prefbo's pairwise probit/logit or BoTorch's); got "
                 f"{type(getattr(model, 'likelihood', None)).__name__}."
             )
-        if (
-            isinstance(num_points, bool)
-            or not isinstance(num_points, int)
-            or num_points < 33
-            or num_points % 2 == 0
-        ):
+        num_points = check_int("num_points", num_points)
+        if num_points < 33 or num_points % 2 == 0:
             raise InputDataError(
-                f"num_points must be an odd int >= 33; got num_points={num_points!r}."
+                f"num_points must be an odd int >= 33; got num_points={num_points}."
             )
         self.likelihood = likelihood
         self.num_points = num_points

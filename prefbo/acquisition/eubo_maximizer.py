@@ -44,8 +44,9 @@ from torch.quasirandom import SobolEngine
 
 from prefbo.acquisition.eubo import _append_winner, _check_winner
 from prefbo.acquisition.pair_moments import PairMoments, eubo_from_moments, pair_moments
-from prefbo.data.validation import check_bounds, check_int
+from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.utils.checks import check_int
 
 # relative Levenberg–Marquardt damping of the steps tried in parallel (0: Newton)
 _DAMPING = (0.0, 1e-6, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0)
@@ -322,8 +323,9 @@ def maximize_eubo(
 
     Raises:
         InputDataError: Bad ``bounds`` (shape, order, finiteness, number of
-            columns), ``previous_winner`` shape, or counts.
-        InputTypeError: Non-floating ``bounds`` or a non-tensor winner.
+            columns), ``previous_winner`` shape, or counts out of range.
+        InputTypeError: Non-floating ``bounds``, a non-tensor winner, or a
+            count that is not an int.
         UnsupportedError: A model with several outputs or a batch shape.
     """
     check_bounds(bounds)

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import ComparisonGraphWarning, InputDataError
+from prefbo.utils.checks import check_int
 
 # a component with at least this many leaves around one hub counts as a star
 STAR_MIN_LEAVES = 3
@@ -91,8 +92,7 @@ class ComparisonGraphSummary:
 
 
 def _validate(comparisons: Tensor, n: int) -> Tensor:
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise InputDataError(f"n must be a non-negative int; got {n!r}.")
+    n = check_int("n", n, 0)
     if not isinstance(comparisons, Tensor):
         raise InputDataError(
             "comparisons must be a (m, 2) integer tensor; got "

@@ -19,16 +19,7 @@ from prefbo.data.conversions import orderings_to_pairs, validate_orderings
 from prefbo.data.indices import as_index_tensor, remap_indices, touched_indices
 from prefbo.data.validation import validate_datapoints
 from prefbo.exceptions import InputDataError
-
-
-def _check_num_labels(num_labels: object) -> int:
-    if (
-        isinstance(num_labels, bool)
-        or not isinstance(num_labels, int)
-        or num_labels < 2
-    ):
-        raise InputDataError(f"num_labels must be an integer >= 2; got {num_labels!r}.")
-    return num_labels
+from prefbo.utils.checks import check_int
 
 
 class LabelComparisons:
@@ -50,7 +41,7 @@ class LabelComparisons:
             num_labels: ``L``, the number of labels.
         """
         features = validate_datapoints(features, name="features")
-        num_labels = _check_num_labels(num_labels)
+        num_labels = check_int("num_labels", num_labels, 2)
         big = max(features.shape[-2], num_labels)
         comparisons = as_index_tensor(
             comparisons,
@@ -161,7 +152,7 @@ class Rankings:
         if num_labels is None:
             upper = 2**62
         else:
-            upper = num_labels = _check_num_labels(num_labels)
+            upper = num_labels = check_int("num_labels", num_labels, 2)
         orderings = validate_orderings(orderings, upper)
         if orderings.device != features.device:
             orderings = orderings.to(features.device)

@@ -37,7 +37,8 @@ from prefbo.data.containers import (
     PairwiseComparisons,
     Rankings,
 )
-from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.exceptions import InputTypeError
+from prefbo.utils.checks import check_int
 
 PreferenceData = PairwiseComparisons | LabelComparisons | Rankings | ChoiceSets
 
@@ -100,16 +101,8 @@ class AnswerLoader:
                 "data must be a PairwiseComparisons, LabelComparisons, Rankings or "
                 f"ChoiceSets; got {type(data).__name__}."
             )
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, int)
-            or batch_size < 1
-        ):
-            raise InputDataError(
-                f"batch_size must be a positive integer; got {batch_size!r}."
-            )
         self.data = data
-        self.batch_size = batch_size
+        self.batch_size = check_int("batch_size", batch_size, 1)
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.generator = generator

@@ -36,7 +36,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from prefbo.data.minibatch import AnswerLoader, Minibatch, PreferenceData
-from prefbo.exceptions import InputDataError, InputTypeError, NumericalError
+from prefbo.exceptions import InputTypeError, NumericalError
 from prefbo.fit.distributed import (
     DistributedContext,
     ShardedAnswerLoader,
@@ -47,6 +47,13 @@ from prefbo.fit.distributed import (
     resolve_context,
 )
 from prefbo.models.variational import VariationalPreferenceGP
+from prefbo.utils.checks import (
+    check_float,
+    check_int,
+    check_nonneg_float,
+    check_positive_float,
+    check_seed,
+)
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
@@ -95,43 +102,44 @@ def _check_args(
     batch_size: object,
     epochs: object,
     lr: object,
+    final_lr: object,
     early_stopping_patience: object,
     min_delta: object,
     seed: object,
     progress: object,
-) -> None:
+) -> tuple[int, int, float, float | None, int | None, float, int | None]:
+    r"""Check :func:`fit_variational`'s arguments.
+
+    Returns:
+        ``(batch_size, epochs, lr, final_lr, early_stopping_patience,
+        min_delta, seed)`` as plain ``int`` / ``float`` (or ``None``).
+    """
     if not isinstance(model, VariationalPreferenceGP):
         raise InputTypeError(
             f"model must be a VariationalPreferenceGP; got {type(model).__name__}."
         )
-    for name, value in (("batch_size", batch_size), ("epochs", epochs)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputDataError(f"{name} must be a positive integer; got {value!r}.")
-    if (
-        isinstance(lr, bool)
-        or not isinstance(lr, int | float)
-        or not math.isfinite(lr)
-        or lr <= 0
-    ):
-        raise InputDataError(f"lr must be a finite positive float; got {lr!r}.")
-    if early_stopping_patience is not None and (
-        isinstance(early_stopping_patience, bool)
-        or not isinstance(early_stopping_patience, int)
-        or early_stopping_patience < 1
-    ):
-        raise InputDataError(
-            "early_stopping_patience must be None or a positive integer; got "
-            f"{early_stopping_patience!r}."
-        )
-    if not isinstance(min_delta, int | float) or not min_delta >= 0:
-        raise InputDataError(f"min_delta must be a float >= 0; got {min_delta!r}.")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise InputTypeError(f"seed must be None or an int; got {seed!r}.")
+    batch_size = check_int("batch_size", batch_size, 1)
+    epochs = check_int("epochs", epochs, 1)
+    lr = check_positive_float("lr", lr)
+    final_lr = check_float(
+        "final_lr",
+        final_lr,
+        minimum=0,
+        maximum=lr,
+        open_minimum=True,
+        allow_none=True,
+    )
+    early_stopping_patience = check_int(
+        "early_stopping_patience", early_stopping_patience, 1, allow_none=True
+    )
+    min_delta = check_nonneg_float("min_delta", min_delta)
+    seed = check_seed("seed", seed, allow_none=True)
     if not isinstance(progress, bool) and not callable(progress):
         raise InputTypeError(
             "progress must be a bool or a callable (epoch, info) -> None; got "
             f"{type(progress).__name__}."
         )
+    return batch_size, epochs, lr, final_lr, early_stopping_patience, min_delta, seed
 
 
 def _report(
@@ -239,26 +247,26 @@ def fit_variational(
     Raises:
         UnsupportedError: ``distributed=True`` and no process group is
             initialised.
-        InputDataError: Invalid arguments; in a distributed fit, also ranks
-            whose models, data sizes or settings differ.
+        InputTypeError: An argument of the wrong type (e.g. a float
+            ``epochs``, a non-number ``lr``).
+        InputDataError: An argument out of range (e.g. ``batch_size=0``,
+            ``final_lr > lr``, an infinite ``min_delta``); in a distributed
+            fit, also ranks whose models, data sizes or settings differ.
         NumericalError: The ELBO became non-finite.
     """
-    _check_args(
-        model,
-        batch_size,
-        epochs,
-        lr,
-        early_stopping_patience,
-        min_delta,
-        seed,
-        progress,
-    )
-    if final_lr is not None and not (
-        isinstance(final_lr, int | float) and 0 < final_lr <= lr
-    ):
-        raise InputDataError(
-            f"final_lr must be None or a float in (0, lr={lr}]; got {final_lr!r}."
+    batch_size, epochs, lr, final_lr, early_stopping_patience, min_delta, seed = (
+        _check_args(
+            model,
+            batch_size,
+            epochs,
+            lr,
+            final_lr,
+            early_stopping_patience,
+            min_delta,
+            seed,
+            progress,
         )
+    )
     ctx = resolve_context(distributed, process_group)
     if data is not None:
         model.set_data(data)

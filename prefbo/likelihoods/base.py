@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from numbers import Integral, Real
 from typing import ClassVar
 
 import torch
@@ -52,6 +51,7 @@ from prefbo.likelihoods.quadrature import (
     latent_moments,
     single_output_covariance,
 )
+from prefbo.utils.checks import check_int, check_positive_float
 from prefbo.utils.logspace import log1mexp
 
 
@@ -143,59 +143,6 @@ def check_distinct_pairs(pairs: Tensor, name: str) -> None:
         )
 
 
-def check_positive_float(value: object, name: str) -> float:
-    r"""Check a finite positive real number (not a bool) and return it as float.
-
-    Args:
-        value: A Python or NumPy real, or a 0-d floating / integer tensor.
-        name: The argument's name, for messages.
-
-    Returns:
-        ``value`` as a float.
-    """
-    if isinstance(value, Tensor):
-        ok = value.ndim == 0 and value.dtype != torch.bool and not value.is_complex()
-    else:
-        ok = isinstance(value, Real) and not isinstance(value, bool)
-        ok = ok and type(value).__name__ != "bool_"
-    if not ok:
-        got = (
-            f"a {value.dtype} tensor of shape {tuple(value.shape)}"
-            if isinstance(value, Tensor)
-            else f"{value!r} ({type(value).__name__})"
-        )
-        raise InputTypeError(f"{name} must be a finite positive float; got {got}.")
-    out = float(value)
-    if not math.isfinite(out) or out <= 0:
-        raise InputDataError(
-            f"{name} must be a finite positive float; got {name}={out}."
-        )
-    return out
-
-
-def check_integer(value: object, name: str, minimum: int) -> int:
-    r"""Check an integer (not a bool, not a float) ``≥ minimum`` and return it.
-
-    Args:
-        value: A Python or NumPy integer.
-        name: The argument's name, for messages.
-        minimum: The smallest allowed value.
-
-    Returns:
-        ``value`` as an int.
-    """
-    what = {0: "a non-negative integer", 1: "a positive integer"}.get(
-        minimum, f"an integer >= {minimum}"
-    )
-    if not isinstance(value, Integral) or isinstance(value, bool):
-        raise InputTypeError(
-            f"{name} must be {what}; got {value!r} ({type(value).__name__})."
-        )
-    if int(value) < minimum:
-        raise InputDataError(f"{name} must be {what}; got {value}.")
-    return int(value)
-
-
 class PreferenceLikelihood(Likelihood, ABC):
     r"""Base class of likelihoods of preference answers given latent utilities.
 
@@ -235,10 +182,10 @@ class PreferenceLikelihood(Likelihood, ABC):
                 expected log-likelihood is a deterministic function).
         """
         super().__init__(max_plate_nesting=1)
-        self.noise_std = check_positive_float(noise_std, "noise_std")
-        self.num_samples = check_integer(num_samples, "num_samples", 1)
-        self.num_points = check_integer(num_points, "num_points", 1)
-        self.qmc_seed = check_integer(qmc_seed, "qmc_seed", 0)
+        self.noise_std = check_positive_float("noise_std", noise_std)
+        self.num_samples = check_int("num_samples", num_samples, 1)
+        self.num_points = check_int("num_points", num_points, 1)
+        self.qmc_seed = check_int("qmc_seed", qmc_seed, 0)
 
     @property
     def scale(self) -> float:

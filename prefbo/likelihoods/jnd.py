@@ -27,9 +27,9 @@ from prefbo.likelihoods.base import (
     AnswerIndex,
     check_distinct_pairs,
     check_index_tensor,
-    check_positive_float,
 )
 from prefbo.likelihoods.difference import DifferenceLikelihood
+from prefbo.utils.checks import check_positive_float
 from prefbo.utils.logspace import log_ndtr_diff
 
 
@@ -67,7 +67,7 @@ class JustNoticeableDifferenceLikelihood(DifferenceLikelihood):
             num_points: Gauss–Hermite nodes for expectations.
         """
         super().__init__(noise_std=noise_std, num_points=num_points)
-        threshold = check_positive_float(threshold, "threshold")
+        threshold = check_positive_float("threshold", threshold)
         self.register_parameter("raw_threshold", torch.nn.Parameter(torch.zeros(())))
         self.register_constraint("raw_threshold", Positive())
         self.threshold = threshold
@@ -82,15 +82,15 @@ class JustNoticeableDifferenceLikelihood(DifferenceLikelihood):
         if isinstance(value, Tensor):
             if value.numel() != 1 or not value.is_floating_point():
                 raise InputTypeError(
-                    "threshold must be a finite positive float or a one-element "
+                    "threshold must be a finite float > 0 or a one-element "
                     f"floating tensor; got a {value.dtype} tensor of shape "
                     f"{tuple(value.shape)}."
                 )
-            check_positive_float(value.detach().reshape(()), "threshold")
+            check_positive_float("threshold", value.detach().reshape(()))
             value = value.reshape(()).to(self.raw_threshold)
         else:
             value = torch.tensor(
-                check_positive_float(value, "threshold"),
+                check_positive_float("threshold", value),
                 dtype=self.raw_threshold.dtype,
                 device=self.raw_threshold.device,
             )

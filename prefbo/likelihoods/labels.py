@@ -45,9 +45,9 @@ from prefbo.likelihoods.base import (
     AnswerIndex,
     PreferenceLikelihood,
     check_index_tensor,
-    check_integer,
 )
 from prefbo.likelihoods.difference import DifferenceLikelihood
+from prefbo.utils.checks import check_int
 from prefbo.utils.normal import log_phi
 
 _LINKS = ("probit", "logit")
@@ -253,7 +253,7 @@ class ThurstoneRankingLikelihood(_OrderingLikelihood):
         super().__init__(
             noise_std=noise_std, num_samples=num_samples, qmc_seed=qmc_seed
         )
-        self.num_grid = check_integer(num_grid, "num_grid", 8)
+        self.num_grid = check_int("num_grid", num_grid, 8)
 
     def _log_prob_latents(self, latents: Tensor, index: AnswerIndex) -> Tensor:
         return thurstone_log_prob(

@@ -47,6 +47,7 @@ from torch.quasirandom import SobolEngine
 
 from prefbo.data.validation import broadcast_batches
 from prefbo.exceptions import InputDataError, InputTypeError, NumericalError
+from prefbo.utils.checks import check_int
 
 
 @functools.lru_cache(maxsize=32)
@@ -71,11 +72,7 @@ def gauss_hermite(
     Returns:
         ``(nodes, weights)``, two ``P`` tensors; the weights sum to one.
     """
-    if int(num_points) < 1:
-        raise InputDataError(
-            f"num_points must be a positive integer; got {num_points}."
-        )
-    x, w = _hermegauss(int(num_points))
+    x, w = _hermegauss(check_int("num_points", num_points, 1))
     return (
         torch.tensor(x, dtype=dtype, device=device),
         torch.tensor(w, dtype=dtype, device=device),
@@ -126,12 +123,9 @@ def sobol_uniform(
     Returns:
         An ``S x p`` float64 tensor with entries in ``[2⁻³¹, 1 − 2⁻³¹]``.
     """
-    if int(num_samples) < 1:
-        raise InputDataError(
-            f"num_samples must be a positive integer; got {num_samples}."
-        )
+    num_samples = check_int("num_samples", num_samples, 1)
     u = SobolEngine(dimension=dim, scramble=True, seed=seed).draw(
-        int(num_samples), dtype=torch.float64
+        num_samples, dtype=torch.float64
     )
     eps = 0.5 / 2**30
     return u.clamp(eps, 1.0 - eps).to(device=device)

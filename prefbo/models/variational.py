@@ -50,6 +50,7 @@ from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.base import PreferenceLikelihood
 from prefbo.likelihoods.pairwise import as_prefbo_likelihood
 from prefbo.models.variational_terms import VariationalTermsMixin, data_inputs
+from prefbo.utils.checks import check_int
 
 COREGIONALIZATIONS = ("independent", "lmc")
 DEFAULT_NUM_INDUCING = 128
@@ -68,12 +69,6 @@ def _resolve_likelihood(likelihood: object) -> PreferenceLikelihood:
         "(e.g. a PairwiseLikelihood), or a BoTorch pairwise likelihood; got "
         f"{type(likelihood).__name__}."
     )
-
-
-def _check_int(value: object, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InputDataError(f"{name} must be an integer >= {low}; got {value!r}.")
-    return value
 
 
 class VariationalPreferenceGP(VariationalTermsMixin, Model, ApproximateGP):
@@ -166,7 +161,7 @@ class VariationalPreferenceGP(VariationalTermsMixin, Model, ApproximateGP):
                 "num_latents is only used with coregionalization='lmc'; got "
                 f"num_latents={num_latents} with {coregionalization!r}."
             )
-        q = _check_int(num_latents, "num_latents") if num_latents is not None else t
+        q = check_int("num_latents", num_latents, 1) if num_latents is not None else t
         latent_shape = torch.Size([q]) if (lmc or t > 1) else torch.Size()
         Z = self._inducing_tensor(inducing_points, inducing_point_allocator, X)
         dim, tkw = Z.shape[-1], {"dtype": Z.dtype, "device": Z.device}
@@ -228,7 +223,7 @@ class VariationalPreferenceGP(VariationalTermsMixin, Model, ApproximateGP):
         if num_utilities is None:
             t = 1 if labels is None else labels
         else:
-            t = _check_int(num_utilities, "num_utilities")
+            t = check_int("num_utilities", num_utilities, 1)
         if not likelihood.multi_output and t != 1:
             raise UnsupportedError(
                 f"{type(likelihood).__name__} scores one utility per design; got "
@@ -285,7 +280,7 @@ class VariationalPreferenceGP(VariationalTermsMixin, Model, ApproximateGP):
         if inducing_points is None:
             num = min(n, DEFAULT_NUM_INDUCING)
         else:
-            num = _check_int(inducing_points, "inducing_points")
+            num = check_int("inducing_points", inducing_points, 1)
             if num > n:
                 raise InputDataError(
                     f"inducing_points (a number) must be at most the number of designs "

@@ -6,7 +6,7 @@ from botorch.acquisition.preference import PairwiseBayesianActiveLearningByDisag
 from scipy import integrate, special
 
 from prefbo.acquisition import PairwiseBALD
-from prefbo.exceptions import InputDataError, UnsupportedError
+from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.likelihoods.pairwise import (
     PairwiseLogitLikelihood,
     PairwiseProbitLikelihood,
@@ -133,6 +133,12 @@ def test_errors_are_named():
     model = PairwiseLaplaceGP(X, comps).eval()
     with pytest.raises(InputDataError, match=r"num_points must be an odd int >= 33"):
         PairwiseBALD(model, num_points=64)
+    with pytest.raises(
+        InputDataError, match=r"num_points must be an odd int >= 33; got num_points=31"
+    ):
+        PairwiseBALD(model, num_points=31)
+    with pytest.raises(InputTypeError, match=r"num_points must be an int; got float"):
+        PairwiseBALD(model, num_points=65.0)
 
     class NoLikelihood(torch.nn.Module):
         num_outputs = 1

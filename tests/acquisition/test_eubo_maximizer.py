@@ -152,11 +152,17 @@ def test_errors_name_the_argument(make_model):
         maximize_eubo(
             model, UNIT2, raw_samples=4, num_restarts=5, previous_winner=UNIT2[0]
         )
-    with pytest.raises(InputDataError, match="raw_samples must be an int >= 2"):
+    with pytest.raises(
+        InputDataError, match="raw_samples must be an int >= 2; got raw_samples=1"
+    ):
         maximize_eubo(model, UNIT2, raw_samples=1, num_restarts=1)
-    with pytest.raises(InputDataError, match="num_steps must be an int >= 0"):
+    with pytest.raises(
+        InputDataError, match="num_steps must be an int >= 0; got num_steps=-1"
+    ):
         maximize_eubo(model, UNIT2, num_steps=-1)
-    with pytest.raises(InputDataError, match="num_restarts must be an int >= 1"):
+    with pytest.raises(
+        InputTypeError, match="num_restarts must be an int >= 1; got float 2.0"
+    ):
         maximize_eubo(model, UNIT2, num_restarts=2.0)
     two = SingleTaskGP(UNIT2, torch.rand(2, 2, dtype=torch.float64))
     with pytest.raises(UnsupportedError, match="num_outputs=2"):

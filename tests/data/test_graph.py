@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from prefbo.data.graph import ComparisonGraphWarning, comparison_graph_summary
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputDataError, InputTypeError
 
 
 def _bfs_components(comparisons, n):
@@ -106,3 +106,11 @@ def test_empty_comparisons():
 def test_bad_comparisons_are_named(comps, match):
     with pytest.raises(InputDataError, match=match):
         comparison_graph_summary(comps, 3)
+
+
+def test_bad_number_of_designs_is_named():
+    comps = torch.tensor([[0, 1]])
+    with pytest.raises(InputDataError, match=r"n must be an int >= 0; got n=-1\."):
+        comparison_graph_summary(comps, -1)
+    with pytest.raises(InputTypeError, match=r"n must be an int >= 0; got float 3\.0"):
+        comparison_graph_summary(comps, 3.0)

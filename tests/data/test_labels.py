@@ -39,8 +39,14 @@ def test_rankings_errors(X):
         InputDataError, match=r"orderings must hold indices in \[0, 2\] or -1"
     ):
         Rankings(X[:1], [[0, 3]], num_labels=3)
-    with pytest.raises(InputDataError, match="num_labels must be an integer >= 2"):
+    with pytest.raises(
+        InputDataError, match="num_labels must be an int >= 2; got num_labels=1"
+    ):
         Rankings(X[:1], [[0]], num_labels=1)
+    with pytest.raises(
+        InputTypeError, match="num_labels must be an int >= 2; got float 3.0"
+    ):
+        Rankings(X[:1], [[0]], num_labels=3.0)
     with pytest.raises(
         InputTypeError, match="orderings must hold integer indices; row 0"
     ):

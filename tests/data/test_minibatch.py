@@ -113,9 +113,13 @@ def test_loader_is_reproducible_and_can_drop_the_last_batch(jnd_data):
 
 def test_loader_errors(jnd_data):
     with pytest.raises(
-        InputDataError, match="batch_size must be a positive integer; got 0"
+        InputDataError, match="batch_size must be an int >= 1; got batch_size=0"
     ):
         AnswerLoader(jnd_data, 0)
+    with pytest.raises(
+        InputTypeError, match="batch_size must be an int >= 1; got bool True"
+    ):
+        AnswerLoader(jnd_data, True)
     with pytest.raises(
         InputTypeError, match="data must be a PairwiseComparisons, LabelComparisons"
     ):

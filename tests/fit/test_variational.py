@@ -176,25 +176,40 @@ def test_fit_typed_errors():
     ):
         fit_variational("model")
     with pytest.raises(
-        InputDataError, match="batch_size must be a positive integer; got 0"
+        InputDataError, match="batch_size must be an int >= 1; got batch_size=0"
     ):
         fit_variational(model, batch_size=0)
-    with pytest.raises(InputDataError, match="epochs must be a positive integer"):
-        fit_variational(model, epochs=1.5)
-    with pytest.raises(InputDataError, match="lr must be a finite positive float"):
-        fit_variational(model, lr=-1.0)
     with pytest.raises(
-        InputDataError, match="early_stopping_patience must be None or a positive"
+        InputTypeError, match="epochs must be an int >= 1; got float 1.5"
+    ):
+        fit_variational(model, epochs=1.5)
+    with pytest.raises(
+        InputDataError, match="lr must be a finite float > 0; got lr=-1.0"
+    ):
+        fit_variational(model, lr=-1.0)
+    with pytest.raises(InputTypeError, match="lr must be a finite float > 0; got str"):
+        fit_variational(model, lr="0.01")
+    with pytest.raises(
+        InputDataError,
+        match="early_stopping_patience must be None or an int >= 1; got "
+        "early_stopping_patience=0",
     ):
         fit_variational(model, early_stopping_patience=0)
     with pytest.raises(
         InputDataError,
-        match=r"final_lr must be None or a float in \(0, lr=0.01\]; got 1.0",
+        match=r"final_lr must be None or a float in \(0, 0\.01\]; got final_lr=1\.0",
     ):
         fit_variational(model, lr=0.01, final_lr=1.0)
-    with pytest.raises(InputDataError, match="min_delta must be a float >= 0"):
+    with pytest.raises(
+        InputDataError,
+        match="min_delta must be a finite float >= 0; got min_delta=-1.0",
+    ):
         fit_variational(model, min_delta=-1)
-    with pytest.raises(InputTypeError, match="seed must be None or an int; got '1'"):
+    with pytest.raises(InputDataError, match="got min_delta=inf"):
+        fit_variational(model, min_delta=float("inf"))
+    with pytest.raises(
+        InputTypeError, match="seed must be None or an int; got str '1'"
+    ):
         fit_variational(model, seed="1")
     with pytest.raises(InputTypeError, match="progress must be a bool or a callable"):
         fit_variational(model, progress="yes")

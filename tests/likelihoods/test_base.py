@@ -49,11 +49,11 @@ def test_check_index_tensor_messages():
 def test_constructor_errors():
     with pytest.raises(
         InputDataError,
-        match="noise_std must be a finite positive float; got noise_std=inf",
+        match="noise_std must be a finite float > 0; got noise_std=inf",
     ):
         PlackettLuceLikelihood(noise_std=float("inf"))
     with pytest.raises(
-        InputDataError, match="num_samples must be a positive integer; got 0"
+        InputDataError, match="num_samples must be an int >= 1; got num_samples=0"
     ):
         ThurstoneRankingLikelihood(num_samples=0)
 
@@ -97,36 +97,36 @@ def test_forward_is_finite_for_certain_answers():
         (
             {"noise_std": True},
             InputTypeError,
-            r"noise_std must be a finite positive "
-            r"float; got True \(bool\)",
+            r"noise_std must be a finite float > 0; got bool True\.",
         ),
         (
             {"qmc_seed": 1.7},
             InputTypeError,
-            r"qmc_seed must be a non-negative "
-            r"integer; got 1.7 \(float\)",
+            r"qmc_seed must be an int >= 0; got float 1\.7\.",
         ),
         (
             {"qmc_seed": -3},
             InputDataError,
-            "qmc_seed must be a non-negative integer; got -3",
+            "qmc_seed must be an int >= 0; got qmc_seed=-3",
         ),
         (
             {"num_samples": True},
             InputTypeError,
-            "num_samples must be a positive integer; got True",
+            "num_samples must be an int >= 1; got bool True",
         ),
         (
             {"num_samples": 2.0},
             InputTypeError,
-            "num_samples must be a positive integer; got 2.0",
+            "num_samples must be an int >= 1; got float 2.0",
         ),
     ],
 )
 def test_constructor_rejects_coerced_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):
         ThurstoneRankingLikelihood(**kwargs)
-    with pytest.raises(InputTypeError, match="num_grid must be an integer >= 8"):
+    with pytest.raises(
+        InputTypeError, match="num_grid must be an int >= 8; got float 64.0"
+    ):
         ThurstoneRankingLikelihood(num_grid=64.0)
 
 

@@ -97,9 +97,9 @@ def test_threshold_is_a_learnable_positive_parameter():
 
 
 def test_errors():
-    with pytest.raises(InputDataError, match="threshold must be a finite positive"):
+    with pytest.raises(InputDataError, match="threshold must be a finite float > 0"):
         JustNoticeableDifferenceLikelihood(threshold=0.0)
-    with pytest.raises(InputDataError, match="noise_std must be a finite positive"):
+    with pytest.raises(InputDataError, match="noise_std must be a finite float > 0"):
         JustNoticeableDifferenceLikelihood(noise_std=-1.0)
     lik = JustNoticeableDifferenceLikelihood()
     u = torch.zeros(3)
@@ -167,13 +167,13 @@ def test_log_marginal_closed_form_gradients():
 def test_threshold_setter_rejects_invalid_values(value):
     lik = JustNoticeableDifferenceLikelihood(threshold=0.5)
     with pytest.raises(
-        InputDataError, match=r"threshold must be a finite positive float; got "
+        InputDataError, match=r"threshold must be a finite float > 0; got threshold="
     ):
         lik.threshold = value
-    with pytest.raises(InputDataError, match="threshold must be a finite positive"):
+    with pytest.raises(InputDataError, match="threshold must be a finite float > 0"):
         lik.threshold = torch.tensor(value)
     assert lik.threshold.item() == pytest.approx(0.5)
-    with pytest.raises(InputTypeError, match="threshold must be a finite positive"):
+    with pytest.raises(InputTypeError, match="threshold must be a finite float > 0"):
         lik.threshold = True
     lik.threshold = torch.tensor([0.7])
     assert lik.threshold.item() == pytest.approx(0.7)

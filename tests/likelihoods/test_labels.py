@@ -254,7 +254,9 @@ def test_errors():
         lik.log_prob_answers(u, torch.tensor([[0, 1]]))
     with pytest.raises(InputDataError, match=r"contexts must hold indices in \[0, 1\]"):
         lik.log_prob_answers(u, torch.tensor([[0, 1]]), torch.tensor([2]))
-    with pytest.raises(InputDataError, match="num_grid must be an integer >= 8"):
+    with pytest.raises(
+        InputDataError, match="num_grid must be an int >= 8; got num_grid=4"
+    ):
         ThurstoneRankingLikelihood(num_grid=4)
     with pytest.raises(InputDataError, match="link must be one of"):
         PairedLabelLikelihood(link="cauchit")

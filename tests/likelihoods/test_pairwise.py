@@ -104,7 +104,9 @@ def test_forward_gives_bernoulli_over_answers(batch):
 
 
 def test_likelihood_errors():
-    with pytest.raises(InputDataError, match="noise_std must be a finite positive"):
+    with pytest.raises(
+        InputDataError, match="noise_std must be a finite float > 0; got noise_std=0.0"
+    ):
         PairwiseProbitLikelihood(noise_std=0.0)
     with pytest.raises(InputTypeError, match="likelihood must be None, a prefbo"):
         as_prefbo_likelihood("probit")
@@ -112,10 +114,12 @@ def test_likelihood_errors():
 
 def test_constructor_rejects_coerced_noise_std():
     with pytest.raises(
-        InputTypeError, match=r"noise_std must be a finite positive float; got True"
+        InputTypeError, match=r"noise_std must be a finite float > 0; got bool True"
     ):
         PairwiseProbitLikelihood(noise_std=True)
-    with pytest.raises(InputTypeError, match="noise_std must be a finite positive"):
+    with pytest.raises(
+        InputTypeError, match="noise_std must be a finite float > 0; got str '1.0'"
+    ):
         PairwiseLogitLikelihood(noise_std="1.0")
 
 

@@ -21,6 +21,17 @@ def test_gauss_hermite_integrates_polynomials_exactly(tkwargs):
         assert (w * x**k).sum().item() == pytest.approx(moment, rel=tol, abs=tol)
 
 
+def test_node_and_sample_counts_are_checked():
+    with pytest.raises(InputDataError, match="num_points must be an int >= 1; got"):
+        gauss_hermite(0, torch.float64)
+    with pytest.raises(InputTypeError, match="num_points must be an int >= 1; got"):
+        gauss_hermite(2.0, torch.float64)
+    with pytest.raises(InputDataError, match="num_samples must be an int >= 1; got"):
+        sobol_normal(0, 2)
+    with pytest.raises(InputTypeError, match="num_samples must be an int >= 1; got"):
+        sobol_normal(True, 2)
+
+
 def test_sobol_normal_is_deterministic_and_standard(tkwargs):
     a = sobol_normal(4096, 3, seed=7, **tkwargs)
     torch.testing.assert_close(a, sobol_normal(4096, 3, seed=7, **tkwargs))

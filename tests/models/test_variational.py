@@ -140,9 +140,17 @@ def test_typed_errors():
     ):
         VariationalPreferenceGP(data, num_utilities=2)
     with pytest.raises(
-        InputDataError, match=r"num_utilities must be an integer >= 1; got 0"
+        InputDataError, match=r"num_utilities must be an int >= 1; got num_utilities=0"
     ):
         VariationalPreferenceGP(data, num_utilities=0)
+    with pytest.raises(
+        InputTypeError, match=r"num_utilities must be an int >= 1; got float 2\.0"
+    ):
+        VariationalPreferenceGP(data, num_utilities=2.0)
+    with pytest.raises(
+        InputTypeError, match=r"inducing_points must be an int >= 1; got bool True"
+    ):
+        VariationalPreferenceGP(data, inducing_points=True)
     with pytest.raises(
         InputDataError,
         match=r"inducing_points \(a number\) must be at most the number of designs "
