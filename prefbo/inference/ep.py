@@ -23,8 +23,6 @@ convergence, so its gradient in ``K`` is the explicit one,
 
 from __future__ import annotations
 
-import math
-import numbers
 import warnings
 from dataclasses import dataclass
 
@@ -50,6 +48,7 @@ from prefbo.inference.laplacian import (
     scatter_pairs,
 )
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, PairwiseProbitLikelihood
+from prefbo.utils.checks import check_float, check_int, check_nonneg_float
 from prefbo.utils.normal import probit_terms
 
 
@@ -156,31 +155,6 @@ def _cavities(mu, S, tau, nu, comps, index):
     return torch.where(valid, tau_c, 1.0), nu_c, valid
 
 
-def _check_max_iter(value: object, name: str = "max_iter") -> int:
-    r"""Check that ``value`` is an ``int`` sweep budget ``≥ 1``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise InputDataError(
-            f"{name} must be an integer >= 1 (the EP sweep budget); got {value!r}."
-        )
-    return int(value)
-
-
-def _check_tol(value: object, name: str = "tol") -> float | None:
-    r"""Check that ``value`` is ``None`` or a finite real tolerance ``≥ 0``."""
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise InputDataError(
-            f"{name} must be None or a finite float >= 0; got {value!r}."
-        )
-    return float(value)
-
-
 def _check_ep_options(
     max_iter: object = 200,
     tol: object = None,
@@ -196,25 +170,15 @@ def _check_ep_options(
         anderson_memory: An integer ``≥ 0``.
 
     Raises:
-        InputDataError: An option is of the wrong type or out of range (the
-            message names it).
+        InputTypeError: An option of the wrong type (the message names it).
+        InputDataError: An option out of range (the message names it).
     """
-    _check_max_iter(max_iter)
-    _check_tol(tol)
-    if damping is not None and (
-        isinstance(damping, bool)
-        or not isinstance(damping, numbers.Real)
-        or not 0 < damping <= 1
-    ):
-        raise InputDataError(f"damping must be in (0, 1]; got {damping!r}.")
-    if (
-        isinstance(anderson_memory, bool)
-        or not isinstance(anderson_memory, int)
-        or anderson_memory < 0
-    ):
-        raise InputDataError(
-            f"anderson_memory must be an int >= 0; got {anderson_memory!r}."
-        )
+    check_int("max_iter", max_iter, 1)
+    check_nonneg_float("tol", tol, allow_none=True)
+    check_float(
+        "damping", damping, minimum=0, maximum=1, open_minimum=True, allow_none=True
+    )
+    check_int("anderson_memory", anderson_memory, 0)
 
 
 def run_ep(
@@ -260,8 +224,10 @@ def run_ep(
 
     Raises:
         UnsupportedError: ``likelihood`` is not a probit likelihood.
+        InputTypeError: ``max_iter``, ``tol``, ``damping`` or
+            ``anderson_memory`` is of the wrong type.
         InputDataError: ``form``, ``max_iter``, ``tol``, ``damping`` or
-            ``anderson_memory`` is invalid.
+            ``anderson_memory`` is out of range.
     """
     if not isinstance(likelihood, PairwiseProbitLikelihood):
         raise UnsupportedError(

@@ -35,7 +35,7 @@ import torch
 from botorch.exceptions.errors import ModelFittingError
 from torch import Tensor
 
-from prefbo.data.validation import check_bounds, check_int
+from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError
 from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer, check_answer, pairs_from
@@ -43,6 +43,7 @@ from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.model_kinds import get_model_kind
 from prefbo.loop.session import SessionLog, check_json_config, read_session_log
 from prefbo.loop.strategies import Question, get_strategy
+from prefbo.utils.checks import check_int, check_seed
 
 __all__ = ["Answer", "PreferentialOptimizer", "expected_fit_warnings"]
 
@@ -108,7 +109,7 @@ class PreferentialOptimizer:
                 question and choose only the other ``q-1`` options.
             refit_every: Refit hyperparameters after every this many answers
                 (the model is always conditioned on all answers).
-            seed: Seed of every random choice.
+            seed: Seed of every random choice, an int in ``[-2**63, 2**64 - 1]``.
             log_path: Append-only session log to create (see
                 :mod:`prefbo.loop.session`); ``None`` for none.
             initial_random: Questions drawn uniformly at random before the
@@ -142,6 +143,8 @@ class PreferentialOptimizer:
                 variable names), available as ``self.metadata``.
 
         Raises:
+            InputTypeError: ``q``, ``refit_every``, ``seed`` or
+                ``initial_random`` is not an int (named).
             InputDataError: An unknown model kind, strategy or option key, or
                 an invalid value (named).
             UnsupportedError: A strategy that cannot serve ``q`` or the model
@@ -154,7 +157,7 @@ class PreferentialOptimizer:
         check_int("q", q, 2)
         self._strategy.check(strategy, q, model, kind)
         check_int("refit_every", refit_every, 1)
-        check_int("seed", seed, None)
+        check_seed("seed", seed)
         # the first question comes before any answer: no model to acquire with
         check_int("initial_random", initial_random, int(self._strategy.uses_model))
         self.bounds = bounds

@@ -18,17 +18,10 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, UnsupportedError
-from prefbo.inference.ep import (
-    EPSites,
-    EPState,
-    _check_ep_options,
-    _check_max_iter,
-    _check_tol,
-    ep_evidence,
-    run_ep,
-)
+from prefbo.inference.ep import EPSites, EPState, _check_ep_options, ep_evidence, run_ep
 from prefbo.likelihoods.pairwise import PairwiseProbitLikelihood
 from prefbo.models.pairwise import PairwisePreferenceGP
+from prefbo.utils.checks import check_int, check_nonneg_float
 
 
 class PairwiseEPGP(PairwisePreferenceGP):
@@ -85,22 +78,25 @@ class PairwiseEPGP(PairwisePreferenceGP):
                 :class:`~prefbo.models.pairwise.PairwisePreferenceGP`.
 
         Raises:
-            InputDataError: An invalid EP option (``max_iter``/``maxfev``,
+            InputTypeError: An EP option of the wrong type (``max_iter``/``maxfev``,
                 ``tol``/``xtol``, ``damping``, ``anderson_memory``, ``fit_tol``).
+            InputDataError: An EP option out of range (named as above).
             UnsupportedError: A likelihood other than the probit.
         """
-        # validate the EP options up front (the base class would truncate a
-        # float max_iter with int()); the aliases win as in the base class
+        # validate the EP options up front; the aliases win as in the base class
         for names, check in (
-            (("maxfev", "max_iter"), _check_max_iter),
-            (("xtol", "tol"), _check_tol),
+            (("maxfev", "max_iter"), lambda name, value: check_int(name, value, 1)),
+            (
+                ("xtol", "tol"),
+                lambda name, value: check_nonneg_float(name, value, allow_none=True),
+            ),
         ):
             given = [k for k in names if options.get(k) is not None]
             if given:
-                check(options[given[0]], given[0])
+                check(given[0], options[given[0]])
         _check_ep_options(damping=damping, anderson_memory=anderson_memory)
         self._damping = damping
-        self._fit_tol = _check_tol(fit_tol, "fit_tol")
+        self._fit_tol = check_nonneg_float("fit_tol", fit_tol, allow_none=True)
         self._anderson_memory = anderson_memory
         super().__init__(
             datapoints,

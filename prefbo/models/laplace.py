@@ -22,12 +22,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from prefbo.data.validation import check_nonneg_float
 from prefbo.exceptions import InputDataError
 from prefbo.inference.evidence import laplace_evidence
 from prefbo.inference.gaussian import GaussianApproximation
 from prefbo.inference.laplace import FORMS, find_mode
 from prefbo.models.pairwise import PairwisePreferenceGP
+from prefbo.utils.checks import check_nonneg_float
 
 
 class PairwiseLaplaceGP(PairwisePreferenceGP):
@@ -84,7 +84,7 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
         if fit_form not in FORMS:
             raise InputDataError(f"fit_form must be one of {FORMS}; got {fit_form!r}.")
         self._fit_form = fit_form
-        self._fit_tol = check_nonneg_float("fit_tol", fit_tol)
+        self._fit_tol = check_nonneg_float("fit_tol", fit_tol, allow_none=True)
         super().__init__(
             datapoints,
             comparisons,

@@ -35,7 +35,7 @@ from gpytorch.kernels import Kernel
 from gpytorch.models import GP
 from torch import Tensor
 
-from prefbo.data.validation import check_int, check_nonneg_float, validate_datapoints
+from prefbo.data.validation import validate_datapoints
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.inference.gaussian import GaussianApproximation
@@ -57,6 +57,7 @@ from prefbo.models.training_data import (
     validate_masked_data,
 )
 from prefbo.posteriors.gaussian import TrainingPosterior, mvn
+from prefbo.utils.checks import check_int, check_nonneg_float
 
 
 class PairwisePreferenceGP(
@@ -147,13 +148,15 @@ class PairwisePreferenceGP(
             "max_iter": self._default_max_iter
             if budget is None
             else check_int(budget_name, budget, 1),
-            "tol": check_nonneg_float(tol_name, xtol if xtol is not None else tol),
+            "tol": check_nonneg_float(
+                tol_name, xtol if xtol is not None else tol, allow_none=True
+            ),
         }
-        self._jitter = check_nonneg_float("jitter", jitter)
-        self._nugget = check_nonneg_float("nugget", nugget)
+        self._jitter = check_nonneg_float("jitter", jitter, allow_none=True)
+        self._nugget = check_nonneg_float("nugget", nugget, allow_none=True)
         self._consolidate = (
-            check_nonneg_float("consolidate_rtol", consolidate_rtol, allow_none=False),
-            check_nonneg_float("consolidate_atol", consolidate_atol, allow_none=False),
+            check_nonneg_float("consolidate_rtol", consolidate_rtol),
+            check_nonneg_float("consolidate_atol", consolidate_atol),
         )
         self.register_buffer("datapoints", None, persistent=False)
         self.register_buffer("comparisons", None, persistent=False)

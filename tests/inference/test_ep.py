@@ -4,7 +4,12 @@ import pytest
 import torch
 from scipy import integrate, special
 
-from prefbo.exceptions import ConvergenceWarning, InputDataError, UnsupportedError
+from prefbo.exceptions import (
+    ConvergenceWarning,
+    InputDataError,
+    InputTypeError,
+    UnsupportedError,
+)
 from prefbo.inference import ep_evidence, find_mode, run_ep
 from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
 from prefbo.utils.testing import make_pairwise_data, tolerance
@@ -134,7 +139,10 @@ def test_ep_needs_probit():
         run_ep(
             torch.linalg.cholesky(K), torch.tensor([[0, 1]]), PairwiseLogitLikelihood()
         )
-    with pytest.raises(ValueError, match="damping must be in"):
+    with pytest.raises(
+        InputDataError,
+        match=r"damping must be None or a float in \(0, 1\]; got damping=1\.5",
+    ):
         run_ep(
             torch.linalg.cholesky(K),
             torch.tensor([[0, 1]]),
@@ -186,33 +194,81 @@ def test_sites_of_the_first_answers_warm_start_a_run_on_more():
 def test_anderson_memory_is_checked():
     K = torch.eye(2, dtype=torch.float64)
     L, comp = torch.linalg.cholesky(K), torch.tensor([[0, 1]])
-    for bad in (-1, 2.5, True):
-        with pytest.raises(ValueError, match="anderson_memory must be an int >= 0"):
+    for bad, error, got in (
+        (-1, InputDataError, r"anderson_memory=-1"),
+        (2.5, InputTypeError, r"float 2\.5"),
+        (True, InputTypeError, r"bool True"),
+    ):
+        with pytest.raises(
+            error, match=r"anderson_memory must be an int >= 0; got " + got
+        ):
             run_ep(L, comp, PairwiseProbitLikelihood(), anderson_memory=bad)
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "kwargs, error, message",
     [
-        ({"max_iter": 0}, r"max_iter must be an integer >= 1 .*; got 0\."),
-        ({"max_iter": -3}, r"max_iter must be an integer >= 1 .*; got -3\."),
-        ({"max_iter": 2.5}, r"max_iter must be an integer >= 1 .*; got 2\.5\."),
-        ({"max_iter": True}, r"max_iter must be an integer >= 1 .*; got True\."),
-        ({"tol": -1e-3}, r"tol must be None or a finite float >= 0; got -0\.001\."),
-        ({"tol": math.nan}, r"tol must be None or a finite float >= 0; got nan\."),
-        ({"tol": math.inf}, r"tol must be None or a finite float >= 0; got inf\."),
-        ({"tol": "a"}, r"tol must be None or a finite float >= 0; got 'a'\."),
-        ({"damping": "a"}, r"damping must be in \(0, 1\]; got 'a'\."),
-        ({"damping": math.nan}, r"damping must be in \(0, 1\]; got nan\."),
-        ({"form": "dense"}, r"form must be one of .*; got 'dense'\."),
+        (
+            {"max_iter": 0},
+            InputDataError,
+            r"max_iter must be an int >= 1; got max_iter=0\.",
+        ),
+        (
+            {"max_iter": -3},
+            InputDataError,
+            r"max_iter must be an int >= 1; got max_iter=-3\.",
+        ),
+        (
+            {"max_iter": 2.5},
+            InputTypeError,
+            r"max_iter must be an int >= 1; got float 2\.5\.",
+        ),
+        (
+            {"max_iter": True},
+            InputTypeError,
+            r"max_iter must be an int >= 1; got bool True\.",
+        ),
+        (
+            {"tol": -1e-3},
+            InputDataError,
+            r"tol must be None or a finite float >= 0; got tol=-0\.001\.",
+        ),
+        (
+            {"tol": math.nan},
+            InputDataError,
+            r"tol must be None or a finite float >= 0; got tol=nan\.",
+        ),
+        (
+            {"tol": math.inf},
+            InputDataError,
+            r"tol must be None or a finite float >= 0; got tol=inf\.",
+        ),
+        (
+            {"tol": "a"},
+            InputTypeError,
+            r"tol must be None or a finite float >= 0; got str 'a'\.",
+        ),
+        (
+            {"damping": "a"},
+            InputTypeError,
+            r"damping must be None or a float in \(0, 1\]; got str 'a'\.",
+        ),
+        (
+            {"damping": math.nan},
+            InputDataError,
+            r"damping must be None or a float in \(0, 1\]; got damping=nan\.",
+        ),
+        ({"form": "dense"}, InputDataError, r"form must be one of .*; got 'dense'\."),
     ],
 )
-def test_ep_options_are_checked(kwargs, message):
-    """Bad options raise InputDataError (a ValueError) naming them, before EP."""
+def test_ep_options_are_checked(kwargs, error, message):
+    """Bad options raise a typed error naming them, before EP: InputTypeError (a
+    TypeError) for a wrong type, InputDataError (a ValueError) for a wrong value."""
     L, comp = torch.eye(2, dtype=torch.float64), torch.tensor([[0, 1]])
-    with pytest.raises(InputDataError, match=message):
+    with pytest.raises(error, match=message):
         run_ep(L, comp, PairwiseProbitLikelihood(), **kwargs)
     assert issubclass(InputDataError, ValueError)
+    assert issubclass(InputTypeError, TypeError)
 
 
 def test_ep_accepts_a_zero_tolerance_and_one_sweep():

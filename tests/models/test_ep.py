@@ -13,7 +13,12 @@ from botorch.sampling import SobolQMCNormalSampler
 
 import prefbo.models.ep as ep_module
 from prefbo import PairwiseEPGP, PairwiseEPMLL, PairwiseLaplaceGP
-from prefbo.exceptions import ConvergenceWarning, InputDataError, UnsupportedError
+from prefbo.exceptions import (
+    ConvergenceWarning,
+    InputDataError,
+    InputTypeError,
+    UnsupportedError,
+)
 from prefbo.likelihoods import PairwiseLogitLikelihood
 from prefbo.utils.testing import make_pairwise_data, tolerance
 
@@ -166,22 +171,54 @@ def test_conditioned_ep_model_starts_at_the_current_sites():
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "kwargs, error, message",
     [
-        ({"max_iter": 0}, r"max_iter must be an integer >= 1 .*; got 0\."),
-        ({"max_iter": 2.5}, r"max_iter must be an integer >= 1 .*; got 2\.5\."),
-        ({"maxfev": 0}, r"maxfev must be an integer >= 1 .*; got 0\."),
-        ({"tol": -1.0}, r"tol must be None or a finite float >= 0; got -1\.0\."),
-        ({"xtol": math.inf}, r"xtol must be None or a finite float >= 0; got inf"),
-        ({"fit_tol": -1.0}, r"fit_tol must be None or a finite float >= 0; got -1"),
-        ({"fit_tol": math.nan}, r"fit_tol must be None or a finite float >= 0; got"),
-        ({"damping": 2.0}, r"damping must be in \(0, 1\]; got 2\.0\."),
-        ({"anderson_memory": -1}, r"anderson_memory must be an int >= 0; got -1"),
+        (
+            {"max_iter": 0},
+            InputDataError,
+            r"max_iter must be an int >= 1; got max_iter=0\.",
+        ),
+        (
+            {"max_iter": 2.5},
+            InputTypeError,
+            r"max_iter must be an int >= 1; got float 2\.5\.",
+        ),
+        ({"maxfev": 0}, InputDataError, r"maxfev must be an int >= 1; got maxfev=0\."),
+        (
+            {"tol": -1.0},
+            InputDataError,
+            r"tol must be None or a finite float >= 0; got tol=-1\.0\.",
+        ),
+        (
+            {"xtol": math.inf},
+            InputDataError,
+            r"xtol must be None or a finite float >= 0; got xtol=inf",
+        ),
+        (
+            {"fit_tol": -1.0},
+            InputDataError,
+            r"fit_tol must be None or a finite float >= 0; got fit_tol=-1",
+        ),
+        (
+            {"fit_tol": math.nan},
+            InputDataError,
+            r"fit_tol must be None or a finite float >= 0; got fit_tol=nan",
+        ),
+        (
+            {"damping": 2.0},
+            InputDataError,
+            r"damping must be None or a float in \(0, 1\]; got damping=2\.0\.",
+        ),
+        (
+            {"anderson_memory": -1},
+            InputDataError,
+            r"anderson_memory must be an int >= 0; got anderson_memory=-1",
+        ),
     ],
 )
-def test_ep_options_are_checked_at_construction(kwargs, message):
+def test_ep_options_are_checked_at_construction(kwargs, error, message):
     X, comp, _ = make_pairwise_data(5, 5)
-    with pytest.raises(InputDataError, match=message):
+    with pytest.raises(error, match=message):
         PairwiseEPGP(X, comp, **kwargs)
 
 

@@ -286,22 +286,58 @@ def test_bad_input_raises_typed_errors(datapoints, comparisons, error, match):
 
 
 @pytest.mark.parametrize(
-    "options, match",
+    "options, error, match",
     [
-        ({"max_iter": 0}, r"max_iter must be an int >= 1; got max_iter=0"),
-        ({"max_iter": 2.5}, r"max_iter must be an int >= 1; got max_iter=2\.5"),
-        ({"maxfev": True}, r"maxfev must be an int >= 1; got maxfev=True"),
-        ({"tol": -1e-3}, r"tol must be None or a finite float >= 0; got tol=-0\.001"),
-        ({"xtol": float("nan")}, r"xtol must be None or a finite float >= 0"),
-        ({"fit_tol": -1.0}, r"fit_tol must be None or a finite float >= 0"),
-        ({"nugget": -1e-8}, r"nugget must be None or a finite float >= 0"),
-        ({"jitter": float("inf")}, r"jitter must be None or a finite float >= 0"),
-        ({"consolidate_atol": None}, r"consolidate_atol must be a finite float >= 0"),
+        (
+            {"max_iter": 0},
+            InputDataError,
+            r"max_iter must be an int >= 1; got max_iter=0",
+        ),
+        (
+            {"max_iter": 2.5},
+            InputTypeError,
+            r"max_iter must be an int >= 1; got float 2\.5",
+        ),
+        (
+            {"maxfev": True},
+            InputTypeError,
+            r"maxfev must be an int >= 1; got bool True",
+        ),
+        (
+            {"tol": -1e-3},
+            InputDataError,
+            r"tol must be None or a finite float >= 0; got tol=-0\.001",
+        ),
+        (
+            {"xtol": float("nan")},
+            InputDataError,
+            r"xtol must be None or a finite float >= 0",
+        ),
+        (
+            {"fit_tol": -1.0},
+            InputDataError,
+            r"fit_tol must be None or a finite float >= 0",
+        ),
+        (
+            {"nugget": -1e-8},
+            InputDataError,
+            r"nugget must be None or a finite float >= 0",
+        ),
+        (
+            {"jitter": float("inf")},
+            InputDataError,
+            r"jitter must be None or a finite float >= 0",
+        ),
+        (
+            {"consolidate_atol": None},
+            InputTypeError,
+            r"consolidate_atol must be a finite float >= 0; got None",
+        ),
     ],
 )
-def test_bad_newton_and_numerical_options_are_named(options, match):
+def test_bad_newton_and_numerical_options_are_named(options, error, match):
     X = torch.rand(3, 2, dtype=torch.float64)
-    with pytest.raises(InputDataError, match=match):
+    with pytest.raises(error, match=match):
         PairwiseLaplaceGP(X, torch.tensor([[0, 1], [1, 2]]), **options)
 
 
