@@ -11,14 +11,10 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.utils import checks
-from prefbo.utils.checks import check_int
 
 __all__ = [
     "broadcast_batches",
     "check_bounds",
-    "check_int",
-    "check_nonneg_float",
     "validate_comparisons",
     "validate_datapoints",
     "validate_pairwise_data",
@@ -130,16 +126,6 @@ def validate_comparisons(
             f"design {int(comparisons[tuple(where)][0])} with itself."
         )
     return comparisons
-
-
-def check_nonneg_float(
-    name: str, value: object, allow_none: bool = True
-) -> float | None:
-    r""":func:`prefbo.utils.checks.check_nonneg_float` with ``None`` allowed by default.
-
-    Kept for the modules that call it so; new code calls the checks module.
-    """
-    return checks.check_nonneg_float(name, value, allow_none=allow_none)
 
 
 def broadcast_batches(

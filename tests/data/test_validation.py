@@ -1,5 +1,4 @@
-"""``prefbo.data.validation``: designs, comparisons, bounds, and the checks kept
-importable from here."""
+"""``prefbo.data.validation``: designs, comparisons and bounds."""
 
 from __future__ import annotations
 
@@ -8,22 +7,6 @@ import torch
 
 from prefbo.data import validation
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.utils import checks
-
-
-def test_check_int_is_the_checks_module_one():
-    assert validation.check_int is checks.check_int
-
-
-def test_check_nonneg_float_allows_none_by_default():
-    assert validation.check_nonneg_float("tol", None) is None
-    assert validation.check_nonneg_float("tol", 0.5) == 0.5
-    with pytest.raises(
-        InputDataError, match=r"^tol must be a finite float >= 0; got tol=-1\.0\.$"
-    ):
-        validation.check_nonneg_float("tol", -1.0, allow_none=False)
-    with pytest.raises(InputTypeError, match=r"^tol must be None or a finite float"):
-        validation.check_nonneg_float("tol", "a")
 
 
 def test_validate_datapoints():
