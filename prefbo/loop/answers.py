@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputDataError, InputTypeError
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,47 @@ def check_question(options: Tensor, bounds: Tensor) -> None:
             f"options must be distinct designs; options {i} and {j} are the same "
             f"point {options[i].tolist()} (an answer about a design and itself "
             "says nothing)."
+        )
+
+
+def check_new_options(new: Any, num_new: int, bounds: Tensor, strategy: str) -> None:
+    r"""The options a strategy chose: a ``num_new x d`` finite tensor in the box.
+
+    A strategy of one's own that returns something else is named here, at
+    :meth:`~prefbo.loop.PreferentialOptimizer.ask`, instead of the answer
+    about its question failing later.
+
+    Args:
+        new: What the strategy's ``acquire`` returned.
+        num_new: The number of options it was asked for.
+        bounds: ``2 x d`` box ``[lower, upper]``.
+        strategy: The strategy's registered name.
+
+    Raises:
+        InputTypeError: ``new`` is not a floating tensor.
+        InputDataError: ``new`` is not ``num_new x d``, not finite, or
+            outside the box.
+    """
+    d = bounds.shape[-1]
+    if not isinstance(new, Tensor) or not new.is_floating_point():
+        raise InputTypeError(
+            f"strategy {strategy!r} must return a floating {num_new} x {d} tensor "
+            f"of options; got {type(new).__name__}"
+            + (f" of dtype {new.dtype}." if isinstance(new, Tensor) else ".")
+        )
+    if tuple(new.shape) != (num_new, d):
+        raise InputDataError(
+            f"strategy {strategy!r} must return {num_new} x {d} options; got shape "
+            f"{tuple(new.shape)}."
+        )
+    lo, hi = bounds
+    bad = ~torch.isfinite(new) | (new < lo) | (new > hi)
+    if bool(bad.any()):
+        i, j = (int(v) for v in bad.nonzero()[0])
+        raise InputDataError(
+            f"strategy {strategy!r} must return finite options in the box; option "
+            f"{i} has x[{j}] = {float(new[i, j])!r} outside "
+            f"[{float(lo[j])!r}, {float(hi[j])!r}]."
         )
 
 

@@ -71,15 +71,17 @@ class ModelKind(ABC):
             its constructor's keywords.
         loop_options: Further ``model_options`` keys the kind itself takes.
         gaussian_posterior: Whether the posterior is Gaussian (strategies
-            such as max-value entropy need one).
+            such as max-value entropy need one). Off unless a kind declares
+            it, so a strategy that needs it is refused at construction.
         pathwise_samples: Whether BoTorch's pathwise posterior samples
-            exist for the model (Thompson sampling needs them).
+            (``draw_matheron_paths``) are registered for the model (Thompson
+            sampling needs them). Off unless a kind declares it.
     """
 
     model_class: type = Model
     loop_options: tuple[str, ...] = ()
-    gaussian_posterior: bool = True
-    pathwise_samples: bool = True
+    gaussian_posterior: bool = False
+    pathwise_samples: bool = False
 
     def __init__(self, model_options: dict[str, Any], seed: int) -> None:
         r"""
@@ -146,6 +148,8 @@ class _PairwiseKind(ModelKind):
     r"""Laplace and EP: fitted by BoTorch on the approximate evidence."""
 
     mll_class: type
+    gaussian_posterior = True
+    pathwise_samples = True
 
     def fit(self, model: Model, fit_options: dict[str, Any]) -> None:  # noqa: D102
         fit_gpytorch_mll(
@@ -192,8 +196,6 @@ class SkewKind(ModelKind):
     by the EP evidence), seeded by the optimiser's seed."""
 
     model_class = SkewGP
-    gaussian_posterior = False
-    pathwise_samples = False
 
     def build(self, designs, comparisons, covar_module=None):  # noqa: D102
         opts = self._constructor_options(covar_module)
@@ -217,6 +219,8 @@ class VariationalKind(ModelKind):
 
     model_class = VariationalPreferenceGP
     loop_options = ("fit",)
+    gaussian_posterior = True
+    pathwise_samples = True
 
     def _model(self, designs: Tensor, comparisons: Tensor, covar_module: Any) -> Any:
         opts = self._constructor_options(covar_module)

@@ -38,7 +38,7 @@ from torch import Tensor
 from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError
 from prefbo.loop import options as _options
-from prefbo.loop.answers import Answer, check_answer, pairs_from
+from prefbo.loop.answers import Answer, check_answer, check_new_options, pairs_from
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.model_kinds import get_model_kind
 from prefbo.loop.session import SessionLog, check_json_config, read_session_log
@@ -439,6 +439,7 @@ class PreferentialOptimizer:
             )
             with _seeded(step_seed), expected_fit_warnings():
                 new = self._strategy.acquire(question)
+            check_new_options(new, n_new, self.bounds, self.strategy)
         if fixed is None:
             return new
         return torch.cat([fixed.unsqueeze(0), new])  # q x d

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.loop import model_kinds
 from prefbo.loop.model_kinds import (
     EP_POSTERIOR_TOL,
@@ -25,6 +25,30 @@ def test_the_kinds_are_registered_in_order():
         get_model_kind("gp")
     with pytest.raises(InputDataError, match=r"model must be one of .*got \['ep'\]"):
         get_model_kind(["ep"])
+
+
+def test_a_kind_declares_what_its_posterior_offers():
+    # built-in kinds say what they offer; a kind of one's own offers nothing
+    # it did not declare, so a strategy that needs it is refused up front
+    assert [
+        (get_model_kind(k).gaussian_posterior, get_model_kind(k).pathwise_samples)
+        for k in model_kind_names()
+    ] == [(True, True), (True, True), (False, False), (True, True)]
+
+    class Mine(ModelKind):
+        model_class = PairwiseLaplaceGP
+
+        def build(self, designs, comparisons, covar_module=None):
+            return PairwiseLaplaceGP(designs, comparisons)
+
+        def fit(self, model, fit_options):
+            return None
+
+    assert not Mine.gaussian_posterior and not Mine.pathwise_samples
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(model_kinds._MODEL_KINDS, "mine", Mine)
+        with pytest.raises(UnsupportedError, match="model='mine' does not provide"):
+            PreferentialOptimizer(BOUNDS, model="mine", strategy="ts")
 
 
 def test_ep_builds_with_the_loops_site_tolerance():

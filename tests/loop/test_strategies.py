@@ -73,3 +73,37 @@ def test_registering_checks_its_arguments(monkeypatch):
         register_strategy("eubo", Strategy())
     register_strategy("mine", Strategy())
     assert strategy_names()[-1] == "mine"
+
+
+@pytest.mark.parametrize(
+    ("returned", "error", "match"),
+    [
+        (lambda q: torch.zeros(5), InputDataError, r"must return 2 x 2 options; got"),
+        (
+            lambda q: [[0.5, 0.5]] * 2,
+            InputTypeError,
+            r"must return a floating 2 x 2 tensor of options; got list",
+        ),
+        (
+            lambda q: torch.tensor([[0.0, 0.0], [20.0, 0.0]], dtype=torch.float64),
+            InputDataError,
+            r"must return finite options in the box; option 1 has x\[0\] = 20\.0 ",
+        ),
+        (
+            lambda q: torch.tensor([[0.0, 0.0], [float("nan"), 0.0]]),
+            InputDataError,
+            r"must return finite options in the box",
+        ),
+    ],
+)
+def test_a_strategys_options_are_checked_at_ask(monkeypatch, returned, error, match):
+    class Bad(Strategy):
+        def acquire(self, question: Question):
+            return returned(question)
+
+    monkeypatch.setitem(strategies._STRATEGIES, "bad", Bad())
+    opt = PreferentialOptimizer(BOUNDS, model="laplace", strategy="bad", seed=0)
+    for _ in range(2):  # the initial random questions
+        opt.tell(0, opt.ask())
+    with pytest.raises(error, match=r"strategy 'bad' " + match):
+        opt.ask()
