@@ -28,12 +28,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-try:  # the package of test problems and simulated people
-    from prefbo.test_functions import Hartmann3, SimulatedPerson
-except ImportError:  # older layout
-    from prefbo.test_functions import Hartmann3, SimulatedPerson
-
 from prefbo.loop.optimizer import PreferentialOptimizer
+from prefbo.test_functions import Hartmann3, SimulatedPerson
 
 RUNS = (
     ("ep", "eubo", 2),

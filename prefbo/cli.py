@@ -30,6 +30,7 @@ from typing import TextIO
 
 from prefbo.data.graph import ComparisonGraphWarning, comparison_graph_summary
 from prefbo.exceptions import InputDataError, PrefboError
+from prefbo.loop import demo
 from prefbo.loop.model_kinds import model_kind_names
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.session import SessionLogWarning
@@ -179,8 +180,6 @@ def main(
     args, rest = _parser().parse_known_args(argv)
     try:
         if args.command == "demo":
-            from prefbo.loop import demo
-
             demo.main(rest)
             return 0
         if rest:

@@ -1,5 +1,10 @@
 r"""Acquisition helpers for preference models (BoTorch's own functions run on
-prefbo models unchanged)."""
+prefbo models unchanged).
+
+The posterior moments of pairs that EUBO and BALD read come from the module
+:mod:`prefbo.acquisition.pair_moments` (``pair_moments.pair_moments(model)``);
+a model class of one's own registers its moments with :data:`GetPairMoments`.
+"""
 
 from prefbo.acquisition.bald import PairwiseBALD
 from prefbo.acquisition.eubo import FastAnalyticEUBO, eubo_values
@@ -9,7 +14,6 @@ from prefbo.acquisition.pair_moments import (
     GetPairMoments,
     KernelPairMoments,
     PairMoments,
-    pair_moments,
 )
 from prefbo.acquisition.thompson import maximize_paths, thompson_batch, thompson_pairs
 
@@ -23,7 +27,6 @@ __all__ = [
     "gen_candidates_eubo",
     "maximize_eubo",
     "maximize_paths",
-    "pair_moments",
     "thompson_batch",
     "thompson_pairs",
 ]

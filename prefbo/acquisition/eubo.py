@@ -32,7 +32,7 @@ from prefbo.acquisition.pair_moments import KernelPairMoments, pair_moments
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 
 
-def _append_winner(X: Tensor, winner: Tensor | None) -> Tensor:
+def append_winner(X: Tensor, winner: Tensor | None) -> Tensor:
     r"""``... x q x d`` options with the ``1 x d`` winner appended as the last
     option of every question (``X`` itself without a winner)."""
     if winner is None:
@@ -69,8 +69,8 @@ def eubo_values(
     _check_dim(model, X)
     w = None
     if previous_winner is not None:
-        w = _check_winner(previous_winner, X.shape[-1], X)
-    return pair_moments(model).eubo(_append_winner(X, w), add_second_mean=w is None)
+        w = check_winner(previous_winner, X.shape[-1], X)
+    return pair_moments(model).eubo(append_winner(X, w), add_second_mean=w is None)
 
 
 class FastAnalyticEUBO(AcquisitionFunction):
@@ -117,7 +117,7 @@ class FastAnalyticEUBO(AcquisitionFunction):
             else:  # no training designs to read d and dtype from
                 like = torch.empty(0, dtype=torch.float64)
                 d = getattr(previous_winner, "shape", (0,))[-1]
-            winner = _check_winner(previous_winner, d, like)
+            winner = check_winner(previous_winner, d, like)
         self.register_buffer("previous_winner", winner)
 
     @t_batch_mode_transform()
@@ -135,7 +135,7 @@ class FastAnalyticEUBO(AcquisitionFunction):
             values, _ = _EUBOWithGradient.apply(X, self)
             return values
         return self.moments.eubo(
-            _append_winner(X, winner), add_second_mean=winner is None
+            append_winner(X, winner), add_second_mean=winner is None
         )
 
     @property
@@ -173,7 +173,7 @@ class FastAnalyticEUBO(AcquisitionFunction):
         r""":meth:`value_and_grad` of checked questions."""
         winner = self.previous_winner
         values, grad = self.moments.eubo_and_grad(
-            _append_winner(X.detach(), winner), add_second_mean=winner is None
+            append_winner(X.detach(), winner), add_second_mean=winner is None
         )
         return values, grad[..., : X.shape[-2], :]
 
@@ -263,7 +263,7 @@ class _EUBOWithGradient(torch.autograd.Function):
             winner = ctx.acqf.previous_winner
             with torch.enable_grad():
                 values = ctx.acqf.moments.eubo(
-                    _append_winner(X, winner), add_second_mean=winner is None
+                    append_winner(X, winner), add_second_mean=winner is None
                 )
                 (g,) = torch.autograd.grad(values, X, grad_out, create_graph=True)
             return g, None
@@ -281,7 +281,7 @@ def _check_dim(model: Model, X: Tensor) -> None:
         )
 
 
-def _check_winner(previous_winner: object, d: int, like: Tensor) -> Tensor:
+def check_winner(previous_winner: object, d: int, like: Tensor) -> Tensor:
     r"""A ``d`` or ``1 x d`` finite tensor as a ``1 x d`` winner in ``like``'s
     dtype and device."""
     if not isinstance(previous_winner, Tensor):

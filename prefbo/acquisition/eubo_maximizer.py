@@ -42,7 +42,7 @@ from botorch.models.model import Model
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from prefbo.acquisition.eubo import _append_winner, _check_winner
+from prefbo.acquisition.eubo import append_winner, check_winner
 from prefbo.acquisition.pair_moments import PairMoments, eubo_from_moments, pair_moments
 from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
@@ -67,7 +67,7 @@ class _Objective:
 
     def _pairs(self, U: Tensor) -> Tensor:
         X = self.lo + self.width * U.unflatten(-1, (self.q, self.d))
-        return _append_winner(X, self.winner)
+        return append_winner(X, self.winner)
 
     def __call__(self, U: Tensor) -> Tensor:
         with torch.no_grad():
@@ -366,7 +366,7 @@ def maximize_eubo(
         bounds = bounds.to(datapoints)
     winner = None
     if previous_winner is not None:
-        winner = _check_winner(previous_winner, d, bounds)
+        winner = check_winner(previous_winner, d, bounds)
     q = 1 if winner is not None else 2
     lo, width = bounds[0], bounds[1] - bounds[0]
     moments = pair_moments(model)

@@ -180,9 +180,9 @@ def gen_candidates_eubo(
         return values, g
 
     x0 = clamped.detach().cpu().double().numpy().reshape(b, -1)
-    # (BoTorch also caps numpy's BLAS threads here, which costs a scan of the
-    # loaded libraries, ~3 ms per call; L-BFGS-B's products are far too small
-    # to be threaded, so the iterates are the same without it)
+    # (BoTorch also caps numpy's BLAS threads here, which scans the loaded
+    # libraries on every call; L-BFGS-B's products are far too small to be
+    # threaded, so the iterates are the same without it)
     xs, _, results = fmin_l_bfgs_b_batched(
         func=value_and_grad,
         x0=x0,

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from prefbo.exceptions import InputDataError, NumericalWarning
 from prefbo.inducing.greedy import (
-    _check_kernel,
+    check_kernel,
     check_tol,
     default_tolerance,
     greedy_dpp_map,
@@ -103,7 +103,7 @@ class GreedyDPPAllocator(InducingPointAllocator):
             (``batch_shape'``) per batch element are genuine choices.
         """
         inputs = broadcast_inputs(inputs, input_batch_shape, num_inducing)
-        _check_kernel(covar_module)
+        check_kernel(covar_module)
         covar_module = covar_module.to(inputs.device)
         with torch.no_grad():
             quality = self._get_quality_function()(inputs, num_inducing)

@@ -66,7 +66,7 @@ def check_tol(tol: object) -> float | None:
     )
 
 
-def _check_kernel(covar_module: Kernel) -> None:
+def check_kernel(covar_module: Kernel) -> None:
     r"""Check that ``covar_module`` is a GPyTorch ``Kernel``.
 
     Raises:
@@ -208,7 +208,7 @@ def greedy_dpp_map(
             ``covar_module`` not a GPyTorch ``Kernel`` or ``tol`` not a number.
     """
     validate_inputs(inputs, num_inducing)
-    _check_kernel(covar_module)
+    check_kernel(covar_module)
     tol = check_tol(tol)
     batch_shape, (n, d) = inputs.shape[:-2], inputs.shape[-2:]
     if quality is not None and (

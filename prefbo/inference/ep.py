@@ -155,7 +155,7 @@ def _cavities(mu, S, tau, nu, comps, index):
     return torch.where(valid, tau_c, 1.0), nu_c, valid
 
 
-def _check_ep_options(
+def check_ep_options(
     max_iter: object = 200,
     tol: object = None,
     damping: object = None,
@@ -237,7 +237,7 @@ def run_ep(
         )
     if form not in FORMS:
         raise InputDataError(f"form must be one of {FORMS}; got {form!r}.")
-    _check_ep_options(max_iter, tol, damping, anderson_memory)
+    check_ep_options(max_iter, tol, damping, anderson_memory)
     with torch.no_grad():
         L = chol_prior
         if form == "auto":

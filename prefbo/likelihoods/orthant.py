@@ -35,7 +35,7 @@ import math
 import torch
 from torch import Tensor
 
-from prefbo.likelihoods.quadrature import _psd_cholesky, sobol_uniform
+from prefbo.likelihoods.quadrature import psd_cholesky, sobol_uniform
 from prefbo.utils.normal import ndtri_exp
 
 
@@ -74,7 +74,7 @@ def log_orthant_probability(
     c = c.gather(-2, order.unsqueeze(-1).expand_as(c))
     chol, info = torch.linalg.cholesky_ex(c)  # batch x d x d
     if bool((info > 0).any()):
-        chol = _psd_cholesky(c)
+        chol = psd_cholesky(c)
     diag = chol.diagonal(dim1=-2, dim2=-1)  # batch x d
     if d == 1:
         return torch.special.log_ndtr(m[..., 0] / diag[..., 0]).to(dtype)

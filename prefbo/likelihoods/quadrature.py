@@ -311,7 +311,7 @@ def gaussian_expectation_1d(
     return (values * weights.view(shape)).sum(0)
 
 
-def _psd_cholesky(covariance: Tensor) -> Tensor:
+def psd_cholesky(covariance: Tensor) -> Tensor:
     r"""Cholesky factor of ``batch x p x p`` PSD matrices, adding jitter if needed."""
     dtype = covariance.dtype
     rel = 1e-10 if dtype == torch.float64 else 1e-6
@@ -353,7 +353,7 @@ def gaussian_expectation_qmc(
     Returns:
         A ``batch_shape x k`` tensor.
     """
-    chol = _psd_cholesky(covariance)
+    chol = psd_cholesky(covariance)
     eps = sobol_normal(
         num_samples, mean.shape[-1], seed=seed, dtype=mean.dtype, device=mean.device
     )  # S x p

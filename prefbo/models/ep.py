@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, UnsupportedError
-from prefbo.inference.ep import EPSites, EPState, _check_ep_options, ep_evidence, run_ep
+from prefbo.inference.ep import EPSites, EPState, check_ep_options, ep_evidence, run_ep
 from prefbo.likelihoods.pairwise import PairwiseProbitLikelihood
 from prefbo.models.pairwise import PairwisePreferenceGP
 from prefbo.utils.checks import check_int, check_nonneg_float
@@ -94,7 +94,7 @@ class PairwiseEPGP(PairwisePreferenceGP):
             given = [k for k in names if options.get(k) is not None]
             if given:
                 check(given[0], options[given[0]])
-        _check_ep_options(damping=damping, anderson_memory=anderson_memory)
+        check_ep_options(damping=damping, anderson_memory=anderson_memory)
         self._damping = damping
         self._fit_tol = check_nonneg_float("fit_tol", fit_tol, allow_none=True)
         self._anderson_memory = anderson_memory

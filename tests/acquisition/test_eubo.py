@@ -7,7 +7,8 @@ from botorch.optim import optimize_acqf
 from gpytorch.kernels import MaternKernel, ScaleKernel
 
 from prefbo import PairwiseLaplaceGP
-from prefbo.acquisition import FastAnalyticEUBO, PairMoments, eubo_values, pair_moments
+from prefbo.acquisition import FastAnalyticEUBO, PairMoments, eubo_values
+from prefbo.acquisition.pair_moments import pair_moments
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.utils.testing import make_pairwise_data
 

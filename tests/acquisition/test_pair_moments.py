@@ -12,9 +12,12 @@ from prefbo.acquisition import (
     GetPairMoments,
     KernelPairMoments,
     PairMoments,
+)
+from prefbo.acquisition.pair_moments import (
+    SIGMA_JITTER,
+    eubo_from_moments,
     pair_moments,
 )
-from prefbo.acquisition.pair_moments import SIGMA_JITTER, eubo_from_moments
 from prefbo.kernels import default_preference_covar_module
 from prefbo.utils.testing import make_pairwise_data
 

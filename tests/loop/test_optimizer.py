@@ -3,7 +3,8 @@ import pytest
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 
-from prefbo.acquisition import PairMoments, pair_moments
+from prefbo.acquisition import PairMoments
+from prefbo.acquisition.pair_moments import pair_moments
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.kernels import default_preference_covar_module
 from prefbo.loop.model_kinds import LAPLACE_OUTPUTSCALE_BOUNDS
