@@ -11,8 +11,9 @@ curvature at the mode; EP: the site precisions), so they share
 implement :meth:`PairwisePreferenceGP._compute_state` and
 :meth:`PairwisePreferenceGP._compute_evidence`.
 
-Its jobs live in their own modules: data checks and the training covariance
-in :mod:`prefbo.models.training_data`, the cache key in
+Its jobs live in their own modules: the training data (setting, checks,
+consolidation) and the training covariance in
+:mod:`prefbo.models.training_data`, the cache key in
 :mod:`prefbo.models.state_key`, predictions in :mod:`prefbo.models.prediction`,
 conditioning and fantasies in :mod:`prefbo.models.conditioning`, the returned
 distributions in :mod:`prefbo.posteriors.gaussian`.
@@ -27,7 +28,6 @@ import torch
 from botorch.acquisition.objective import PosteriorTransform
 from botorch.models.model import Model
 from botorch.models.transforms.input import InputTransform
-from botorch.models.utils.assorted import consolidate_duplicates
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from botorch.posteriors.posterior import Posterior
 from gpytorch.distributions import MultivariateNormal
@@ -51,17 +51,18 @@ from prefbo.models.prediction import (
     with_observation_noise,
 )
 from prefbo.models.state_key import state_key
-from prefbo.models.training_data import (
-    check_same_layout,
-    padded_train_covariance,
-    validate_masked_data,
-)
+from prefbo.models.training_data import PairwiseTrainingData, padded_train_covariance
 from prefbo.posteriors.gaussian import TrainingPosterior, mvn
 from prefbo.utils.checks import check_int, check_nonneg_float
 
 
 class PairwisePreferenceGP(
-    DerivedPredictionsMixin, PairwiseConditioningMixin, Model, GP, ABC
+    PairwiseTrainingData,
+    DerivedPredictionsMixin,
+    PairwiseConditioningMixin,
+    Model,
+    GP,
+    ABC,
 ):
     r"""Pairwise preference GP with a Gaussian approximation of the posterior.
 
@@ -206,120 +207,10 @@ class PairwisePreferenceGP(
                 comparison_mask=comparison_mask,
             )
 
-    # ------------------------------------------------------------------ data
-    def set_train_data(
-        self,
-        datapoints: Tensor | None = None,
-        comparisons: Tensor | None = None,
-        strict: bool = False,
-        update_model: bool = True,
-        design_mask: Tensor | None = None,
-        comparison_mask: Tensor | None = None,
-    ) -> None:
-        r"""Replace the training data.
-
-        Args:
-            datapoints: ``batch_shape x n x d`` designs.
-            comparisons: ``batch_shape x m x 2`` ``[winner, loser]`` indices.
-            strict: If True, the new data must keep the old shapes, dtype and
-                device.
-            update_model: If True, find the new mode now (else on first use).
-            design_mask: Optional ``batch_shape x n`` bool (False: padding).
-            comparison_mask: Optional ``batch_shape x m`` bool (False: padding).
-        """
-        if datapoints is None and comparisons is None:
-            return
-        datapoints, comparisons, design_mask, comparison_mask = validate_masked_data(
-            datapoints, comparisons, design_mask, comparison_mask
-        )
-        if strict and self.unconsolidated_datapoints is not None:
-            check_same_layout(
-                datapoints,
-                comparisons,
-                self.unconsolidated_datapoints,
-                self.unconsolidated_comparisons,
-            )
-        self.unconsolidated_datapoints = datapoints
-        self.unconsolidated_comparisons = comparisons
-        rtol, atol = self._consolidate
-        self.design_mask = design_mask
-        self.comparison_mask = comparison_mask
-        if datapoints.ndim == 2 and design_mask is None and comparison_mask is None:
-            dp, cp, idx = consolidate_duplicates(
-                datapoints, comparisons, rtol=rtol, atol=atol
-            )
-        else:
-            dp, cp, idx = datapoints, comparisons, None
-        warm = self._warm
-        if isinstance(warm, GaussianApproximation):
-            warm = warm.mode
-        if isinstance(warm, Tensor) and warm.shape != dp.shape[:-1]:
-            self._warm = None  # (EP sites are checked against the comparisons)
-        self.datapoints = dp
-        self.comparisons = cp
-        self.consolidated_indices = idx
-        self._state = None
-        self._state_key = None
-        self._learn_input_transform()
-        if update_model:
-            self._get_state()
-
-    def _learn_input_transform(self) -> None:
-        r"""Show the training designs to the input transform in train mode, as
-        BoTorch's ``PairwiseGP`` does when its data are set, so that learned
-        statistics (``Normalize``'s bounds) come from these designs before any
-        fit; without it the transform stayed at its initial identity bounds
-        until a training-mode forward."""
-        transform = getattr(self, "input_transform", None)
-        if transform is None:
-            return
-        was_training = transform.training
-        transform.train()
-        try:
-            with torch.no_grad():
-                transform(self.datapoints)
-        finally:
-            transform.train(was_training)
-
-    def _has_no_data(self) -> bool:
-        return self.datapoints is None
-
-    @property
-    def train_inputs(self) -> tuple[Tensor, ...]:
-        r"""``(datapoints,)`` (unconsolidated), for BoTorch's fitting closures."""
-        return () if self._has_no_data() else (self.unconsolidated_datapoints,)
-
-    @property
-    def train_targets(self) -> Tensor | None:
-        r"""The (unconsolidated) comparisons, for BoTorch's fitting closures."""
-        return self.unconsolidated_comparisons
-
-    @property
-    def n(self) -> int:
-        r"""Number of (consolidated) designs."""
-        return self.datapoints.shape[-2]
-
-    @property
-    def m(self) -> int:
-        r"""Number of comparisons."""
-        return self.comparisons.shape[-2]
-
-    @property
-    def dim(self) -> int:
-        r"""Number of input features."""
-        return self.datapoints.shape[-1]
-
     @property
     def num_outputs(self) -> int:
         r"""One latent utility."""
         return self._num_outputs
-
-    @property
-    def batch_shape(self) -> torch.Size:
-        r"""Batch shape of the model (of the data, e.g. one element per user)."""
-        if self._has_no_data():
-            return torch.Size()
-        return self.datapoints.shape[:-2]
 
     def custom_fit(self, mll: Any, **kwargs: Any) -> Any:
         r"""What ``botorch.fit.fit_gpytorch_mll(mll, ...)`` runs for this model.

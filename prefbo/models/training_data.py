@@ -1,18 +1,22 @@
-r"""Validation of a pairwise preference GP's training data.
+r"""The training data of a pairwise preference GP and their validation.
 
 Designs and comparisons are checked by :mod:`prefbo.data.validation`; here
 are the parts particular to the models: the padding masks of ragged batched
-data (see :func:`~prefbo.models.batch_users`) and the ``strict`` replacement
-of data.
+data (see :func:`~prefbo.models.batch_users`), the ``strict`` replacement
+of data, the training covariance of padded data, and
+:class:`PairwiseTrainingData`, which sets the data of a
+:class:`~prefbo.models.PairwisePreferenceGP` and answers its shape questions.
 """
 
 from __future__ import annotations
 
 import torch
+from botorch.models.utils.assorted import consolidate_duplicates
 from torch import Tensor
 
 from prefbo.data.validation import validate_pairwise_data
 from prefbo.exceptions import InputDataError
+from prefbo.inference.gaussian import GaussianApproximation
 
 
 def check_mask(
@@ -180,3 +184,125 @@ def padded_train_covariance(
             K = K.clone()
         K.diagonal(dim1=-2, dim2=-1).add_(nugget * scale)
     return K
+
+
+class PairwiseTrainingData:
+    r"""The training data of a :class:`~prefbo.models.PairwisePreferenceGP`.
+
+    Setting the data checks it, merges (numerically) duplicate designs as
+    BoTorch's ``PairwiseGP`` does (unbatched, unmasked data only), drops a warm
+    start of another size, clears the cached approximation and shows the designs
+    to a learned input transform. The host model registers the buffers
+    ``datapoints``, ``comparisons``, ``design_mask`` and ``comparison_mask`` and
+    provides ``_consolidate`` (the ``(rtol, atol)`` of the merge), ``_warm``,
+    ``_state``, ``_state_key`` and ``_get_state``.
+    """
+
+    def set_train_data(
+        self,
+        datapoints: Tensor | None = None,
+        comparisons: Tensor | None = None,
+        strict: bool = False,
+        update_model: bool = True,
+        design_mask: Tensor | None = None,
+        comparison_mask: Tensor | None = None,
+    ) -> None:
+        r"""Replace the training data.
+
+        Args:
+            datapoints: ``batch_shape x n x d`` designs.
+            comparisons: ``batch_shape x m x 2`` ``[winner, loser]`` indices.
+            strict: If True, the new data must keep the old shapes, dtype and
+                device.
+            update_model: If True, find the new mode now (else on first use).
+            design_mask: Optional ``batch_shape x n`` bool (False: padding).
+            comparison_mask: Optional ``batch_shape x m`` bool (False: padding).
+        """
+        if datapoints is None and comparisons is None:
+            return
+        datapoints, comparisons, design_mask, comparison_mask = validate_masked_data(
+            datapoints, comparisons, design_mask, comparison_mask
+        )
+        if strict and self.unconsolidated_datapoints is not None:
+            check_same_layout(
+                datapoints,
+                comparisons,
+                self.unconsolidated_datapoints,
+                self.unconsolidated_comparisons,
+            )
+        self.unconsolidated_datapoints = datapoints
+        self.unconsolidated_comparisons = comparisons
+        rtol, atol = self._consolidate
+        self.design_mask = design_mask
+        self.comparison_mask = comparison_mask
+        if datapoints.ndim == 2 and design_mask is None and comparison_mask is None:
+            dp, cp, idx = consolidate_duplicates(
+                datapoints, comparisons, rtol=rtol, atol=atol
+            )
+        else:
+            dp, cp, idx = datapoints, comparisons, None
+        warm = self._warm
+        if isinstance(warm, GaussianApproximation):
+            warm = warm.mode
+        if isinstance(warm, Tensor) and warm.shape != dp.shape[:-1]:
+            self._warm = None  # (EP sites are checked against the comparisons)
+        self.datapoints = dp
+        self.comparisons = cp
+        self.consolidated_indices = idx
+        self._state = None
+        self._state_key = None
+        self._learn_input_transform()
+        if update_model:
+            self._get_state()
+
+    def _learn_input_transform(self) -> None:
+        r"""Show the training designs to the input transform in train mode, as
+        BoTorch's ``PairwiseGP`` does when its data are set, so that learned
+        statistics (``Normalize``'s bounds) come from these designs before any
+        fit; without it the transform stayed at its initial identity bounds
+        until a training-mode forward."""
+        transform = getattr(self, "input_transform", None)
+        if transform is None:
+            return
+        was_training = transform.training
+        transform.train()
+        try:
+            with torch.no_grad():
+                transform(self.datapoints)
+        finally:
+            transform.train(was_training)
+
+    def _has_no_data(self) -> bool:
+        return self.datapoints is None
+
+    @property
+    def train_inputs(self) -> tuple[Tensor, ...]:
+        r"""``(datapoints,)`` (unconsolidated), for BoTorch's fitting closures."""
+        return () if self._has_no_data() else (self.unconsolidated_datapoints,)
+
+    @property
+    def train_targets(self) -> Tensor | None:
+        r"""The (unconsolidated) comparisons, for BoTorch's fitting closures."""
+        return self.unconsolidated_comparisons
+
+    @property
+    def n(self) -> int:
+        r"""Number of (consolidated) designs."""
+        return self.datapoints.shape[-2]
+
+    @property
+    def m(self) -> int:
+        r"""Number of comparisons."""
+        return self.comparisons.shape[-2]
+
+    @property
+    def dim(self) -> int:
+        r"""Number of input features."""
+        return self.datapoints.shape[-1]
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        r"""Batch shape of the model (of the data, e.g. one element per user)."""
+        if self._has_no_data():
+            return torch.Size()
+        return self.datapoints.shape[:-2]

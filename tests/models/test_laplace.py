@@ -19,8 +19,8 @@ from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.kernels import RBFKernel
 
 from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
-from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
-from prefbo.utils.testing import make_pairwise_data, tolerance
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.utils.testing import make_pairwise_data
 
 
 def _pair(n=20, m=30, seed=0, **kw):
@@ -80,54 +80,6 @@ def test_fit_matches_botorch_hyperparameters():
     )
 
 
-def test_posterior_refreshes_when_hyperparameters_change():
-    X, comp = _pair()
-    model = PairwiseLaplaceGP(X, comp)
-    Xt = torch.rand(5, 2, dtype=torch.float64)
-    before = model.posterior(Xt).mean
-    _set_hypers(model, 4.0, torch.tensor([[0.2, 0.2]], dtype=torch.float64))
-    fresh = PairwiseLaplaceGP(X, comp)
-    _set_hypers(fresh, 4.0, torch.tensor([[0.2, 0.2]], dtype=torch.float64))
-    torch.testing.assert_close(model.posterior(Xt).mean, fresh.posterior(Xt).mean)
-    assert not torch.allclose(before, fresh.posterior(Xt).mean)
-
-
-@pytest.mark.parametrize("x_batch", [(), (5,), (2, 3)], ids=["q", "b-q", "b1-b2-q"])
-def test_joint_posterior_shapes_and_blocks(tkwargs, x_batch):
-    X, comp = _pair(**tkwargs)
-    model = PairwiseLaplaceGP(X, comp)
-    Xt = torch.rand(x_batch + (3, 2), **tkwargs)
-    post = model.posterior(Xt)
-    assert post.mean.shape == x_batch + (3, 1)
-    assert post.covariance_matrix.shape == x_batch + (3, 3)
-    # each q-batch block equals the posterior of those points alone
-    flat = Xt.reshape(-1, 3, 2)
-    for k in range(flat.shape[0]):
-        single = model.posterior(flat[k])
-        torch.testing.assert_close(
-            post.covariance_matrix.reshape(-1, 3, 3)[k],
-            single.covariance_matrix,
-            rtol=tolerance(tkwargs["dtype"], 1e-9, 1e-3),
-            atol=1e-5,
-        )
-
-
-def test_batched_model_equals_separate_models(tkwargs):
-    X, comp = _pair(12, 25, batch_shape=torch.Size([3]), **tkwargs)
-    batched = PairwiseLaplaceGP(X, comp)
-    Xt = torch.rand(4, 3, 2, 2, **tkwargs)  # 4 x (model batch 3) x q=2
-    post = batched.posterior(Xt)
-    assert post.mean.shape == (4, 3, 2, 1)
-    for b in range(3):
-        single = PairwiseLaplaceGP(X[b], comp[b])
-        ps = single.posterior(Xt[:, b])
-        tol = tolerance(tkwargs["dtype"], 1e-8, 1e-3)
-        torch.testing.assert_close(post.mean[:, b], ps.mean, rtol=tol, atol=tol)
-        torch.testing.assert_close(
-            post.covariance_matrix[:, b], ps.covariance_matrix, rtol=tol, atol=tol
-        )
-
-
 def test_batched_fit_equals_loop_of_fits():
     X, comp = _pair(15, 30, batch_shape=torch.Size([2]), seed=4)
     batched = PairwiseLaplaceGP(X, comp)
@@ -141,30 +93,6 @@ def test_batched_fit_equals_loop_of_fits():
             rtol=5e-3,
             atol=1e-3,
         )
-
-
-def test_state_dict_round_trip():
-    X, comp = _pair(seed=5)
-    model = PairwiseLaplaceGP(X, comp)
-    fit_gpytorch_mll(PairwiseLaplaceMLL(model.likelihood, model))
-    other = PairwiseLaplaceGP(X, comp)
-    other.load_state_dict(model.state_dict())
-    Xt = torch.rand(4, 2, dtype=torch.float64)
-    torch.testing.assert_close(other.posterior(Xt).mean, model.posterior(Xt).mean)
-    assert "datapoints" not in model.state_dict()
-
-
-def test_duplicate_designs_are_merged_and_comparisons_all_count():
-    X = torch.tensor(
-        [[0.1, 0.2], [0.5, 0.5], [0.1, 0.2], [0.9, 0.1]], dtype=torch.float64
-    )
-    comp = torch.tensor([[0, 1], [1, 2], [3, 2], [3, 2]])
-    model = PairwiseLaplaceGP(X, comp)
-    assert model.n == 3 and model.m == 4
-    merged = PairwiseLaplaceGP(
-        X[[0, 1, 3]], torch.tensor([[0, 1], [1, 0], [2, 0], [2, 0]])
-    )
-    torch.testing.assert_close(model.utility, merged.utility)
 
 
 def test_botorch_acquisition_functions_run_and_agree(tkwargs64):
@@ -193,16 +121,6 @@ def test_float32_agrees_with_float64():
     assert p32.mean.dtype == torch.float32
     torch.testing.assert_close(p32.mean.double(), p64.mean, rtol=0, atol=2e-3)
     torch.testing.assert_close(p32.variance.double(), p64.variance, rtol=0, atol=2e-3)
-
-
-def test_prior_only_model():
-    from gpytorch.kernels import RBFKernel
-
-    model = PairwiseLaplaceGP(None, None, covar_module=RBFKernel())
-    post = model.posterior(torch.rand(3, 1))
-    assert post.mean.abs().max() == 0
-    with pytest.raises(InputDataError, match="explicit covar_module"):
-        PairwiseLaplaceGP(None, None)
 
 
 @pytest.mark.parametrize(
@@ -360,79 +278,6 @@ def test_a_zero_fit_tolerance_is_used_not_replaced_by_the_default(monkeypatch):
         model = PairwiseLaplaceGP(X, comps, fit_tol=fit_tol).train()
         model(*model.train_inputs)
         assert tols[-1] == expected
-
-
-def test_bad_posterior_and_conditioning_input():
-    X, comp = _pair()
-    model = PairwiseLaplaceGP(X, comp)
-    with pytest.raises(InputDataError, match="d=2 features in its last dimension"):
-        model.posterior(torch.rand(3, 5, dtype=torch.float64))
-    with pytest.raises(UnsupportedError, match="output_indices"):
-        model.posterior(torch.rand(3, 2, dtype=torch.float64), output_indices=[1])
-    with pytest.raises(
-        InputTypeError, match="model's dtype torch.float64; got torch.float32"
-    ):
-        model.posterior(torch.rand(3, 2, dtype=torch.float32))
-    with pytest.raises(InputDataError, match="Y must be a batch_shape x m x 2"):
-        model.condition_on_observations(
-            torch.rand(2, 2, dtype=torch.float64), torch.rand(2, 1)
-        )
-    with pytest.raises(InputDataError, match="X1 and X2 must have the same shape"):
-        model.predict_preference(torch.rand(2, 2).double(), torch.rand(3, 2).double())
-    with pytest.raises(InputDataError, match=r"X must have d=2 features like the"):
-        model.condition_on_observations(
-            torch.rand(2, 3, dtype=torch.float64), torch.tensor([[0, 1]])
-        )
-    Xq = torch.rand(3, 2, dtype=torch.float64)
-    with pytest.raises(InputDataError, match=r"observation_noise must broadcast"):
-        model.posterior(Xq, observation_noise=torch.ones(5, dtype=torch.float64))
-    with pytest.raises(InputDataError, match=r"finite variances >= 0"):
-        model.posterior(Xq, observation_noise=-torch.ones(3, dtype=torch.float64))
-    noisy = model.posterior(Xq, observation_noise=torch.full((3, 1), 0.5).double())
-    plain = model.posterior(Xq)
-    torch.testing.assert_close(noisy.variance, plain.variance + 0.5)
-    model.train()
-    with pytest.raises(InputDataError, match="training designs"):
-        model(torch.rand(4, 2, dtype=torch.float64))
-
-
-def test_input_transform_matches_botorch():
-    from botorch.models.transforms.input import Normalize
-
-    X, comp = _pair(20, 30, seed=6)
-    X = X * 10 + 3
-    bounds = torch.tensor([[3.0, 3.0], [13.0, 13.0]], dtype=torch.float64)
-    bt = PairwiseGP(X, comp, input_transform=Normalize(d=2, bounds=bounds))
-    pb = PairwiseLaplaceGP(X, comp, input_transform=Normalize(d=2, bounds=bounds))
-    Xt = torch.rand(3, 2, dtype=torch.float64) * 10 + 3
-    torch.testing.assert_close(
-        pb.posterior(Xt).mean, bt.posterior(Xt).mean, rtol=0, atol=1e-6
-    )
-    fit_gpytorch_mll(PairwiseLaplaceMLL(pb.likelihood, pb))
-    assert torch.isfinite(pb.posterior(Xt).mean).all()
-
-
-def test_learned_input_transform_bounds_match_botorch_before_any_fit():
-    # Normalize without bounds learns them from the training designs when the
-    # data are set, as BoTorch's PairwiseGP does (prefbo kept the identity
-    # until a training-mode forward, so an unfitted model predicted on the
-    # raw scale), and again when set_train_data brings new designs
-    from botorch.models.transforms.input import Normalize
-
-    X, comp = _pair(20, 30, seed=6)
-    X = X * 10 + 5
-    bt = PairwiseGP(X, comp, input_transform=Normalize(d=2))
-    pb = PairwiseLaplaceGP(X, comp, input_transform=Normalize(d=2))
-    torch.testing.assert_close(pb.input_transform.bounds, bt.input_transform.bounds)
-    Xt = torch.rand(3, 2, dtype=torch.float64) * 10 + 5
-    post_b, post_p = bt.posterior(Xt), pb.posterior(Xt)
-    torch.testing.assert_close(post_p.mean, post_b.mean, rtol=0, atol=1e-6)
-    torch.testing.assert_close(
-        post_p.covariance_matrix, post_b.covariance_matrix, rtol=0, atol=1e-6
-    )
-    pb.set_train_data(X * 2, comp)
-    lo, hi = (X * 2).min(0).values, (X * 2).max(0).values
-    torch.testing.assert_close(pb.input_transform.bounds, torch.stack([lo, hi]))
 
 
 def test_warm_start_from_the_mode_of_fewer_designs():

@@ -1,5 +1,6 @@
 import pytest
 import torch
+from botorch.models import PairwiseGP
 
 from prefbo.exceptions import InputDataError
 from prefbo.models import PairwiseLaplaceGP
@@ -8,6 +9,7 @@ from prefbo.models.training_data import (
     check_same_layout,
     padded_train_covariance,
 )
+from prefbo.utils.testing import make_pairwise_data
 
 
 def test_masks_that_contradict_each_other_are_named():
@@ -49,3 +51,44 @@ def test_padded_train_covariance():
     torch.testing.assert_close(
         padded_train_covariance(K, None, 0.0), K
     )  # no nugget: K itself
+
+
+def _pair(n=20, m=30, seed=0, **kw):
+    X, comp, _ = make_pairwise_data(n, m, seed=seed, **kw)
+    return X, comp
+
+
+def test_duplicate_designs_are_merged_and_comparisons_all_count():
+    X = torch.tensor(
+        [[0.1, 0.2], [0.5, 0.5], [0.1, 0.2], [0.9, 0.1]], dtype=torch.float64
+    )
+    comp = torch.tensor([[0, 1], [1, 2], [3, 2], [3, 2]])
+    model = PairwiseLaplaceGP(X, comp)
+    assert model.n == 3 and model.m == 4
+    merged = PairwiseLaplaceGP(
+        X[[0, 1, 3]], torch.tensor([[0, 1], [1, 0], [2, 0], [2, 0]])
+    )
+    torch.testing.assert_close(model.utility, merged.utility)
+
+
+def test_learned_input_transform_bounds_match_botorch_before_any_fit():
+    # Normalize without bounds learns them from the training designs when the
+    # data are set, as BoTorch's PairwiseGP does (prefbo kept the identity
+    # until a training-mode forward, so an unfitted model predicted on the
+    # raw scale), and again when set_train_data brings new designs
+    from botorch.models.transforms.input import Normalize
+
+    X, comp = _pair(20, 30, seed=6)
+    X = X * 10 + 5
+    bt = PairwiseGP(X, comp, input_transform=Normalize(d=2))
+    pb = PairwiseLaplaceGP(X, comp, input_transform=Normalize(d=2))
+    torch.testing.assert_close(pb.input_transform.bounds, bt.input_transform.bounds)
+    Xt = torch.rand(3, 2, dtype=torch.float64) * 10 + 5
+    post_b, post_p = bt.posterior(Xt), pb.posterior(Xt)
+    torch.testing.assert_close(post_p.mean, post_b.mean, rtol=0, atol=1e-6)
+    torch.testing.assert_close(
+        post_p.covariance_matrix, post_b.covariance_matrix, rtol=0, atol=1e-6
+    )
+    pb.set_train_data(X * 2, comp)
+    lo, hi = (X * 2).min(0).values, (X * 2).max(0).values
+    torch.testing.assert_close(pb.input_transform.bounds, torch.stack([lo, hi]))
