@@ -5,7 +5,7 @@ log, see :mod:`prefbo.loop.session`). Its models come from the model kinds of
 :mod:`prefbo.loop.model_kinds` and its questions from the strategies of
 :mod:`prefbo.loop.strategies`, each registered by name
 (:func:`register_model_kind`, :func:`register_strategy`).
-:mod:`prefbo.loop.demo` is the README's main job.
+:mod:`prefbo.loop.demo` is the main job of ``make demo``.
 """
 
 from prefbo.loop.fit_warnings import expected_fit_warnings

@@ -31,11 +31,11 @@ from botorch.models.model import Model
 from torch import Tensor
 
 from prefbo.data.containers import PairwiseComparisons
-from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.fit.variational import fit_variational
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.pairwise import PairwiseLikelihood
 from prefbo.loop.fit_warnings import accept_optimizer_stops, expected_fit_warnings
+from prefbo.loop.registry import Registry
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP, SkewGP
 from prefbo.models.variational import VariationalPreferenceGP
@@ -280,16 +280,25 @@ def _laplace_start(
         )
 
 
-_MODEL_KINDS: dict[str, type[ModelKind]] = {
-    "laplace": LaplaceKind,
-    "ep": EPKind,
-    "skew": SkewKind,
-    "variational": VariationalKind,
-}
+MODEL_KINDS: Registry[type[ModelKind]] = Registry(
+    "model",
+    "kind",
+    "a ModelKind subclass",
+    lambda entry: isinstance(entry, type) and issubclass(entry, ModelKind),
+    {
+        "laplace": LaplaceKind,
+        "ep": EPKind,
+        "skew": SkewKind,
+        "variational": VariationalKind,
+    },
+)
 
 
 def register_model_kind(name: str, kind: type[ModelKind]) -> None:
     r"""Make ``kind`` available as ``PreferentialOptimizer(model=name)``.
+
+    A kind is registered as a class: each optimiser builds its own instance
+    with its ``model_options`` and seed.
 
     Args:
         name: A new name.
@@ -300,18 +309,12 @@ def register_model_kind(name: str, kind: type[ModelKind]) -> None:
             :class:`ModelKind` subclass.
         InputDataError: ``name`` is already registered.
     """
-    if not isinstance(name, str):
-        raise InputTypeError(f"name must be a str; got {type(name).__name__}.")
-    if not (isinstance(kind, type) and issubclass(kind, ModelKind)):
-        raise InputTypeError(f"kind must be a ModelKind subclass; got {kind!r}.")
-    if name in _MODEL_KINDS:
-        raise InputDataError(f"model kind {name!r} is already registered.")
-    _MODEL_KINDS[name] = kind
+    MODEL_KINDS.register(name, kind)
 
 
 def model_kind_names() -> tuple[str, ...]:
     r"""The registered model kinds' names, in order of registration."""
-    return tuple(_MODEL_KINDS)
+    return MODEL_KINDS.names()
 
 
 def get_model_kind(name: str) -> type[ModelKind]:
@@ -320,7 +323,4 @@ def get_model_kind(name: str) -> type[ModelKind]:
     Raises:
         InputDataError: No kind has that name.
     """
-    names = model_kind_names()
-    if name not in names:
-        raise InputDataError(f"model must be one of {names}; got {name!r}.")
-    return _MODEL_KINDS[name]
+    return MODEL_KINDS.get(name)

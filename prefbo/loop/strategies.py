@@ -49,9 +49,10 @@ from prefbo.acquisition import (
     maximize_eubo,
     thompson_batch,
 )
-from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.exceptions import UnsupportedError
 from prefbo.loop.model_kinds import ModelKind
 from prefbo.loop.options import acqf_scipy_options
+from prefbo.loop.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -275,18 +276,26 @@ class Random(Strategy):
     uses_model = False
 
 
-_STRATEGIES: dict[str, Strategy] = {
-    "eubo": EUBO(),
-    "qeubo": QEUBO(),
-    "bald": BALD(),
-    "mes": MaxValueEntropy(),
-    "ts": Thompson(),
-    "random": Random(),
-}
+STRATEGIES: Registry[Strategy] = Registry(
+    "strategy",
+    "strategy",
+    "a Strategy instance",
+    lambda entry: isinstance(entry, Strategy),
+    {
+        "eubo": EUBO(),
+        "qeubo": QEUBO(),
+        "bald": BALD(),
+        "mes": MaxValueEntropy(),
+        "ts": Thompson(),
+        "random": Random(),
+    },
+)
 
 
 def register_strategy(name: str, strategy: Strategy) -> None:
     r"""Make ``strategy`` available as ``PreferentialOptimizer(strategy=name)``.
+
+    Strategies hold no state of an optimiser, so one instance serves all.
 
     Args:
         name: A new name.
@@ -297,18 +306,12 @@ def register_strategy(name: str, strategy: Strategy) -> None:
             :class:`Strategy`.
         InputDataError: ``name`` is already registered.
     """
-    if not isinstance(name, str):
-        raise InputTypeError(f"name must be a str; got {type(name).__name__}.")
-    if not isinstance(strategy, Strategy):
-        raise InputTypeError(f"strategy must be a Strategy instance; got {strategy!r}.")
-    if name in _STRATEGIES:
-        raise InputDataError(f"strategy {name!r} is already registered.")
-    _STRATEGIES[name] = strategy
+    STRATEGIES.register(name, strategy)
 
 
 def strategy_names() -> tuple[str, ...]:
     r"""The registered strategies' names, in order of registration."""
-    return tuple(_STRATEGIES)
+    return STRATEGIES.names()
 
 
 def get_strategy(name: str) -> Strategy:
@@ -317,7 +320,4 @@ def get_strategy(name: str) -> Strategy:
     Raises:
         InputDataError: No strategy has that name.
     """
-    names = strategy_names()
-    if name not in names:
-        raise InputDataError(f"strategy must be one of {names}; got {name!r}.")
-    return _STRATEGIES[name]
+    return STRATEGIES.get(name)

@@ -53,7 +53,7 @@ def test_a_kind_declares_what_its_posterior_offers():
 
     assert not Mine.gaussian_posterior and not Mine.pathwise_samples
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(model_kinds._MODEL_KINDS, "mine", Mine)
+        mp.setitem(model_kinds.MODEL_KINDS.entries, "mine", Mine)
         with pytest.raises(UnsupportedError, match="model='mine' does not provide"):
             PreferentialOptimizer(BOUNDS, model="mine", strategy="ts")
 
@@ -78,7 +78,7 @@ def test_a_registered_kind_runs_in_the_optimizer_and_warm_starts_from_the_fit(
             calls.append((model.n, previous.n, type(previous)))
             super().warm_start(model, previous)
 
-    monkeypatch.setitem(model_kinds._MODEL_KINDS, "recording", Recording)
+    monkeypatch.setitem(model_kinds.MODEL_KINDS.entries, "recording", Recording)
     opt = PreferentialOptimizer(
         BOUNDS, model="recording", strategy="random", refit_every=2
     )
@@ -93,7 +93,9 @@ def test_a_registered_kind_runs_in_the_optimizer_and_warm_starts_from_the_fit(
 
 
 def test_registering_checks_its_arguments(monkeypatch):
-    monkeypatch.setattr(model_kinds, "_MODEL_KINDS", dict(model_kinds._MODEL_KINDS))
+    monkeypatch.setattr(
+        model_kinds.MODEL_KINDS, "entries", dict(model_kinds.MODEL_KINDS.entries)
+    )
     with pytest.raises(InputTypeError, match="kind must be a ModelKind subclass"):
         register_model_kind("mine", LaplaceKind({}, 0))
     with pytest.raises(InputTypeError, match="name must be a str; got int"):

@@ -49,7 +49,7 @@ def test_a_registered_strategy_asks_in_the_optimizer(monkeypatch):
                 return centre
             return torch.cat([question.best().unsqueeze(0), centre])
 
-    monkeypatch.setitem(strategies._STRATEGIES, "centre", Centre())
+    monkeypatch.setitem(strategies.STRATEGIES.entries, "centre", Centre())
     opt = PreferentialOptimizer(BOUNDS, model="laplace", strategy="centre", seed=4)
     problem = Branin()
     for _ in range(3):
@@ -64,7 +64,9 @@ def test_a_registered_strategy_asks_in_the_optimizer(monkeypatch):
 
 
 def test_registering_checks_its_arguments(monkeypatch):
-    monkeypatch.setattr(strategies, "_STRATEGIES", dict(strategies._STRATEGIES))
+    monkeypatch.setattr(
+        strategies.STRATEGIES, "entries", dict(strategies.STRATEGIES.entries)
+    )
     with pytest.raises(InputTypeError, match="strategy must be a Strategy instance"):
         register_strategy("mine", Strategy)
     with pytest.raises(InputTypeError, match="name must be a str"):
@@ -101,7 +103,7 @@ def test_a_strategys_options_are_checked_at_ask(monkeypatch, returned, error, ma
         def acquire(self, question: Question):
             return returned(question)
 
-    monkeypatch.setitem(strategies._STRATEGIES, "bad", Bad())
+    monkeypatch.setitem(strategies.STRATEGIES.entries, "bad", Bad())
     opt = PreferentialOptimizer(BOUNDS, model="laplace", strategy="bad", seed=0)
     for _ in range(2):  # the initial random questions
         opt.tell(0, opt.ask())
