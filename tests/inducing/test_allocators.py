@@ -7,7 +7,6 @@ from botorch.models.utils.inducing_point_allocators import (
     GreedyVarianceReduction,
     InducingPointAllocator,
 )
-from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
 from prefbo import PairwiseLaplaceGP
 from prefbo.exceptions import (
@@ -26,32 +25,12 @@ from prefbo.inducing import (
 from prefbo.utils.testing import make_pairwise_data
 
 
-def _kernel(kind="rbf", d=2, batch_shape=torch.Size(), lengthscale=0.3, **tkwargs):
-    base = (
-        RBFKernel(ard_num_dims=d, batch_shape=batch_shape)
-        if kind == "rbf"
-        else MaternKernel(nu=2.5, ard_num_dims=d, batch_shape=batch_shape)
-    )
-    kernel = ScaleKernel(base, batch_shape=batch_shape).to(**tkwargs)
-    with torch.no_grad():
-        kernel.outputscale = torch.full(batch_shape, 1.7, **tkwargs)
-        base.lengthscale = torch.as_tensor(lengthscale, **tkwargs).expand(
-            base.lengthscale.shape
-        )
-    return kernel
-
-
-def _pref_model(n=15, m=30, d=2, seed=0, **tkwargs):
-    X, comp, _ = make_pairwise_data(n, m, d=d, seed=seed, **tkwargs)
-    return PairwiseLaplaceGP(X, comp)
-
-
 @pytest.mark.parametrize("kind", ["rbf", "matern"])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_cvr_selects_what_botorch_selects(kind, seed):
+def test_cvr_selects_what_botorch_selects(kind, seed, make_kernel):
     g = torch.Generator().manual_seed(seed)
     X = torch.rand(150, 3, generator=g, dtype=torch.float64)
-    kernel = _kernel(kind, d=3, lengthscale=[0.2, 0.4, 0.3], dtype=torch.float64)
+    kernel = make_kernel(kind, d=3, lengthscale=[0.2, 0.4, 0.3], dtype=torch.float64)
     ours = ConditionalVarianceReduction().allocate_inducing_points(
         X, kernel, 40, torch.Size()
     )
@@ -62,8 +41,8 @@ def test_cvr_selects_what_botorch_selects(kind, seed):
     assert torch.equal(ours, theirs)
 
 
-def test_allocators_are_botorch_allocators():
-    model = _pref_model(dtype=torch.float64)
+def test_allocators_are_botorch_allocators(make_pref_model):
+    model = make_pref_model(dtype=torch.float64)
     for allocator in (
         ConditionalVarianceReduction(),
         EntropyDPP(model),
@@ -74,10 +53,12 @@ def test_allocators_are_botorch_allocators():
 
 
 @pytest.mark.parametrize("batch_shape", [torch.Size(), torch.Size([2])])
-def test_entropy_dpp_alpha_one_is_cvr(tkwargs, batch_shape):
+def test_entropy_dpp_alpha_one_is_cvr(
+    tkwargs, batch_shape, make_kernel, make_pref_model
+):
     X = torch.rand(batch_shape + (60, 2), **tkwargs)
-    kernel = _kernel(**tkwargs)
-    model = _pref_model(**tkwargs)
+    kernel = make_kernel(**tkwargs)
+    model = make_pref_model(**tkwargs)
     ent = EntropyDPP(model, alpha=1.0, num_max_samples=8, num_candidates=20)
     cvr = ConditionalVarianceReduction()
     quality = ent._get_quality_function()(X, 12)
@@ -87,19 +68,19 @@ def test_entropy_dpp_alpha_one_is_cvr(tkwargs, batch_shape):
     assert torch.equal(a, b)
 
 
-def test_batch_equals_loop(tkwargs):
+def test_batch_equals_loop(tkwargs, make_kernel, make_pref_model):
     X = torch.rand(2, 80, 2, **tkwargs)
-    kernel = _kernel(batch_shape=torch.Size([2]), **tkwargs)
+    kernel = make_kernel(batch_shape=torch.Size([2]), **tkwargs)
     with torch.no_grad():
         kernel.base_kernel.lengthscale = torch.tensor([[[0.2, 0.3]], [[0.4, 0.25]]])
-    model = _pref_model(**tkwargs)
+    model = make_pref_model(**tkwargs)
     max_samples = 2.0 + torch.randn(16, 2, **tkwargs)
     batched = [
         ConditionalVarianceReduction(),
         EntropyDPP(model, alpha=0.3, max_samples=max_samples),
     ]
     for b in range(2):
-        single_kernel = _kernel(
+        single_kernel = make_kernel(
             lengthscale=kernel.base_kernel.lengthscale[b, 0].tolist(), **tkwargs
         )
         single = [
@@ -113,11 +94,11 @@ def test_batch_equals_loop(tkwargs):
             assert num[b] == num_b == 15
 
 
-def test_vanishing_residual_returns_fewer_points(tkwargs):
+def test_vanishing_residual_returns_fewer_points(tkwargs, make_kernel):
     distinct = torch.tensor([[0.1, 0.2], [0.8, 0.5], [0.4, 0.9]], **tkwargs)
     perm = torch.randperm(12)
     X = distinct.repeat(4, 1)[perm]  # 12 inputs, 3 distinct
-    kernel = _kernel(**tkwargs)
+    kernel = make_kernel(**tkwargs)
     with pytest.warns(NumericalWarning, match=r"only 3 of num_inducing=5 inputs"):
         Z = ConditionalVarianceReduction().allocate_inducing_points(
             X, kernel, 5, torch.Size()
@@ -177,10 +158,10 @@ def test_single_task_variational_gp(tkwargs64, num_outputs, batch_shape):
         assert torch.isfinite(post.variance).all()
 
 
-def test_entropy_dpp_prefers_high_utility(tkwargs64):
-    model = _pref_model(n=20, m=60, **tkwargs64)
+def test_entropy_dpp_prefers_high_utility(tkwargs64, make_kernel, make_pref_model):
+    model = make_pref_model(n=20, m=60, **tkwargs64)
     X = torch.rand(300, 2, **tkwargs64)
-    kernel = _kernel(lengthscale=0.15, **tkwargs64)
+    kernel = make_kernel(lengthscale=0.15, **tkwargs64)
     with torch.no_grad():
         mean = model.posterior(X).mean.squeeze(-1)
 
@@ -194,9 +175,9 @@ def test_entropy_dpp_prefers_high_utility(tkwargs64):
     assert ent > cvr > ent_min
 
 
-def test_errors():
+def test_errors(make_kernel, make_pref_model):
     X = torch.rand(10, 2, dtype=torch.float64)
-    kernel = _kernel(dtype=torch.float64)
+    kernel = make_kernel(dtype=torch.float64)
     cvr = ConditionalVarianceReduction()
     with pytest.raises(InputDataError, match=r"num_inducing must be in \[1, n\] "):
         cvr.allocate_inducing_points(X, kernel, 11, torch.Size())
@@ -226,7 +207,7 @@ def test_errors():
         InputDataError, match=r"tol must be None or a float in \[0, 1\); got tol=1\.5"
     ):
         ConditionalVarianceReduction(tol=1.5)
-    model = _pref_model(dtype=torch.float64)
+    model = make_pref_model(dtype=torch.float64)
     for alpha in (0.0, -0.1, 1.5, math.nan):
         with pytest.raises(
             InputDataError, match=r"alpha must be a float in \(0, 1\]; got alpha="

@@ -3,7 +3,6 @@ import math
 
 import pytest
 import torch
-from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
 from prefbo.exceptions import (
     InputDataError,
@@ -16,23 +15,8 @@ from prefbo.inducing import (
 from prefbo.utils.testing import tolerance
 
 
-def _kernel(kind="rbf", d=2, batch_shape=torch.Size(), lengthscale=0.3, **tkwargs):
-    base = (
-        RBFKernel(ard_num_dims=d, batch_shape=batch_shape)
-        if kind == "rbf"
-        else MaternKernel(nu=2.5, ard_num_dims=d, batch_shape=batch_shape)
-    )
-    kernel = ScaleKernel(base, batch_shape=batch_shape).to(**tkwargs)
-    with torch.no_grad():
-        kernel.outputscale = torch.full(batch_shape, 1.7, **tkwargs)
-        base.lengthscale = torch.as_tensor(lengthscale, **tkwargs).expand(
-            base.lengthscale.shape
-        )
-    return kernel
-
-
 @pytest.mark.parametrize("with_quality", [False, True])
-def test_greedy_steps_are_optimal_by_brute_force(tkwargs, with_quality):
+def test_greedy_steps_are_optimal_by_brute_force(tkwargs, with_quality, make_kernel):
     """Each greedy step maximises log det L_S over all subsets extending the prefix.
 
     Independent of the incremental Cholesky: dense ``L = diag(q) K diag(q)`` and
@@ -40,7 +24,7 @@ def test_greedy_steps_are_optimal_by_brute_force(tkwargs, with_quality):
     """
     n, m = 7, 4
     X = torch.rand(n, 2, **tkwargs)
-    kernel = _kernel(lengthscale=0.5, **tkwargs)
+    kernel = make_kernel(lengthscale=0.5, **tkwargs)
     q = 0.5 + torch.rand(n, **tkwargs) if with_quality else None
     idx, num = greedy_dpp_map(X, kernel, m, quality=q)
     assert num == m
@@ -72,10 +56,10 @@ def test_greedy_steps_are_optimal_by_brute_force(tkwargs, with_quality):
         assert score[chosen[step - 1]] >= score.max() - atol
 
 
-def test_float32_low_rank_kernel_stops_cleanly(tkwargs):
+def test_float32_low_rank_kernel_stops_cleanly(tkwargs, make_kernel):
     # a very long lengthscale: the kernel matrix has a tiny numerical rank
     X = torch.linspace(0, 1, 200, **tkwargs).unsqueeze(-1)
-    kernel = _kernel(d=1, lengthscale=5.0, **tkwargs)
+    kernel = make_kernel(d=1, lengthscale=5.0, **tkwargs)
     idx, num = greedy_dpp_map(X, kernel, 50)
     assert 2 <= num < 50
     assert len(set(idx.tolist())) == 50
@@ -86,9 +70,9 @@ def test_float32_low_rank_kernel_stops_cleanly(tkwargs):
     assert torch.linalg.cholesky_ex(Kzz).info == 0
 
 
-def test_greedy_dpp_map_argument_types_raise_typed_errors():
+def test_greedy_dpp_map_argument_types_raise_typed_errors(make_kernel):
     X = torch.rand(10, 2, dtype=torch.float64)
-    kernel = _kernel(dtype=torch.float64)
+    kernel = make_kernel(dtype=torch.float64)
     for bad in ("rbf", lambda a, b=None, diag=False: a):
         with pytest.raises(
             InputTypeError, match=r"covar_module must be a GPyTorch Kernel; got"

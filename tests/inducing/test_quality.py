@@ -1,19 +1,12 @@
 import torch
 
-from prefbo import PairwiseLaplaceGP
 from prefbo.inducing import (
     MaxValueEntropyQuality,
 )
-from prefbo.utils.testing import make_pairwise_data
 
 
-def _pref_model(n=15, m=30, d=2, seed=0, **tkwargs):
-    X, comp, _ = make_pairwise_data(n, m, d=d, seed=seed, **tkwargs)
-    return PairwiseLaplaceGP(X, comp)
-
-
-def test_entropy_quality_sign_convention(tkwargs):
-    model = _pref_model(**tkwargs)
+def test_entropy_quality_sign_convention(tkwargs, make_pref_model):
+    model = make_pref_model(**tkwargs)
     X = torch.rand(50, 2, **tkwargs)
     with torch.no_grad():
         mean = model.posterior(X).mean.squeeze(-1)
@@ -32,8 +25,8 @@ def test_entropy_quality_sign_convention(tkwargs):
     assert (q_gumbel[order].diff() >= 0).all()
 
 
-def test_thompson_max_moments(tkwargs64):
-    model = _pref_model(**tkwargs64)
+def test_thompson_max_moments(tkwargs64, make_pref_model):
+    model = make_pref_model(**tkwargs64)
     # few, well-separated candidates: a well-conditioned joint covariance
     X = torch.tensor([[0.1, 0.1], [0.9, 0.2], [0.5, 0.5], [0.2, 0.9]], **tkwargs64)
     quality = MaxValueEntropyQuality(
