@@ -87,10 +87,14 @@ class Strategy:
         uses_model: ``False``: the options are drawn uniformly by the
             optimiser, no model is fitted for them (and ``initial_random``
             may be 0).
+        requires: What the model kind must offer, as ``{attribute of
+            ModelKind: what it is, in words}`` (e.g. ``{"gaussian_posterior":
+            "a Gaussian posterior"}``); checked by :meth:`check`.
     """
 
     pair_only: bool = False
     uses_model: bool = True
+    requires: dict[str, str] = {}
 
     def check(self, name: str, q: int, model: str, kind: type[ModelKind]) -> None:
         r"""Raise if the strategy cannot serve these settings.
@@ -109,6 +113,12 @@ class Strategy:
                 f"strategy={name!r} asks pairs only (q=2); got q={q}. Use "
                 "strategy='qeubo' for larger choice sets."
             )
+        for attribute, what in self.requires.items():
+            if not getattr(kind, attribute):
+                raise UnsupportedError(
+                    f"strategy={name!r} needs {what}, which model={model!r} does "
+                    "not provide; use model='ep' or 'laplace'."
+                )
 
     def acquire(self, question: Question) -> Tensor:
         r"""The ``num_new x d`` new options (detached), after ``fixed`` if any."""
@@ -214,14 +224,7 @@ class MaxValueEntropy(Strategy):
     r"""The design of largest max-value entropy against the best or kept one."""
 
     pair_only = True
-
-    def check(self, name, q, model, kind):  # noqa: D102
-        super().check(name, q, model, kind)
-        if not kind.gaussian_posterior:
-            raise UnsupportedError(
-                f"strategy={name!r} needs a Gaussian posterior; model={model!r} "
-                "gives a sample-based one. Use model='ep' (or 'laplace')."
-            )
+    requires = {"gaussian_posterior": "a Gaussian posterior"}
 
     def acquire(self, question):  # noqa: D102
         o, bounds, seed = question.options, question.bounds, question.seed
@@ -246,13 +249,7 @@ class Thompson(Strategy):
     r"""The best or kept design against Thompson maximisers (pathwise
     posterior samples maximised by batched ascent)."""
 
-    def check(self, name, q, model, kind):  # noqa: D102
-        super().check(name, q, model, kind)
-        if not kind.pathwise_samples:
-            raise UnsupportedError(
-                f"strategy={name!r} needs pathwise samples, which model={model!r} "
-                "does not provide; use model='laplace' or 'ep'."
-            )
+    requires = {"pathwise_samples": "pathwise samples"}
 
     def acquire(self, question):  # noqa: D102
         o, fixed = question.options, question.fixed

@@ -58,3 +58,11 @@ def make_pairwise_data(
     device = tkwargs.get("device", "cpu")
     dtype = tkwargs.get("dtype", torch.float64)
     return X.to(device=device, dtype=dtype), comp.to(device), u.to(device, dtype)
+
+
+def set_scale_kernel(model: torch.nn.Module, outputscale: float, lengthscale) -> None:
+    r"""Set the outputscale and lengthscale(s) of a model whose
+    ``covar_module`` is a ``ScaleKernel`` around a kernel with lengthscales."""
+    with torch.no_grad():
+        model.covar_module.outputscale = outputscale
+        model.covar_module.base_kernel.lengthscale = lengthscale

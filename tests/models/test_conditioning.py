@@ -6,13 +6,8 @@ from prefbo import PairwiseLaplaceGP
 from prefbo.utils.testing import make_pairwise_data
 
 
-def _pair(n=20, m=30, seed=0, **kw):
-    X, comp, _ = make_pairwise_data(n, m, seed=seed, **kw)
-    return X, comp
-
-
 def test_condition_on_observations_equals_refit_on_all_data():
-    X, comp = _pair(20, 30)
+    X, comp = make_pairwise_data(20, 30)[:2]
     model = PairwiseLaplaceGP(X, comp)
     Xnew = torch.tensor([[0.123, 0.456], [0.789, 0.012]], dtype=torch.float64)
     cond = model.condition_on_observations(Xnew, torch.tensor([[1, 0]]))
@@ -27,7 +22,7 @@ def test_condition_on_observations_equals_refit_on_all_data():
 def test_fantasized_answers_follow_the_answer_model():
     from botorch.sampling import SobolQMCNormalSampler
 
-    X, comp = _pair(20, 40, seed=7)
+    X, comp = make_pairwise_data(20, 40, seed=7)[:2]
     model = PairwiseLaplaceGP(X, comp)
     pair = torch.rand(1, 2, 2, dtype=torch.float64)
     fant = model.fantasize(pair, SobolQMCNormalSampler(torch.Size([4096]), seed=0))
@@ -41,7 +36,7 @@ def test_fantasized_answers_follow_the_answer_model():
 def test_knowledge_gradient_and_mes_with_pending_points_run():
     from botorch.acquisition import qKnowledgeGradient
 
-    X, comp = _pair(15, 30, seed=8)
+    X, comp = make_pairwise_data(15, 30, seed=8)[:2]
     model = PairwiseLaplaceGP(X, comp)
     kg = qKnowledgeGradient(model, num_fantasies=4)
     assert torch.isfinite(kg(torch.rand(3, 2 + 4, 2, dtype=torch.float64))).all()

@@ -20,27 +20,16 @@ from gpytorch.kernels import RBFKernel
 
 from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.utils.testing import make_pairwise_data
-
-
-def _pair(n=20, m=30, seed=0, **kw):
-    X, comp, _ = make_pairwise_data(n, m, seed=seed, **kw)
-    return X, comp
-
-
-def _set_hypers(model, outputscale, lengthscale):
-    with torch.no_grad():
-        model.covar_module.outputscale = outputscale
-        model.covar_module.base_kernel.lengthscale = lengthscale
+from prefbo.utils.testing import make_pairwise_data, set_scale_kernel
 
 
 @pytest.mark.parametrize("likelihood", [None, BoTorchLogit()])
 def test_posterior_and_evidence_equal_botorch(likelihood):
-    X, comp = _pair(25, 40, seed=1)
+    X, comp = make_pairwise_data(25, 40, seed=1)[:2]
     bt = PairwiseGP(X, comp, likelihood=likelihood)
     pb = PairwiseLaplaceGP(X, comp, likelihood=likelihood)
     for model in (bt, pb):
-        _set_hypers(model, 1.3, torch.tensor([[0.3, 0.5]], dtype=torch.float64))
+        set_scale_kernel(model, 1.3, torch.tensor([[0.3, 0.5]], dtype=torch.float64))
     bt.set_train_data(X, comp, update_model=True)  # BoTorch needs a manual refresh
     zmax = (
         ((pb.utility[comp[:, 0]] - pb.utility[comp[:, 1]]) / math.sqrt(2)).abs().max()
@@ -63,7 +52,7 @@ def test_posterior_and_evidence_equal_botorch(likelihood):
 
 
 def test_fit_matches_botorch_hyperparameters():
-    X, comp = _pair(30, 60, seed=2)
+    X, comp = make_pairwise_data(30, 60, seed=2)[:2]
     bt, pb = PairwiseGP(X, comp), PairwiseLaplaceGP(X, comp)
     with warnings.catch_warnings():  # BoTorch's own jitter warnings
         warnings.simplefilter("ignore")
@@ -81,7 +70,7 @@ def test_fit_matches_botorch_hyperparameters():
 
 
 def test_batched_fit_equals_loop_of_fits():
-    X, comp = _pair(15, 30, batch_shape=torch.Size([2]), seed=4)
+    X, comp = make_pairwise_data(15, 30, batch_shape=torch.Size([2]), seed=4)[:2]
     batched = PairwiseLaplaceGP(X, comp)
     fit_gpytorch_mll(PairwiseLaplaceMLL(batched.likelihood, batched))
     for b in range(2):
@@ -96,7 +85,7 @@ def test_batched_fit_equals_loop_of_fits():
 
 
 def test_botorch_acquisition_functions_run_and_agree(tkwargs64):
-    X, comp = _pair(**tkwargs64)
+    X, comp = make_pairwise_data(20, 30, **tkwargs64)[:2]
     bt, pb = PairwiseGP(X, comp), PairwiseLaplaceGP(X, comp)
     cand = torch.rand(6, 2, 2, **tkwargs64)
     eubo_bt = AnalyticExpectedUtilityOfBestOption(pref_model=bt)(cand)
@@ -113,7 +102,7 @@ def test_botorch_acquisition_functions_run_and_agree(tkwargs64):
 
 
 def test_float32_agrees_with_float64():
-    X, comp = _pair(20, 40)
+    X, comp = make_pairwise_data(20, 40)[:2]
     m64 = PairwiseLaplaceGP(X, comp)
     m32 = PairwiseLaplaceGP(X.float(), comp)
     Xt = torch.rand(5, 2, dtype=torch.float64)

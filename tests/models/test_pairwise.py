@@ -6,35 +6,24 @@ from gpytorch.kernels import RBFKernel
 
 from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
-from prefbo.utils.testing import make_pairwise_data, tolerance
-
-
-def _pair(n=20, m=30, seed=0, **kw):
-    X, comp, _ = make_pairwise_data(n, m, seed=seed, **kw)
-    return X, comp
-
-
-def _set_hypers(model, outputscale, lengthscale):
-    with torch.no_grad():
-        model.covar_module.outputscale = outputscale
-        model.covar_module.base_kernel.lengthscale = lengthscale
+from prefbo.utils.testing import make_pairwise_data, set_scale_kernel, tolerance
 
 
 def test_posterior_refreshes_when_hyperparameters_change():
-    X, comp = _pair()
+    X, comp = make_pairwise_data(20, 30)[:2]
     model = PairwiseLaplaceGP(X, comp)
     Xt = torch.rand(5, 2, dtype=torch.float64)
     before = model.posterior(Xt).mean
-    _set_hypers(model, 4.0, torch.tensor([[0.2, 0.2]], dtype=torch.float64))
+    set_scale_kernel(model, 4.0, torch.tensor([[0.2, 0.2]], dtype=torch.float64))
     fresh = PairwiseLaplaceGP(X, comp)
-    _set_hypers(fresh, 4.0, torch.tensor([[0.2, 0.2]], dtype=torch.float64))
+    set_scale_kernel(fresh, 4.0, torch.tensor([[0.2, 0.2]], dtype=torch.float64))
     torch.testing.assert_close(model.posterior(Xt).mean, fresh.posterior(Xt).mean)
     assert not torch.allclose(before, fresh.posterior(Xt).mean)
 
 
 @pytest.mark.parametrize("x_batch", [(), (5,), (2, 3)], ids=["q", "b-q", "b1-b2-q"])
 def test_joint_posterior_shapes_and_blocks(tkwargs, x_batch):
-    X, comp = _pair(**tkwargs)
+    X, comp = make_pairwise_data(20, 30, **tkwargs)[:2]
     model = PairwiseLaplaceGP(X, comp)
     Xt = torch.rand(x_batch + (3, 2), **tkwargs)
     post = model.posterior(Xt)
@@ -53,7 +42,7 @@ def test_joint_posterior_shapes_and_blocks(tkwargs, x_batch):
 
 
 def test_batched_model_equals_separate_models(tkwargs):
-    X, comp = _pair(12, 25, batch_shape=torch.Size([3]), **tkwargs)
+    X, comp = make_pairwise_data(12, 25, batch_shape=torch.Size([3]), **tkwargs)[:2]
     batched = PairwiseLaplaceGP(X, comp)
     Xt = torch.rand(4, 3, 2, 2, **tkwargs)  # 4 x (model batch 3) x q=2
     post = batched.posterior(Xt)
@@ -69,7 +58,7 @@ def test_batched_model_equals_separate_models(tkwargs):
 
 
 def test_state_dict_round_trip():
-    X, comp = _pair(seed=5)
+    X, comp = make_pairwise_data(20, 30, seed=5)[:2]
     model = PairwiseLaplaceGP(X, comp)
     fit_gpytorch_mll(PairwiseLaplaceMLL(model.likelihood, model))
     other = PairwiseLaplaceGP(X, comp)
@@ -89,7 +78,7 @@ def test_prior_only_model():
 
 
 def test_bad_posterior_and_conditioning_input():
-    X, comp = _pair()
+    X, comp = make_pairwise_data(20, 30)[:2]
     model = PairwiseLaplaceGP(X, comp)
     with pytest.raises(InputDataError, match="d=2 features in its last dimension"):
         model.posterior(torch.rand(3, 5, dtype=torch.float64))
@@ -125,7 +114,7 @@ def test_bad_posterior_and_conditioning_input():
 def test_input_transform_matches_botorch():
     from botorch.models.transforms.input import Normalize
 
-    X, comp = _pair(20, 30, seed=6)
+    X, comp = make_pairwise_data(20, 30, seed=6)[:2]
     X = X * 10 + 3
     bounds = torch.tensor([[3.0, 3.0], [13.0, 13.0]], dtype=torch.float64)
     bt = PairwiseGP(X, comp, input_transform=Normalize(d=2, bounds=bounds))

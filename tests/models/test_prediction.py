@@ -11,13 +11,8 @@ from prefbo.models.prediction import centring_matrix, check_noise, check_test_po
 from prefbo.utils.testing import make_pairwise_data
 
 
-def _pair(n=20, m=30, seed=0, **kw):
-    X, comp, _ = make_pairwise_data(n, m, seed=seed, **kw)
-    return X, comp
-
-
 def test_observation_noise_adds_utility_variance():
-    X, comp = _pair()
+    X, comp = make_pairwise_data(20, 30)[:2]
     model = PairwiseLaplaceGP(X, comp)
     Xt = torch.rand(3, 2, dtype=torch.float64)
     plain = model.posterior(Xt).covariance_matrix
@@ -26,7 +21,7 @@ def test_observation_noise_adds_utility_variance():
 
 
 def test_predict_preference_matches_monte_carlo(tkwargs64):
-    X, comp = _pair(**tkwargs64)
+    X, comp = make_pairwise_data(20, 30, **tkwargs64)[:2]
     model = PairwiseLaplaceGP(X, comp)
     X1, X2 = torch.rand(2, 4, 2, **tkwargs64).unbind(0)
     p = model.predict_preference(X1, X2)
@@ -43,7 +38,7 @@ def test_predict_preference_matches_monte_carlo(tkwargs64):
 
 
 def test_centred_posterior():
-    X, comp = _pair()
+    X, comp = make_pairwise_data(20, 30)[:2]
     model = PairwiseLaplaceGP(X, comp)
     post = model.centred_posterior(model.datapoints)
     assert post.mean.sum().abs().item() < 1e-8  # centred over the reference

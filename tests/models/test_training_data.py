@@ -53,11 +53,6 @@ def test_padded_train_covariance():
     )  # no nugget: K itself
 
 
-def _pair(n=20, m=30, seed=0, **kw):
-    X, comp, _ = make_pairwise_data(n, m, seed=seed, **kw)
-    return X, comp
-
-
 def test_duplicate_designs_are_merged_and_comparisons_all_count():
     X = torch.tensor(
         [[0.1, 0.2], [0.5, 0.5], [0.1, 0.2], [0.9, 0.1]], dtype=torch.float64
@@ -78,7 +73,7 @@ def test_learned_input_transform_bounds_match_botorch_before_any_fit():
     # raw scale), and again when set_train_data brings new designs
     from botorch.models.transforms.input import Normalize
 
-    X, comp = _pair(20, 30, seed=6)
+    X, comp = make_pairwise_data(20, 30, seed=6)[:2]
     X = X * 10 + 5
     bt = PairwiseGP(X, comp, input_transform=Normalize(d=2))
     pb = PairwiseLaplaceGP(X, comp, input_transform=Normalize(d=2))
