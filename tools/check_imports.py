@@ -307,21 +307,13 @@ def main(argv: list[str] | None = None) -> int:
     modules = find_modules(root, args.package)
     imports = find_imports(modules)
     module_graph, package_graph, witness = build_graphs(imports, modules, args.package)
-    failed = False
 
-    module_cycles = find_cycles(module_graph)
-    if module_cycles:
-        failed = True
-        print(f"module import cycles ({len(module_cycles)}):")
-        for cycle in module_cycles:
+    def report(label: str, cycles: list, explain: bool) -> bool:
+        if cycles:
+            print(f"{label} import cycles ({len(cycles)}):")
+        for cycle in cycles:
             print("  " + " -> ".join(cycle))
-    package_cycles = find_cycles(package_graph)
-    if package_cycles:
-        failed = True
-        print(f"package import cycles ({len(package_cycles)}):")
-        for cycle in package_cycles:
-            print("  " + " -> ".join(cycle))
-            for a, b in zip(cycle[:-1], cycle[1:], strict=True):
+            for a, b in zip(cycle[:-1], cycle[1:], strict=True) if explain else ():
                 imps = witness[a, b]
                 shown = imps if args.verbose else imps[:1]
                 for imp in shown:
@@ -331,6 +323,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(
                         f"      ... and {len(imps) - len(shown)} more (-v lists them)"
                     )
+        return bool(cycles)
+
+    module_cycles = find_cycles(module_graph)
+    package_cycles = find_cycles(package_graph)
+    failed = report("module", module_cycles, explain=False)
+    failed = report("package", package_cycles, explain=True) or failed
 
     in_functions = [imp for imp in imports if imp.function is not None]
     if in_functions:
