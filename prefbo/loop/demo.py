@@ -296,7 +296,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     final = {k: v[-1] for k, v in summary["regret"].items()}
     print(
         f"final regret after {summary['answers'][-1]} answers: "
-        f"EUBO {final['eubo']:.4f}  vs  random {final['random']:.4f}"
+        f"EUBO {final['eubo']:.4f}  vs  random {final['random']:.4f} "
+        f"(one run, seed {args.seed}; many seeds: benchmarks/pbo_regret.py)"
     )
     reps = summary["repeated_questions"]
     print(
