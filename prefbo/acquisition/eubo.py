@@ -30,6 +30,7 @@ from torch import Tensor
 
 from prefbo.acquisition.pair_moments import KernelPairMoments, pair_moments
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.models.prediction import check_finite_points
 
 
 def append_winner(X: Tensor, winner: Tensor | None) -> Tensor:
@@ -55,6 +56,10 @@ def eubo_values(
     Returns:
         ``batch_shape`` values, equal to
         ``AnalyticExpectedUtilityOfBestOption(model, previous_winner=...)(X)``.
+
+    Raises:
+        InputDataError: ``X`` of the wrong shape, or a non-finite question
+            (named by its index; BoTorch's class returns NaN there).
     """
     if not isinstance(X, Tensor) or X.ndim < 2:
         got = tuple(X.shape) if isinstance(X, Tensor) else type(X).__name__
@@ -67,6 +72,7 @@ def eubo_values(
             f"{tuple(X.shape)}."
         )
     _check_dim(model, X)
+    check_finite_points(X, "X")
     w = None
     if previous_winner is not None:
         w = check_winner(previous_winner, X.shape[-1], X)
@@ -123,7 +129,8 @@ class FastAnalyticEUBO(AcquisitionFunction):
     @t_batch_mode_transform()
     def forward(self, X: Tensor) -> Tensor:
         r"""EUBO of ``batch_shape x q x d`` questions (``q = 2``, or ``q = 1``
-        with a previous winner); returns ``batch_shape`` values."""
+        with a previous winner); returns ``batch_shape`` values. A
+        non-finite question raises an ``InputDataError`` naming it."""
         self._check_questions(X)
         winner = self.previous_winner
         if (
@@ -228,6 +235,7 @@ class FastAnalyticEUBO(AcquisitionFunction):
                 f"X of shape {tuple(X.shape)}."
             )
         _check_dim(self.model, X)
+        check_finite_points(X, "X")
         moments = self.moments
         if isinstance(moments, KernelPairMoments) and X.dtype != moments.Z.dtype:
             raise InputTypeError(

@@ -30,7 +30,7 @@ def check_test_points(
     r"""Validate points to predict at.
 
     Args:
-        X: A floating ``batch_shape x q x d`` tensor.
+        X: A floating ``batch_shape x q x d`` tensor of finite points.
         name: Its argument name, for messages.
         dim: The model's ``d`` (``None`` for a prior-only model: any).
         dtype: The model's dtype (``None`` for a prior-only model: any).
@@ -59,7 +59,29 @@ def check_test_points(
             f"{name} must have the model's dtype {dtype}; got "
             f"{X.dtype} (convert with X.to(model.datapoints))."
         )
+    check_finite_points(X, name)
     return X
+
+
+def check_finite_points(X: Tensor, name: str) -> None:
+    r"""Raise if a point of ``X`` (``... x d``) has a non-finite entry.
+
+    A NaN or infinite test point would otherwise flow through the kernel into
+    a NaN prediction without an error. One ``isfinite`` pass per call.
+
+    Raises:
+        InputDataError: Naming ``name``, the index of the first offending
+            point (its batch indices and row) and its values.
+    """
+    finite = torch.isfinite(X).all(-1)
+    if not bool(finite.all()):
+        bad = ~finite
+        row = tuple(bad.nonzero()[0].tolist())
+        raise InputDataError(
+            f"{name} must be finite; got row {row} = {X[row].tolist()} "
+            f"({int(bad.sum())} of {bad.numel()} points of {name} of shape "
+            f"{tuple(X.shape)} non-finite)."
+        )
 
 
 def check_noise(noise: object, shape: torch.Size) -> Tensor:

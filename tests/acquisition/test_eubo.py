@@ -173,3 +173,18 @@ def test_eubo_values_errors(make_model):
         eubo_values(model, torch.rand(3, 1, 2).double(), previous_winner=[0.0, 0.0])
     with pytest.raises(InputDataError, match="previous_winner must be finite"):
         eubo_values(model, torch.rand(3, 1, 2).double(), previous_winner=winner / 0.0)
+
+
+@pytest.mark.parametrize("name", ["laplace", "ep", "skew"])
+def test_nan_questions_are_an_error_not_nan(make_model, name):
+    model = make_model(name)
+    X = torch.rand(3, 2, 2, dtype=torch.float64)
+    X[2, 1, 0] = float("nan")
+    acqf = FastAnalyticEUBO(model)
+    with pytest.raises(InputDataError, match=r"X must be finite.*row \(2, 1\)"):
+        acqf(X)
+    with pytest.raises(InputDataError, match=r"X must be finite.*row \(2, 1\)"):
+        eubo_values(model, X)
+    if acqf.closed_form_gradient:
+        with pytest.raises(InputDataError, match=r"X must be finite"):
+            acqf.value_and_grad(X)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from linear_operator.utils.warnings import NumericalWarning
 
-from prefbo import PairwiseLaplaceGP
+from prefbo import PairwiseEPGP, PairwiseLaplaceGP
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.models.prediction import centring_matrix, check_noise, check_test_points
 from prefbo.utils.testing import make_pairwise_data
@@ -73,3 +73,23 @@ def test_test_point_and_noise_checks_name_what_came():
         check_noise(torch.tensor([-1.0]), torch.Size([3]))
     with pytest.raises(InputDataError, match=r"broadcast to batch_shape x q = \(3,\)"):
         check_noise(torch.ones(2), torch.Size([3]))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_check_test_points_names_the_non_finite_row(bad):
+    X = torch.rand(2, 3, 2, dtype=torch.float64)
+    X[1, 2, 0] = bad
+    with pytest.raises(InputDataError, match=r"X must be finite.*row \(1, 2\)"):
+        check_test_points(X, "X", 2, torch.float64)
+
+
+@pytest.mark.parametrize("cls", [PairwiseLaplaceGP, PairwiseEPGP])
+def test_posterior_at_nan_points_is_an_error_not_nan(cls):
+    X, comp = make_pairwise_data(10, 15)[:2]
+    model = cls(X, comp)
+    Xt = torch.rand(4, 2, dtype=torch.float64)
+    Xt[3, 1] = math.nan
+    with pytest.raises(InputDataError, match=r"X must be finite.*row \(3,\)"):
+        model.posterior(Xt)
+    with pytest.raises(InputDataError, match="X2 must be finite"):
+        model.predict_preference(Xt[:2], Xt[2:])
