@@ -25,8 +25,10 @@ def validate_datapoints(datapoints: object, name: str = "datapoints") -> Tensor:
     r"""Check designs and return them as a ``batch_shape x n x d`` tensor.
 
     Args:
-        datapoints: A ``batch_shape x n x d`` floating tensor (a 1-d ``n``
-            tensor is read as ``n x 1``, as BoTorch does).
+        datapoints: A ``batch_shape x n x d`` float32 or float64 tensor (a
+            1-d ``n`` tensor is read as ``n x 1``, as BoTorch does); half
+            precision is refused, as the kernels' Cholesky factorisations
+            have no float16 implementation.
         name: The argument's name, for messages.
 
     Returns:
@@ -37,9 +39,10 @@ def validate_datapoints(datapoints: object, name: str = "datapoints") -> Tensor:
             f"{name} must be a torch.Tensor of shape batch_shape x n x d; got "
             f"{type(datapoints).__name__}."
         )
-    if not datapoints.is_floating_point():
+    if datapoints.dtype not in (torch.float32, torch.float64):
+        # half precision included: torch's kernels (pdist, Cholesky) lack it
         raise InputTypeError(
-            f"{name} must be a floating tensor (float32 or float64); got "
+            f"{name} must be a floating tensor of dtype float32 or float64; got "
             f"{datapoints.dtype}. Convert with {name}.double()."
         )
     if datapoints.ndim == 1:

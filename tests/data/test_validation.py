@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from prefbo import PairwiseEPGP, PairwiseLaplaceGP
 from prefbo.data import validation
 from prefbo.exceptions import InputDataError, InputTypeError
 
@@ -16,6 +17,17 @@ def test_validate_datapoints():
         validation.validate_datapoints(torch.zeros(3, 2, dtype=torch.long))
     with pytest.raises(InputDataError, match=r"datapoints must be finite; got nan"):
         validation.validate_datapoints(torch.tensor([[0.0], [float("nan")]]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_validate_datapoints_rejects_low_precision(dtype):
+    X = torch.rand(4, 2).to(dtype)
+    with pytest.raises(InputTypeError, match=f"float32 or float64.*{dtype}"):
+        validation.validate_datapoints(X)
+    comps = torch.tensor([[0, 1], [2, 3]])
+    for cls in (PairwiseLaplaceGP, PairwiseEPGP):  # not torch's "not implemented"
+        with pytest.raises(InputTypeError, match=f"datapoints.*{dtype}"):
+            cls(X, comps)
 
 
 def test_validate_comparisons():
