@@ -38,6 +38,7 @@ from prefbo.likelihoods.pairwise import (
     PairwiseProbitLikelihood,
     as_prefbo_likelihood,
 )
+from prefbo.models.prediction import check_finite_points
 from prefbo.utils.checks import check_int
 
 # |z| beyond which the binary entropy of F(z) is below 1e-16: probit
@@ -109,13 +110,23 @@ class PairwiseBALD(AcquisitionFunction):
             self._moments = pair_moments(self.model)
         return self._moments
 
-    @t_batch_mode_transform(expected_q=2)
+    @t_batch_mode_transform()
     def forward(self, X: Tensor) -> Tensor:
         r"""BALD of ``batch_shape x 2 x d`` pairs.
 
         Returns:
             ``batch_shape`` mutual informations in nats (``>= 0``).
+
+        Raises:
+            UnsupportedError: ``q != 2`` (a pair's answer is what is scored).
+            InputDataError: A non-finite option, named by its index.
         """
+        if X.shape[-2] != 2:
+            raise UnsupportedError(
+                f"{type(self).__name__} scores pairs: X must have q=2 options per "
+                f"question (batch_shape x 2 x d); got X of shape {tuple(X.shape)}."
+            )
+        check_finite_points(X, "X")
         delta, _, var = self.moments.pairs(X)
         return self.information(delta, var)
 

@@ -18,6 +18,7 @@ from torch.quasirandom import SobolEngine
 from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.models.pairwise import PairwisePreferenceGP
+from prefbo.models.skew import SkewGP
 from prefbo.models.variational import VariationalPreferenceGP
 from prefbo.sampling.pathwise import draw_pairwise_paths, draw_variational_paths
 
@@ -55,6 +56,11 @@ def thompson_batch(
 
     Returns:
         A ``B x d`` tensor of designs, one maximiser per path.
+
+    Raises:
+        InputDataError: ``bounds`` not a ``2 x d`` box of the model's ``d``.
+        UnsupportedError: A model without sample paths (:class:`SkewGP`: use
+            a :class:`~prefbo.models.PairwiseEPGP`), or with several outputs.
     """
     check_bounds(bounds)
     if getattr(model, "num_outputs", 1) != 1:
@@ -62,6 +68,14 @@ def thompson_batch(
             "thompson_batch maximises one utility; got a model with "
             f"num_outputs={model.num_outputs}."
         )
+    if isinstance(model, SkewGP):
+        raise UnsupportedError(
+            "thompson_batch needs continuous sample paths, which SkewGP (posterior "
+            "draws at given points) does not provide. Use a PairwiseEPGP on the "
+            "same data and kernel (the approximation SkewGP.fit_hyperparameters "
+            "fits), or an acquisition on SkewGP's posterior such as qEUBO."
+        )
+    _check_bounds_dim(model, bounds)
     shape = torch.Size([batch_size])
     # draw the paths' weights without a graph back to the model's parameters,
     # or every ascent step after the first would backward through it again
@@ -71,7 +85,15 @@ def thompson_batch(
         elif isinstance(model, VariationalPreferenceGP):
             paths = draw_variational_paths(model, shape, num_features=num_features)
         else:
-            paths = draw_matheron_paths(model, sample_shape=shape)
+            try:
+                paths = draw_matheron_paths(model, sample_shape=shape)
+            except NotImplementedError as err:
+                raise UnsupportedError(
+                    f"thompson_batch cannot draw sample paths of a "
+                    f"{type(model).__name__} (BoTorch's draw_matheron_paths: "
+                    f"{err}). Use one of prefbo's pairwise or variational "
+                    "preference models, or a BoTorch exact or variational GP."
+                ) from err
     return maximize_paths(
         paths,
         bounds,
@@ -82,6 +104,21 @@ def thompson_batch(
         lr=lr,
         seed=seed,
     )
+
+
+def _check_bounds_dim(model: Model, bounds: Tensor) -> None:
+    r"""``bounds``' ``d`` against the model's, where the model says it (prefbo's
+    models hold their raw ``datapoints``; BoTorch's models without an input
+    transform their ``train_inputs``)."""
+    X = getattr(model, "datapoints", None)
+    if not isinstance(X, Tensor) and getattr(model, "input_transform", None) is None:
+        inputs = getattr(model, "train_inputs", None)
+        X = inputs[0] if isinstance(inputs, tuple) and inputs else None
+    if isinstance(X, Tensor) and X.ndim >= 2 and X.shape[-1] != bounds.shape[-1]:
+        raise InputDataError(
+            f"bounds must be a 2 x d box with the model's d={X.shape[-1]} "
+            f"features; got bounds of shape {tuple(bounds.shape)}."
+        )
 
 
 def maximize_paths(

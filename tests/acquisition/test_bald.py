@@ -145,3 +145,15 @@ def test_errors_are_named():
 
     with pytest.raises(UnsupportedError, match=r"pairwise answer likelihood"):
         PairwiseBALD(NoLikelihood())
+
+
+@pytest.mark.parametrize("q", [1, 3])
+def test_q_other_than_two_is_a_typed_error(q):
+    X, comps = _data()
+    acqf = PairwiseBALD(PairwiseLaplaceGP(X, comps))
+    with pytest.raises(UnsupportedError, match=f"q=2.*shape \\(4, {q}, 2\\)"):
+        acqf(torch.rand(4, q, 2, dtype=torch.float64))
+    X_nan = torch.rand(4, 2, 2, dtype=torch.float64)
+    X_nan[3, 0, 1] = float("nan")
+    with pytest.raises(InputDataError, match=r"X must be finite.*row \(3, 0\)"):
+        acqf(X_nan)

@@ -1,10 +1,11 @@
 import pytest
 import torch
+from botorch.models.model import Model
 from botorch.sampling.pathwise import draw_matheron_paths
 
-from prefbo import PairwiseEPGP, PairwiseLaplaceGP
+from prefbo import PairwiseEPGP, PairwiseLaplaceGP, SkewGP
 from prefbo.acquisition import maximize_paths, thompson_batch, thompson_pairs
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.sampling.pathwise import draw_pairwise_paths
 from prefbo.utils.testing import make_pairwise_data
 
@@ -89,3 +90,29 @@ def test_thompson_batch_on_a_trainable_botorch_svgp():
         model = SingleTaskVariationalGP(X, Y, inducing_points=10)
     out = thompson_batch(model, BOUNDS, 3, raw_samples=64, num_restarts=2, num_steps=5)
     assert out.shape == (3, 2) and ((out >= 0) & (out <= 1)).all()
+
+
+def test_bounds_of_the_wrong_d_are_named():
+    X, comp, _ = make_pairwise_data(10, 15)
+    model = PairwiseLaplaceGP(X, comp)
+    bounds = torch.tensor([[0.0] * 3, [1.0] * 3], dtype=torch.float64)
+    with pytest.raises(InputDataError, match=r"bounds.*d=2.*\(2, 3\)"):
+        thompson_batch(model, bounds, 2)
+
+
+def test_skew_gp_is_a_typed_error_naming_the_alternative():
+    X, comp, _ = make_pairwise_data(10, 15)
+    model = SkewGP(X, comp, num_samples=16, burnin=2, seed=0)
+    with pytest.raises(UnsupportedError, match="SkewGP.*PairwiseEPGP"):
+        thompson_batch(model, BOUNDS, 2)
+
+
+def test_other_unsupported_models_are_a_typed_error():
+    class Plain(Model):
+        num_outputs = 1
+
+        def posterior(self, X, **kwargs):  # pragma: no cover - never reached
+            raise AssertionError
+
+    with pytest.raises(UnsupportedError, match="Plain"):
+        thompson_batch(Plain(), BOUNDS, 2)
