@@ -24,10 +24,15 @@ weight vector ``w_s`` per draw and ``Cov(r0) = K** - K(X*, X) Q K(X, X*)``; the
 sample-based :class:`~prefbo.posteriors.SkewGPPosterior` carries both.
 Hyperparameters are not learnt from the (orthant-probability) evidence:
 :meth:`SkewGP.fit_hyperparameters` fits them by the EP or Laplace evidence.
+
+Size: a resample holds about ``4 p²`` numbers, ``p = m`` answers for the
+probit model, and above ``max_dimension`` SkewGP refuses, naming
+:class:`~prefbo.models.PairwiseEPGP` (:mod:`prefbo.models.skew_checks`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -49,8 +54,10 @@ from prefbo.likelihoods.pairwise import PairwiseProbitLikelihood
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models.ep import PairwiseEPGP
 from prefbo.models.laplace import PairwiseLaplaceGP
+from prefbo.models.prediction import check_finite_points
+from prefbo.models.skew_checks import check_consistent, check_skew_size, progress_hook
 from prefbo.posteriors.samples import SkewGPPosterior
-from prefbo.sampling import GibbsSampler, InfeasibleConstraintsError, LinESS
+from prefbo.sampling import GibbsSampler, LinESS
 from prefbo.utils.checks import (
     check_int,
     check_nonneg_float,
@@ -59,38 +66,6 @@ from prefbo.utils.checks import (
 )
 
 NOISE_MODELS = ("probit", "none", "jnd", "shared")
-
-
-def find_preference_cycle(comparisons: Tensor, n: int) -> list[int] | None:
-    r"""A directed cycle ``[a, b, …, a]`` in "winner beats loser" edges, if any."""
-    succ: dict[int, list[int]] = {i: [] for i in range(n)}
-    for w, l in comparisons.tolist():
-        succ[w].append(l)
-    state = [0] * n  # 0 new, 1 on stack, 2 done
-    parent = [-1] * n
-    for root in range(n):
-        if state[root]:
-            continue
-        stack = [(root, iter(succ[root]))]
-        state[root] = 1
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                state[node] = 2
-                stack.pop()
-            elif state[nxt] == 1:  # back edge: a cycle
-                cycle, cur = [nxt], node
-                while cur != nxt:
-                    cycle.append(cur)
-                    cur = parent[cur]
-                cycle.append(nxt)
-                return cycle[::-1]
-            elif state[nxt] == 0:
-                parent[nxt] = node
-                state[nxt] = 1
-                stack.append((nxt, iter(succ[nxt])))
-    return None
 
 
 class SkewGP(Model):
@@ -122,6 +97,8 @@ class SkewGP(Model):
         sampler: str = "gibbs",
         seed: int | None = None,
         nugget: float | None = None,
+        max_dimension: int | None = 2000,
+        progress: bool | Callable[[int, int], None] | None = None,
     ) -> None:
         r"""
         Args:
@@ -150,14 +127,26 @@ class SkewGP(Model):
             nugget: Relative diagonal (finite, ``≥ 0``) added to ``K`` in the
                 hard-constraint models (default ``1e-6`` float64 / ``1e-4``
                 float32).
+            max_dimension: Largest sampled dimension ``p`` (``m`` answers for
+                the probit, ``n`` or ``2n`` designs otherwise) to sample;
+                above it :meth:`resample` raises, naming the memory it would
+                need and :class:`~prefbo.models.PairwiseEPGP`. ``None``: no
+                limit. See :mod:`prefbo.models.skew_checks` for the sizes.
+            progress: ``True`` shows a tqdm bar over the sampler's
+                transitions (on stderr), ``False`` none, a callable is called
+                as ``progress(done, total)`` per chain transitions; ``None``
+                (default) shows the bar when ``p >= 500``. Never changes the
+                draws.
 
         Raises:
             InputDataError: Malformed data, an unknown ``noise`` or ``sampler``,
                 a count below its minimum, a non-finite or non-positive
                 ``jnd_threshold`` or a negative / non-finite ``nugget``.
             InputTypeError: A count or ``seed`` that is not an integer, a
-                non-numeric ``jnd_threshold`` or ``nugget``, or ``covar_module``
-                not a Kernel.
+                non-numeric ``jnd_threshold`` or ``nugget``, ``covar_module``
+                not a Kernel, or ``progress`` not a bool, callable or None.
+            UnsupportedError: Batched data, or a sampled dimension above
+                ``max_dimension``.
         """
         super().__init__()
         if noise not in NOISE_MODELS:
@@ -186,13 +175,7 @@ class SkewGP(Model):
                 indiscernible, n=datapoints.shape[-2], name="indiscernible"
             )
         if noise == "none":
-            cycle = find_preference_cycle(comparisons, datapoints.shape[-2])
-            if cycle is not None:
-                raise InfeasibleConstraintsError(
-                    "noise='none' (consistent preferences) cannot hold: the answers "
-                    f"contain the cycle {' ≻ '.join(map(str, cycle))}. Use a noisy "
-                    "model (noise='probit' or 'shared')."
-                )
+            check_consistent(comparisons, datapoints.shape[-2])
         self.noise = noise
         self.likelihood = PairwiseProbitLikelihood(noise_std=noise_std)
         self.jnd_threshold = jnd_threshold
@@ -233,6 +216,15 @@ class SkewGP(Model):
         if nugget is not None:
             nugget = check_nonneg_float("nugget", nugget)
         self._nugget = nugget
+        if max_dimension is not None:
+            max_dimension = check_int("max_dimension", max_dimension, 1)
+        self.max_dimension = max_dimension
+        if not (progress is None or isinstance(progress, bool) or callable(progress)):
+            raise InputTypeError(
+                "progress must be a bool, a callable progress(done, total) or "
+                f"None; got {type(progress).__name__}."
+            )
+        self.progress = progress
         self.weights: Tensor | None = None  # S x n
         self.Q: Tensor | None = None  # n x n
         self.latent_samples: Tensor | None = None  # S x p (r1, f or [f; v])
@@ -273,6 +265,9 @@ class SkewGP(Model):
             InputTypeError: ``num_samples`` or ``seed`` is not an integer.
             InputDataError: ``num_samples < 1``, or ``seed`` outside what a
                 ``torch.Generator`` takes.
+            UnsupportedError: The sampled dimension is above
+                :attr:`max_dimension` (checked before anything large is
+                formed).
         """
         if num_samples is not None:
             num_samples = check_int("num_samples", num_samples, 1)
@@ -282,6 +277,16 @@ class SkewGP(Model):
             self.num_samples = num_samples
         if seed is not None:
             self._sampler_options["seed"] = seed
+        n, m = self.datapoints.shape[-2], self.comparisons.shape[-2]
+        check_skew_size(
+            self.noise,
+            n,
+            m,
+            m + (0 if self.indiscernible is None else 2 * len(self.indiscernible)),
+            self.num_samples,
+            self.datapoints.element_size(),
+            self.max_dimension,
+        )
         chains = self._sampler_options["num_chains"]
         draws = -(-self.num_samples // chains)
         with torch.no_grad():
@@ -294,6 +299,7 @@ class SkewGP(Model):
                 S.diagonal().add_(self.likelihood.scale**2)
                 L_S = jittered_cholesky(S, name="Σ = D K Dᵀ + s² I")
                 m = S.shape[-1]
+                del S  # m x m: freed before the sampler's own m x m matrices
                 # start every chain at |r| with r ~ N(0, Σ): in the orthant and
                 # at the target's scale (an LP's max-slack point is far out)
                 g = torch.Generator(device=K.device)
@@ -303,7 +309,7 @@ class SkewGP(Model):
                 )
                 start = (eps @ L_S.T).abs().clamp_min(1e-6)
                 z = self._sample(
-                    -torch.eye(m, dtype=K.dtype, device=K.device),
+                    torch.eye(m, dtype=K.dtype, device=K.device).neg_(),
                     torch.zeros(m, dtype=K.dtype, device=K.device),
                     L_S,
                     chains,
@@ -356,17 +362,29 @@ class SkewGP(Model):
         draws: int,
         start: Tensor | None = None,
     ) -> Tensor:
-        sampler = self._sampler_cls(
-            A,
-            b,
-            covariance_root=root,
-            start=start,
-            num_chains=chains,
-            burnin=self._sampler_options["burnin"],
-            thinning=self._sampler_options["thinning"],
-            seed=self._sampler_options["seed"],
+        burnin, thinning = (
+            self._sampler_options["burnin"],
+            self._sampler_options["thinning"],
         )
-        z = sampler.draw(draws)  # draws x chains x p
+        bar, hook = progress_hook(
+            self.progress, burnin + draws * (thinning + 1), A.shape[-1]
+        )
+        try:
+            sampler = self._sampler_cls(
+                A,
+                b,
+                covariance_root=root,
+                start=start,
+                num_chains=chains,
+                burnin=burnin,
+                thinning=thinning,
+                seed=self._sampler_options["seed"],
+                progress=hook,
+            )
+            z = sampler.draw(draws)  # draws x chains x p
+        finally:
+            if bar is not None:
+                bar.close()
         return z.reshape(-1, z.shape[-1])[: self.num_samples]
 
     # ------------------------------------------------------------ posterior
@@ -409,6 +427,7 @@ class SkewGP(Model):
                 "X must be a batch_shape x q x d tensor with "
                 f"d={self.datapoints.shape[-1]}; got {got}."
             )
+        check_finite_points(X, "X")
         Xt = self.transform_inputs(X)
         Xtr = self._train_inputs()
         k_star = self.covar_module(Xt, Xtr).to_dense()  # batch x q x n

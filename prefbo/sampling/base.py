@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -199,6 +200,7 @@ class TruncatedGaussianSampler(ABC):
         thinning: int = 0,
         seed: int | None = None,
         generator: torch.Generator | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> None:
         r"""Validate the problem, factor the covariance and start the chains.
 
@@ -221,6 +223,10 @@ class TruncatedGaussianSampler(ABC):
             seed: Seed of a private ``torch.Generator`` (on ``A``'s device).
             generator: A ``torch.Generator`` to draw from instead (not with
                 ``seed``). With neither, torch's global generator is used.
+            progress: Called as ``progress(t)`` after every ``t`` transitions
+                run (burn-in included), e.g. a tqdm bar's ``update``, for
+                long runs. It observes only: the chains are the same with or
+                without it.
         """
         A = _as_tensor("A", A)
         if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
@@ -286,6 +292,12 @@ class TruncatedGaussianSampler(ABC):
         if seed is not None:
             generator = torch.Generator(device=A.device).manual_seed(seed)
         self.generator = generator
+        if progress is not None and not callable(progress):
+            raise InputTypeError(
+                "progress must be a callable taking the number of transitions "
+                f"run, or None; got {type(progress).__name__}."
+            )
+        self.progress = progress
         self._w = self._initial_state(start, A, b, mean, root)  # num_chains x d
         self.lifetime_steps = 0
         self._setup()
@@ -314,10 +326,12 @@ class TruncatedGaussianSampler(ABC):
                 f"{name} must have shape (d, d) with d={d} (the columns of A); "
                 f"got {tuple(cov.shape)}."
             )
-        scale = cov.abs().max().clamp_min(torch.finfo(cov.dtype).tiny)
+        # max |entry| without a d x d temporary (the covariance may be large)
+        scale = torch.stack(cov.aminmax()).abs().max()
+        scale = scale.clamp_min(torch.finfo(cov.dtype).tiny)
         tol = math.sqrt(torch.finfo(cov.dtype).eps) * scale
         if covariance_root is not None:
-            upper = cov.triu(1).abs().max()
+            upper = cov.triu(1).abs_().max()
             if bool(upper > 0) or bool((cov.diagonal() == 0).any()):
                 raise InputDataError(
                     "covariance_root must be lower triangular with a non-zero "
@@ -412,6 +426,11 @@ class TruncatedGaussianSampler(ABC):
             shape, generator=self.generator, dtype=self.A.dtype, device=self.A.device
         )
         return u.clamp_min_(torch.finfo(u.dtype).eps)
+
+    def _report(self, steps: int) -> None:
+        r"""Tell :attr:`progress` that ``steps`` more transitions have run."""
+        if self.progress is not None:
+            self.progress(steps)
 
     @abstractmethod
     def _setup(self) -> None:

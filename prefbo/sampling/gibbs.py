@@ -148,14 +148,15 @@ class GibbsSampler(TruncatedGaussianSampler):
     def _setup(self) -> None:
         k, d = self.A.shape
         precision = torch.cholesky_inverse(self.covariance_root)  # d x d
-        diag = precision.diagonal()
-        # column i of -Λ / Λ_ii without its diagonal: x_i's conditional mean
-        # (centred) is w @ weights[i].
-        weights = -(precision / diag).mT
-        weights.fill_diagonal_(0.0)
-        self._weights = weights.contiguous().unbind(0)  # d rows, one per coordinate
+        diag = precision.diagonal().clone()
         self._sd = diag.rsqrt().tolist()
         self._inv_sd = diag.sqrt().tolist()
+        # column i of -Λ / Λ_ii without its diagonal: x_i's conditional mean
+        # (centred) is w @ weights[i]. Formed in place: two d x d at the peak.
+        weights = precision.div_(diag).neg_().mT
+        weights.fill_diagonal_(0.0)
+        self._weights = weights.contiguous().unbind(0)  # d rows, one per coordinate
+        del precision, weights
         if self._axis_aligned:
             cols, vals = self._axis_cols, self._axis_vals
             bound = self._b_tilde / vals  # k: w[cols] <= bound (vals > 0) or >=
@@ -218,6 +219,7 @@ class GibbsSampler(TruncatedGaussianSampler):
                 w[:, i] = new
             if step % stride == 0:
                 torch.add(w, self.mean, out=out[step // stride - 1])
+            self._report(1)
         self._w = w
         self.lifetime_steps += total
         return out

@@ -54,6 +54,7 @@ References:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -163,6 +164,7 @@ class LinESS(TruncatedGaussianSampler):
         thinning: int = 0,
         seed: int | None = None,
         generator: torch.Generator | None = None,
+        progress: Callable[[int], None] | None = None,
         block_size: int | None = None,
     ) -> None:
         r"""Set up the sampler (arguments as the base class), then burn in.
@@ -189,6 +191,7 @@ class LinESS(TruncatedGaussianSampler):
             thinning=thinning,
             seed=seed,
             generator=generator,
+            progress=progress,
         )
 
     def _setup(self) -> None:
@@ -244,6 +247,7 @@ class LinESS(TruncatedGaussianSampler):
                 if step % stride == 0:
                     torch.add(w, self.mean, out=out[step // stride - 1])
             done += T
+            self._report(T)
         self._w = w
         self.lifetime_steps += total
         return out

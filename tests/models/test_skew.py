@@ -1,4 +1,5 @@
 import math
+import time
 
 import pytest
 import torch
@@ -342,3 +343,68 @@ def test_hard_constraint_models_build_on_the_data_device_and_dtype(
         )
     post = model.posterior(X[:3])
     assert post.locations.device == X.device
+
+
+def test_nan_test_points_are_an_error_not_nan():
+    X, comp, _ = make_pairwise_data(6, 8)
+    model = SkewGP(X, comp, num_samples=16, burnin=2, seed=0)
+    Xt = torch.rand(3, 2, dtype=torch.float64)
+    Xt[1, 0] = float("nan")
+    with pytest.raises(InputDataError, match=r"X must be finite.*row \(1,\)"):
+        model.posterior(Xt)
+
+
+def test_half_precision_designs_are_a_typed_error():
+    X, comp, _ = make_pairwise_data(6, 8)
+    with pytest.raises(InputTypeError, match="float32 or float64.*torch.float16"):
+        SkewGP(X.half(), comp, num_samples=16, burnin=2, seed=0)
+
+
+def test_size_guard_names_ep_instead_of_running_for_minutes():
+    """10,000 answers about 2 designs: a 10,000-dimensional orthant to sample
+    (about 4 m² = 4e8 numbers, 3.4 GB); refused at once, naming EP."""
+    comps = torch.tensor([[1, 0]]).repeat(10_000, 1)
+    start = time.perf_counter()
+    with pytest.raises(
+        UnsupportedError, match=r"10000.*GB.*PairwiseEPGP.*max_dimension"
+    ):
+        SkewGP(X2, comps)
+    assert time.perf_counter() - start < 5.0
+
+
+@pytest.mark.parametrize(("noise", "p"), [("probit", 30), ("none", 12), ("shared", 24)])
+def test_size_guard_counts_the_sampled_dimension_and_can_be_lifted(noise, p):
+    X, comp, u = make_pairwise_data(12, 30)
+    if noise != "probit":  # consistent answers (repeated pairs each way)
+        comp = torch.where(
+            (u[comp[:, 0]] > u[comp[:, 1]])[:, None], comp, comp.flip(-1)
+        )
+    kw = dict(noise=noise, num_samples=8, burnin=1, seed=0)
+    with pytest.raises(UnsupportedError, match=f"{p}-dimensional"):
+        SkewGP(X, comp, max_dimension=p - 1, **kw)
+    SkewGP(X, comp, max_dimension=p, **kw)
+    SkewGP(X, comp, max_dimension=None, **kw)
+    with pytest.raises(InputDataError, match="max_dimension"):
+        SkewGP(X, comp, max_dimension=0, **kw)
+
+
+@pytest.mark.parametrize("sampler", ["gibbs", "lin_ess"])
+def test_progress_callback_counts_transitions_and_changes_no_draw(sampler):
+    X, comp, _ = make_pairwise_data(8, 12)
+    calls: list[tuple[int, int]] = []
+    kw = dict(num_samples=20, num_chains=4, burnin=6, thinning=1, seed=0)
+    model = SkewGP(X, comp, sampler=sampler, progress=lambda *a: calls.append(a), **kw)
+    plain = SkewGP(X, comp, sampler=sampler, progress=False, **kw)
+    assert torch.equal(model.latent_samples, plain.latent_samples)
+    total = 6 + 5 * 2  # burn-in + ceil(20 / 4) kept draws x (thinning + 1)
+    assert calls[-1] == (total, total)
+    assert [c[1] for c in calls] == [total] * len(calls)
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls)
+
+
+def test_progress_true_shows_a_bar(capsys):
+    X, comp, _ = make_pairwise_data(8, 12)
+    SkewGP(X, comp, num_samples=8, burnin=2, seed=0, progress=True)
+    assert "SkewGP" in capsys.readouterr().err
+    with pytest.raises(InputTypeError, match="progress"):
+        SkewGP(X, comp, num_samples=8, burnin=2, seed=0, progress="yes")

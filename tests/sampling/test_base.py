@@ -234,3 +234,21 @@ def test_integer_like_seeds_are_accepted(cls):
     x = cls(A, b, covariance_matrix=cov, seed=np.int64(3)).draw(2)
     y = cls(A, b, covariance_matrix=cov, seed=3).draw(2)
     assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("cls", SAMPLERS)
+@pytest.mark.parametrize("block_size", [None, 3])
+def test_progress_reports_every_transition_and_changes_no_draw(cls, block_size):
+    A, b, cov = _problem(dtype=torch.float64)
+    kw = {"block_size": block_size} if cls is LinESS else {}
+    if cls is GibbsSampler and block_size is not None:
+        pytest.skip("block_size is LinESS's")
+    steps: list[int] = []
+    common = dict(covariance_matrix=cov, num_chains=3, burnin=7, thinning=2, seed=4)
+    reported = cls(A, b, progress=steps.append, **common, **kw)
+    draws = reported.draw(5)
+    plain = cls(A, b, **common, **kw).draw(5)
+    assert torch.equal(draws, plain)  # the hook observes, never changes the chain
+    assert sum(steps) == 7 + 5 * 3 and all(s >= 1 for s in steps)
+    with pytest.raises(InputTypeError, match="progress must be a callable"):
+        cls(A, b, progress=1, **common, **kw)

@@ -1,0 +1,183 @@
+r"""What :class:`~prefbo.models.SkewGP` checks before it samples, and how it
+reports a long run.
+
+Size. The sampled dimension ``p`` (:func:`sampled_dimension`) is ``m`` (the
+answers) for the probit model, ``n`` (the designs) for ``"none"`` and
+``"jnd"`` and ``2n`` for ``"shared"``. A resample holds about ``4 p²``
+numbers at its peak (probit: the factor of ``Σ``, the constraint matrix
+``-I``, and the Gibbs sampler's precision and its transposed copy; ``Σ``
+itself is freed first; LinESS needs ``3 p²``); the hard-constraint models
+add ``2 k p`` for their ``k x p`` constraint matrix and its transpose. See
+:func:`resample_memory_bytes`: 1,000 probit answers in float64 take about
+34 MB, 10,000 about 3.4 GB. A Gibbs sweep is ``p`` sequential coordinate
+updates, so the run time grows with ``p`` times the sweeps
+(``burnin + ceil(num_samples / num_chains) (thinning + 1)``). Above
+``max_dimension`` :func:`check_skew_size` refuses, naming
+:class:`~prefbo.models.PairwiseEPGP`, whose cost is cubic in the ``n``
+designs however many answers there are.
+
+Consistency. ``noise="none"`` needs answers without a cycle
+(:func:`check_consistent`).
+
+Progress. :func:`progress_hook` turns ``SkewGP``'s ``progress`` argument
+into the samplers' ``progress`` hook (a tqdm bar, or a callable told
+``(done, total)``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from torch import Tensor
+from tqdm import tqdm
+
+from prefbo.exceptions import InfeasibleConstraintsError, UnsupportedError
+
+AUTO_PROGRESS_DIM = 500  # progress=None shows a bar from this sampled dimension
+
+
+def sampled_dimension(noise: str, n: int, m: int) -> int:
+    r"""``p``, the dimension of the truncated normal a ``SkewGP`` samples:
+    ``m`` answers (probit), ``n`` designs (none, jnd) or ``2n`` (shared)."""
+    return m if noise == "probit" else 2 * n if noise == "shared" else n
+
+
+def resample_memory_bytes(
+    noise: str, n: int, m: int, k: int, num_samples: int, itemsize: int
+) -> int:
+    r"""An upper estimate of the peak memory of ``SkewGP.resample``.
+
+    Counted from the sizes of what is alive at once, with ``p`` the sampled
+    dimension (:func:`sampled_dimension`): ``4 p²`` numbers (the factor of
+    ``Σ`` or of ``K``, the Gibbs sampler's precision and the transposed copy
+    of its conditional weights, and for the probit the constraint matrix
+    ``-I``), ``2 k p`` for the hard-constraint models' dense ``k x p``
+    constraint matrix and its transpose, the small terms
+    ``3 n² + 2 m n + num_samples (p + n)``, and two boolean ``k x p`` masks
+    of the constraint matrix (one byte an entry) while the sampler checks it.
+
+    Args:
+        noise: The noise model.
+        n: Designs.
+        m: Answers.
+        k: Constraint rows (``m``, plus ``2 m_b`` indiscernible rows for jnd).
+        num_samples: Stored draws.
+        itemsize: Bytes per number (8 for float64).
+
+    Returns:
+        Bytes.
+    """
+    p = sampled_dimension(noise, n, m)
+    big = 4 * p * p + (0 if noise == "probit" else 2 * k * p)
+    small = 3 * n * n + 2 * m * n + num_samples * (p + n)
+    return itemsize * (big + small) + 2 * k * p
+
+
+def check_skew_size(
+    noise: str,
+    n: int,
+    m: int,
+    k: int,
+    num_samples: int,
+    itemsize: int,
+    max_dimension: int | None,
+) -> None:
+    r"""Refuse a sampled dimension above ``max_dimension`` (``None``: any).
+
+    Args: as :func:`resample_memory_bytes`, and ``max_dimension``.
+
+    Raises:
+        UnsupportedError: Naming the dimension, the memory it would need,
+            ``PairwiseEPGP`` and how to lift the limit.
+    """
+    p = sampled_dimension(noise, n, m)
+    if max_dimension is None or p <= max_dimension:
+        return
+    need = resample_memory_bytes(noise, n, m, k, num_samples, itemsize)
+    what = f"{m} answers" if noise == "probit" else f"{n} designs"
+    raise UnsupportedError(
+        f"SkewGP(noise={noise!r}) would sample a {p}-dimensional truncated normal "
+        f"({what}), needing about {need / 1e9:.2g} GB and sweeps of {p} sequential "
+        f"updates; that is above max_dimension={max_dimension}. Use PairwiseEPGP "
+        f"(the EP approximation of this posterior, cubic in the {n} designs however "
+        "many answers), or pass max_dimension=None (or a larger value) to sample "
+        "anyway."
+    )
+
+
+def progress_hook(
+    progress: bool | Callable[[int, int], None] | None, total: int, p: int
+) -> tuple[Any, Callable[[int], None] | None]:
+    r"""The samplers' ``progress`` hook for ``total`` transitions.
+
+    Args:
+        progress: ``True`` (a tqdm bar on stderr), ``False`` (none), a
+            callable told ``(done, total)`` transitions, or ``None`` (the bar
+            when ``p >= AUTO_PROGRESS_DIM``).
+        total: Transitions the run will make.
+        p: The sampled dimension.
+
+    Returns:
+        ``(bar, hook)``: the tqdm bar to close (or ``None``) and the hook
+        (or ``None``).
+    """
+    if progress is None:
+        progress = p >= AUTO_PROGRESS_DIM
+    if progress is True:
+        bar = tqdm(total=total, desc="SkewGP sampling", unit="sweep", file=sys.stderr)
+        return bar, bar.update
+    if progress is False:
+        return None, None
+    report, done = progress, [0]
+
+    def hook(steps: int) -> None:
+        done[0] += steps
+        report(done[0], total)
+
+    return None, hook
+
+
+def find_preference_cycle(comparisons: Tensor, n: int) -> list[int] | None:
+    r"""A directed cycle ``[a, b, …, a]`` in "winner beats loser" edges, if any."""
+    succ: dict[int, list[int]] = {i: [] for i in range(n)}
+    for w, l in comparisons.tolist():
+        succ[w].append(l)
+    state = [0] * n  # 0 new, 1 on stack, 2 done
+    parent = [-1] * n
+    for root in range(n):
+        if state[root]:
+            continue
+        stack = [(root, iter(succ[root]))]
+        state[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+            elif state[nxt] == 1:  # back edge: a cycle
+                cycle, cur = [nxt], node
+                while cur != nxt:
+                    cycle.append(cur)
+                    cur = parent[cur]
+                cycle.append(nxt)
+                return cycle[::-1]
+            elif state[nxt] == 0:
+                parent[nxt] = node
+                state[nxt] = 1
+                stack.append((nxt, iter(succ[nxt])))
+    return None
+
+
+def check_consistent(comparisons: Tensor, n: int) -> None:
+    r"""Raise if the answers (``m x 2`` ``[winner, loser]`` indices into ``n``
+    designs) contain a cycle, which ``noise="none"`` cannot hold."""
+    cycle = find_preference_cycle(comparisons, n)
+    if cycle is not None:
+        raise InfeasibleConstraintsError(
+            "noise='none' (consistent preferences) cannot hold: the answers "
+            f"contain the cycle {' ≻ '.join(map(str, cycle))}. Use a noisy "
+            "model (noise='probit' or 'shared')."
+        )
