@@ -57,6 +57,7 @@ class GaussianApproximation:
     _pred_factors: Tensor | None = None
     _mode_derivatives: tuple[Tensor, Tensor] | None = None
     _projector: Tensor | None = None  # P = I - A⁻¹ for a stiff curvature
+    _stiff_factors: tuple | None = None  # and stiff_projector's factors
 
     def laplacian(self) -> Tensor:
         r"""``batch_shape x n x n`` curvature ``Ŵ`` at the mode."""

@@ -82,6 +82,13 @@ def find_mode(
     passes and ``"whitened"`` otherwise; ``"precision"`` also falls back to
     ``"whitened"`` if its Newton system fails to factorise.
 
+    Where the curvature is stiff (``ω_k (K_ww + K_ll)`` beyond
+    :data:`~prefbo.inference.stiff.STIFF_LIMIT`, e.g. a probit at a tiny
+    ``noise_std``) neither system is formed: the whitened form steps with
+    ``P = I - A⁻¹`` from :mod:`prefbo.inference.stiff`, stops on the Newton
+    decrement alone, and the approximation holds ``P`` (variances between 0
+    and the prior to working precision, converging as the noise vanishes).
+
     Args:
         chol_prior: ``batch_shape x n x n`` lower Cholesky factor of the prior
             covariance ``K``.
@@ -192,6 +199,7 @@ class _Iterate:
     alpha: Tensor | None = None
     projector: Tensor | None = None  # stiff curvature: P = I - A⁻¹ instead of C
     logdet: Tensor | None = None  # and log det A
+    stiff_factors: tuple | None = None  # and stiff_projector's factors
 
 
 @dataclass(eq=False)
@@ -208,6 +216,7 @@ class _Direction:
     pm: Tensor
     projector: Tensor | None = None
     logdet: Tensor | None = None
+    stiff_factors: tuple | None = None
 
 
 class _NewtonRun:
@@ -344,6 +353,7 @@ class _NewtonRun:
             direction = self._direction(it, stiff)
             it.C, it.info = direction.C, direction.info
             it.projector, it.logdet = direction.projector, direction.logdet
+            it.stiff_factors = direction.stiff_factors
             if self.on_cpu and bool((direction.info > 0).any()):
                 if self.precision:
                     return None
@@ -402,7 +412,7 @@ class _NewtonRun:
         df = _mv(L, dp)
         info = torch.zeros(self.batch, dtype=torch.int32, device=self.device)
         return _Direction(
-            None, info, df, dp, dp, pair_diff(df, comps), it.pm, P, logdet
+            None, info, df, dp, dp, pair_diff(df, comps), it.pm, P, logdet, factors
         )
 
     def _damped_step(self, it: _Iterate, d: _Direction) -> None:
@@ -549,6 +559,7 @@ class _NewtonRun:
             state._post_cov = row_major(torch.cholesky_inverse(C))
         elif it.projector is not None:
             state._projector = it.projector
+            state._stiff_factors = it.stiff_factors
         else:
             state._chol_post = C
         state._mode_derivatives = (omega, domega)  # at the returned mode

@@ -87,8 +87,9 @@ def stiff_projector(
 
     Returns:
         ``P`` (``batch x n x n``, symmetric, eigenvalues in ``[0, 1]``),
-        ``log det A`` (``batch``) and the factors ``(Q₁, R, ω / a)`` for
-        :func:`stiff_solve`.
+        ``log det A`` (``batch``) and the factors ``(Q₁, R, ω / a, q)`` for
+        :func:`stiff_solve`, ``q_k = h_kᵀ A⁻¹ h_k`` (``batch x m``) accurate
+        also where it is tiny.
     """
     L = chol_prior
     n, m = L.shape[-1], omega.shape[-1]
@@ -121,7 +122,25 @@ def stiff_projector(
     extra = torch.where(independent, c.log() - c_q.log(), torch.zeros_like(c))
     logdet = (c_q.log() + extra).sum(-1) + 2 * r.log().sum(-1)
     scale = torch.where(omega > 0, omega / a, torch.ones_like(omega))
-    return P, logdet, (Q1, R, scale)
+    return P, logdet, (Q1, R, scale, _pair_variances(Q, n, omega, H, P, L))
+
+
+def _pair_variances(
+    Q: Tensor, n: int, omega: Tensor, H: Tensor, P: Tensor, L: Tensor
+) -> Tensor:
+    r"""``q_k = h_kᵀ A⁻¹ h_k`` (the Laplace variance of ``f_w - f_l``).
+
+    For a stiff comparison ``q_k ≈ 1/ω_k``: from ``P`` it would cancel to
+    nothing; the columns of ``Y`` give it with relative accuracy,
+    ``q_k = (1 - |Q₂[k]|²) / ω_k`` (``Q₂`` the last ``m`` rows of ``Q``: the
+    rows of the orthogonal completion have unit norm). Elsewhere
+    (``ω_k |h_k|² ≤ 1``) ``h_kᵀ (I - P) h_k`` is accurate and used."""
+    q2 = Q[..., n:, :].square().sum(-1)  # batch x m
+    stiff = omega * (H * H).sum(-1) > 1.0
+    from_q = (1.0 - q2) / torch.where(stiff, omega, torch.ones_like(omega))
+    HP = (H.unsqueeze(-2) @ P).squeeze(-2)
+    from_p = (H * H).sum(-1) - (HP * H).sum(-1)
+    return torch.where(stiff, from_q, from_p)
 
 
 def stiff_solve(
@@ -131,14 +150,14 @@ def stiff_solve(
 
     Args:
         P: ``batch x n x n`` projector ``I - A⁻¹``.
-        factors: ``(Q₁, R, ω / a)``.
+        factors: ``(Q₁, R, ω / a, q)`` (``q`` unused here).
         gamma: ``batch x m`` per-comparison gradients ``γ``.
         v: ``batch x n``.
 
     Returns:
         ``batch x n``.
     """
-    Q1, R, scale = factors
+    Q1, R, scale = factors[:3]
     t = gamma / scale
     t = t.expand(R.shape[:-1])
     y = torch.linalg.solve_triangular(R.mT, t.unsqueeze(-1), upper=False)
