@@ -134,7 +134,9 @@ def _pair_variances(
     nothing; the columns of ``Y`` give it with relative accuracy,
     ``q_k = (1 - |Q₂[k]|²) / ω_k`` (``Q₂`` the last ``m`` rows of ``Q``: the
     rows of the orthogonal completion have unit norm). Elsewhere
-    (``ω_k |h_k|² ≤ 1``) ``h_kᵀ (I - P) h_k`` is accurate and used."""
+    (``ω_k |h_k|² ≤ 1``) ``h_kᵀ (I - P) h_k`` is used, accurate to
+    ``O(ε |h_k|²)`` (absolutely: the difference of a soft comparison that
+    stiff ones pin comes out near ``ε``, not at its true size)."""
     q2 = Q[..., n:, :].square().sum(-1)  # batch x m
     stiff = omega * (H * H).sum(-1) > 1.0
     from_q = (1.0 - q2) / torch.where(stiff, omega, torch.ones_like(omega))

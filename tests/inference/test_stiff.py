@@ -102,3 +102,31 @@ def test_log_det_beyond_the_cap(omega):
     torch.testing.assert_close(
         logdet2, (1 + 2 * omega * h2).log(), rtol=1e-8, atol=1e-8
     )
+
+
+@pytest.mark.parametrize("omega", [1e3, 1e12, 1e20])
+def test_pair_variances_are_accurate_where_tiny(omega):
+    # q_k = d_kᵀ (K⁻¹ + W)⁻¹ d_k ~ 1/ω: against 50-digit arithmetic
+    mpmath = pytest.importorskip("mpmath")
+    K, L, comps = _problem(5)
+    comps = torch.cat([comps, torch.tensor([[1, 0], [0, 2]])])
+    m = comps.shape[0]
+    om = torch.full((m,), omega, dtype=DT)
+    om[-1] = 0.5  # one soft comparison
+    _, _, factors = stiff_projector(L, om, comps)
+    with mpmath.workdps(50):
+        Lm = mpmath.matrix(L.tolist())
+        Km = Lm * Lm.T
+        Wm = mpmath.zeros(5, 5)
+        for (w, l), o in zip(comps.tolist(), om.tolist()):
+            Wm[w, w] += o
+            Wm[l, l] += o
+            Wm[w, l] -= o
+            Wm[l, w] -= o
+        S = (Km**-1 + Wm) ** -1
+        exact = [float(S[w, w] + S[l, l] - 2 * S[w, l]) for w, l in comps.tolist()]
+    exact = torch.tensor(exact, dtype=DT)
+    # stiff comparisons: relative accuracy; the soft one (whose difference
+    # the stiff ones pin too): absolute accuracy of the order of ε |h|²
+    torch.testing.assert_close(factors[3][:-1], exact[:-1], rtol=1e-7, atol=0.0)
+    torch.testing.assert_close(factors[3][-1:], exact[-1:], rtol=0.0, atol=1e-14)
