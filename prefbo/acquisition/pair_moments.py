@@ -393,6 +393,10 @@ def _pairwise_gp_moments(model: PairwisePreferenceGP) -> PairMoments:
         return PairMoments(model)
     with torch.no_grad():
         state = model.approximation
+        stiff_M = state.projected_reduction()  # no factor C of a stiff curvature
+        if stiff_M is not None:
+            Z = model.datapoints.detach()
+            return KernelPairMoments(model, Z, state.alpha.detach(), M=stiff_M)
 
         def dense_M() -> Tensor:
             # (L C)⁻ᵀ (L C)⁻¹ - L⁻ᵀ L⁻¹ = -(K + Ŵ⁻¹)⁻¹ = Ŵ Σ Ŵ - Ŵ: no K⁻¹

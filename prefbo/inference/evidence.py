@@ -23,6 +23,7 @@ from prefbo.inference.laplacian import (
     scatter_laplacian_,
     scatter_pairs,
 )
+from prefbo.inference.stiff import stiff_solve
 from prefbo.likelihoods.pairwise import PairwiseLikelihood
 
 
@@ -55,10 +56,31 @@ class LaplaceEvidence(torch.autograd.Function):
         else:
             _, _, omega, domega = ctx.likelihood.derivatives(state.mode, comps)
         n = state.mode.shape[-1]
+        if state._projector is not None:  # stiff: see prefbo.inference.stiff
+            M = _stiff_kernel_gradient(state, domega)
+            return M.mul_((0.5 * grad_out)[..., None, None]), *(None,) * 5
         q = pair_quadratic(state.posterior_covariance(), comps)  # a_kᵀ Σ a_k
         s = -0.5 * scatter_pairs(q * domega, comps, n)  # batch x n
         M = evidence_kernel_gradient(state, omega, s)
         return M.mul_((0.5 * grad_out)[..., None, None]), None, None, None, None, None
+
+
+def _stiff_kernel_gradient(state: GaussianApproximation, domega: Tensor) -> Tensor:
+    r"""``ααᵀ - R + αbᵀ + bαᵀ`` for a stiff curvature without ``W``'s huge
+    entries: ``R = (K + W⁻¹)⁻¹ = L⁻ᵀ P L⁻¹`` and ``b = (I + WK)⁻¹ Dᵀ γ =
+    L⁻ᵀ A⁻¹ Hᵀ γ`` with ``γ_k = -½ q_k ∂ω_k`` (``q_k = a_kᵀ Σ a_k`` from the
+    factors, accurate where it is tiny)."""
+    P, factors, L = state._projector, state._stiff_factors, state.chol_prior
+    gamma = -0.5 * factors[3] * domega
+    Ainv_g = stiff_solve(P, factors, gamma, torch.zeros_like(state.alpha))
+    b = torch.linalg.solve_triangular(L.mT, Ainv_g.unsqueeze(-1), upper=True).squeeze(
+        -1
+    )
+    a = state.alpha
+    M = state.projected_reduction()  # -R
+    U = torch.stack([a, b], dim=-1)
+    V = torch.stack([a + b, a], dim=-1)
+    return (M + U @ V.mT).contiguous()
 
 
 def evidence_kernel_gradient(

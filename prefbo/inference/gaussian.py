@@ -7,7 +7,9 @@ a weighted comparison Laplacian (the likelihood curvature at the mode, or the
 site precisions). With ``K = L Lᵀ`` and ``C`` the lower factor of
 ``A = I + Lᵀ Ŵ L``, the predictive mean at ``x*`` is ``k*ᵀ α`` with
 ``α = K⁻¹ f̂`` and the covariance ``k** - uᵀu + wᵀw`` with ``u = L⁻¹ k*`` and
-``w = (L C)⁻¹ k*``.
+``w = (L C)⁻¹ k*``. Where the curvature is stiff
+(:mod:`prefbo.inference.stiff`) ``A`` is not factorised: the approximation
+holds ``P = I - A⁻¹`` instead, and the covariance is ``k** - uᵀ P u``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class GaussianApproximation:
     _post_cov: Tensor | None = None
     _pred_factors: Tensor | None = None
     _mode_derivatives: tuple[Tensor, Tensor] | None = None
+    _projector: Tensor | None = None  # P = I - A⁻¹ for a stiff curvature
+    _stiff_factors: tuple | None = None  # and stiff_projector's factors
 
     def laplacian(self) -> Tensor:
         r"""``batch_shape x n x n`` curvature ``Ŵ`` at the mode."""
@@ -83,14 +87,39 @@ class GaussianApproximation:
 
     def covariance_root(self) -> Tensor:
         r"""``batch_shape x n x n`` factor ``F = L C⁻ᵀ`` of the posterior
-        covariance ``(K⁻¹ + Ŵ)⁻¹ = F Fᵀ`` at the designs."""
+        covariance ``(K⁻¹ + Ŵ)⁻¹ = F Fᵀ`` at the designs (for a stiff
+        curvature ``F = L V Λ^½`` with ``I - P = V Λ Vᵀ``, ``Λ ≥ 0``)."""
+        if self._projector is not None:
+            evals, evecs = torch.linalg.eigh(self._complement())
+            return self.chol_prior @ (evecs * evals.clamp_min(0).sqrt().unsqueeze(-2))
         return torch.linalg.solve_triangular(
             self.chol_post, self.chol_prior.transpose(-1, -2), upper=False
         ).transpose(-1, -2)
 
     def posterior_covariance(self) -> Tensor:
         r"""``batch_shape x n x n`` Laplace covariance ``Σ = (K⁻¹ + Ŵ)⁻¹``."""
+        if self._post_cov is None and self._projector is not None:
+            L = self.chol_prior
+            S = L @ self._complement() @ L.mT
+            self._post_cov = 0.5 * (S + S.mT)
         if self._post_cov is None:
             F = self.covariance_root()
             self._post_cov = F @ F.transpose(-1, -2)
         return self._post_cov
+
+    def projected_reduction(self) -> Tensor | None:
+        r"""For a stiff curvature the ``n x n`` matrix ``-L⁻ᵀ P L⁻¹``
+        (``= (L C)⁻ᵀ (L C)⁻¹ - L⁻ᵀ L⁻¹``, the predictive covariance being
+        ``k** + k*ᵀ (·) k*``) from ``P`` without ``C``; ``None`` otherwise."""
+        if self._projector is None:
+            return None
+        Lt = self.chol_prior.mT
+        S = torch.linalg.solve_triangular(Lt, self._projector, upper=True)
+        M = torch.linalg.solve_triangular(Lt, S.mT, upper=True)  # L⁻ᵀ P L⁻¹
+        return -0.5 * (M + M.mT)
+
+    def _complement(self) -> Tensor:
+        r"""``A⁻¹ = I - P`` of a stiff curvature."""
+        P = self._projector
+        eye = torch.eye(P.shape[-1], dtype=P.dtype, device=P.device)
+        return eye - P

@@ -36,6 +36,7 @@ from prefbo.inference.laplacian import (
     pair_diff,
     scatter_pairs,
 )
+from prefbo.inference.stiff import is_stiff, stiff_projector, stiff_solve
 from prefbo.likelihoods.pairwise import PairwiseLikelihood
 
 FORMS = ("auto", "whitened", "precision")
@@ -80,6 +81,13 @@ def find_mode(
     ``"auto"`` (default) takes ``"precision"`` in float64 when the check
     passes and ``"whitened"`` otherwise; ``"precision"`` also falls back to
     ``"whitened"`` if its Newton system fails to factorise.
+
+    Where the curvature is stiff (``ω_k (K_ww + K_ll)`` beyond
+    :data:`~prefbo.inference.stiff.STIFF_LIMIT`, e.g. a probit at a tiny
+    ``noise_std``) neither system is formed: the whitened form steps with
+    ``P = I - A⁻¹`` from :mod:`prefbo.inference.stiff`, stops on the Newton
+    decrement alone, and the approximation holds ``P`` (variances between 0
+    and the prior to working precision, converging as the noise vanishes).
 
     Args:
         chol_prior: ``batch_shape x n x n`` lower Cholesky factor of the prior
@@ -189,6 +197,9 @@ class _Iterate:
     info: Tensor | None = None
     curvature: Tensor | None = None
     alpha: Tensor | None = None
+    projector: Tensor | None = None  # stiff curvature: P = I - A⁻¹ instead of C
+    logdet: Tensor | None = None  # and log det A
+    stiff_factors: tuple | None = None  # and stiff_projector's factors
 
 
 @dataclass(eq=False)
@@ -196,13 +207,16 @@ class _Direction:
     r"""One Newton direction: ``Δf``, ``Δp``, ``Δpm`` and ``DΔf``, the factor
     ``C`` of the system (and ``info``) and ``pm`` at the current iterate."""
 
-    C: Tensor
+    C: Tensor | None
     info: Tensor
     df: Tensor
     dp: Tensor
     dpm: Tensor
     diff: Tensor
     pm: Tensor
+    projector: Tensor | None = None
+    logdet: Tensor | None = None
+    stiff_factors: tuple | None = None
 
 
 class _NewtonRun:
@@ -242,6 +256,7 @@ class _NewtonRun:
         # precision form: K⁻¹ (row-major) and the positions of W's entries
         self.Kinv = row_major(torch.cholesky_inverse(L)) if precision else None
         self.lap_index = laplacian_index(self.comps, self.n) if precision else None
+        self.prior_diag = (L * L).sum(-1)  # diag K, for the stiffness test
 
     # ------------------------------------------------------------- start
     def start(self, init: Tensor | GaussianApproximation | None) -> _Iterate:
@@ -332,8 +347,13 @@ class _NewtonRun:
         for k in range(1, max_iter + 1):
             it.iterations = k
             it.curvature = it.derivs[2]  # the curvature C is factorised at
-            direction = self._direction(it)
+            stiff = is_stiff(it.curvature, self.comps, self.prior_diag)
+            if stiff and self.precision:  # K⁻¹ + W loses K⁻¹: whitened form
+                return None
+            direction = self._direction(it, stiff)
             it.C, it.info = direction.C, direction.info
+            it.projector, it.logdet = direction.projector, direction.logdet
+            it.stiff_factors = direction.stiff_factors
             if self.on_cpu and bool((direction.info > 0).any()):
                 if self.precision:
                     return None
@@ -343,9 +363,11 @@ class _NewtonRun:
                 break
         return it
 
-    def _direction(self, it: _Iterate) -> _Direction:
+    def _direction(self, it: _Iterate, stiff: bool) -> _Direction:
         if self.precision:
             return self._precision_direction(it)
+        if stiff:
+            return self._stiff_direction(it)
         return self._whitened_direction(it)
 
     def _precision_direction(self, it: _Iterate) -> _Direction:
@@ -379,6 +401,20 @@ class _NewtonRun:
         df = _mv(L, dp)
         return _Direction(C, info, df, dp, dp, pair_diff(df, comps), it.pm)
 
+    def _stiff_direction(self, it: _Iterate) -> _Direction:
+        r"""The whitened Newton step ``A⁻¹ ∇Ψ = A⁻¹(Lᵀ∇ℓ - v)`` for a stiff
+        curvature, by :func:`~prefbo.inference.stiff.stiff_solve` (``A`` is
+        not formed)."""
+        L, comps = self.L, self.comps
+        _, grad_k, omega, _ = it.derivs
+        P, logdet, factors = stiff_projector(L, omega, comps)
+        dp = stiff_solve(P, factors, grad_k, it.p)
+        df = _mv(L, dp)
+        info = torch.zeros(self.batch, dtype=torch.int32, device=self.device)
+        return _Direction(
+            None, info, df, dp, dp, pair_diff(df, comps), it.pm, P, logdet, factors
+        )
+
     def _damped_step(self, it: _Iterate, d: _Direction) -> None:
         r"""Take the damped step along ``d``, update the convergence flags and
         the derivatives at the new iterate."""
@@ -393,6 +429,10 @@ class _NewtonRun:
         # the precision form cannot improve
         decrement = 0.5 * (c + (omega * d.diff * d.diff).sum(-1))
         small = d.df.abs().amax(-1) <= self.tol * (1.0 + it.f.abs().amax(-1))
+        if d.projector is not None:
+            # stiff: the answers resolve utility differences far below tol
+            # (a probit's scale s): only the decrement tells convergence
+            small = torch.zeros_like(small)
         flat = decrement <= self.psi_tol * (1.0 + psi0.abs())
         it.converged = (small | flat | ~any_ok) & (d.info == 0)
         tt = t.unsqueeze(-1)
@@ -475,6 +515,8 @@ class _NewtonRun:
         it.f, it.alpha = f, alpha
         if bool(moved.any()):
             omega = it.derivs[2]
+            if is_stiff(omega, comps, self.prior_diag):
+                return False
             it.C, info = cholesky_plus_laplacian(self.Kinv, omega, self.lap_index)
             it.curvature = omega
             if bool((info > 0).any()):
@@ -497,7 +539,10 @@ class _NewtonRun:
                 self.Lt, it.p.unsqueeze(-1), upper=True
             )
             alpha = alpha.squeeze(-1)
-            logdet = 2 * C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+            if it.projector is not None:
+                logdet = it.logdet
+            else:
+                logdet = 2 * C.diagonal(dim1=-2, dim2=-1).log().sum(-1)
         state = GaussianApproximation(
             mode=f,
             chol_prior=L,
@@ -512,6 +557,9 @@ class _NewtonRun:
         )
         if self.precision:
             state._post_cov = row_major(torch.cholesky_inverse(C))
+        elif it.projector is not None:
+            state._projector = it.projector
+            state._stiff_factors = it.stiff_factors
         else:
             state._chol_post = C
         state._mode_derivatives = (omega, domega)  # at the returned mode

@@ -179,17 +179,34 @@ def predictive_mvn(
     # one triangular solve for all E*q columns against [L, L C]
     rhs = k_star.movedim(0, -2).transpose(-1, -3)  # inner x n x E x q
     rhs = rhs.reshape(inner + (1, n, E * q))
-    factors = state.predictive_factors()  # mb x 2 x n x n
-    sol = torch.linalg.solve_triangular(
-        factors, rhs.expand(inner + (2, n, E * q)), upper=False
-    ).reshape(inner + (2, n, E, q))
-    u, w = sol[..., 0, :, :, :], sol[..., 1, :, :, :]
-    red = torch.einsum("...nei,...nej->...eij", w, w) - torch.einsum(
-        "...nei,...nej->...eij", u, u
-    )  # inner x E x q x q
+    if state._projector is not None:  # stiff curvature: k** - uᵀ P u
+        red = -_projected_reduction(state, rhs, inner, n, E, q)
+    else:
+        factors = state.predictive_factors()  # mb x 2 x n x n
+        sol = torch.linalg.solve_triangular(
+            factors, rhs.expand(inner + (2, n, E * q)), upper=False
+        ).reshape(inner + (2, n, E, q))
+        u, w = sol[..., 0, :, :, :], sol[..., 1, :, :, :]
+        red = torch.einsum("...nei,...nej->...eij", w, w) - torch.einsum(
+            "...nei,...nej->...eij", u, u
+        )  # inner x E x q x q
     cov = k_ss + red.movedim(-3, 0)
     cov = 0.5 * (cov + cov.transpose(-1, -2))
     return mvn(mean.reshape(out_batch + (q,)), cov.reshape(out_batch + (q, q)))
+
+
+def _projected_reduction(
+    state: GaussianApproximation, rhs: Tensor, inner, n: int, E: int, q: int
+) -> Tensor:
+    r"""``uᵀ P u`` (``inner x E x q x q``) with ``u = L⁻¹ k*``, the variance
+    the answers remove under a stiff curvature (``P = I - A⁻¹``, eigenvalues in
+    ``[0, 1]``: the result lies between ``0`` and ``uᵀu``)."""
+    u = torch.linalg.solve_triangular(
+        state.chol_prior, rhs.squeeze(-3), upper=False
+    )  # inner x n x E*q
+    Pu = state._projector @ u
+    u, Pu = u.reshape(inner + (n, E, q)), Pu.reshape(inner + (n, E, q))
+    return torch.einsum("...nei,...nej->...eij", u, Pu)
 
 
 def centring_matrix(q: int, weights: Tensor) -> Tensor:

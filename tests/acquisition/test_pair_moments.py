@@ -19,6 +19,7 @@ from prefbo.acquisition.pair_moments import (
     pair_moments,
 )
 from prefbo.kernels import default_preference_covar_module
+from prefbo.likelihoods import PairwiseProbitLikelihood
 from prefbo.utils.testing import make_pairwise_data
 
 FAST = ["laplace", "ep", "skew", "variational"]
@@ -153,3 +154,23 @@ def test_joint_moments_equal_the_posterior(make_model, name):
         post = model.posterior(X)
         torch.testing.assert_close(mean, post.mean.reshape(-1))
         torch.testing.assert_close(cov, post.covariance_matrix)
+
+
+@pytest.mark.parametrize("noise_std", [1e-8, 1e-10])
+def test_pair_moments_of_a_stiff_laplace_model_match_its_posterior(noise_std):
+    # contradicting answers at a tiny noise: the curvature is ~1/noise², the
+    # model predicts from P = I - A⁻¹ and so must the pair moments
+    torch.manual_seed(0)
+    X = torch.rand(3, 2, dtype=torch.float64)
+    model = PairwiseLaplaceGP(
+        X,
+        torch.tensor([[0, 1], [1, 0]]),
+        likelihood=PairwiseProbitLikelihood(noise_std=noise_std),
+    )
+    Xq = torch.stack([X[0:1], X[2:3]], -2)  # 1 x 2 x d
+    mean_diff, _, var = pair_moments(model).pairs(Xq)
+    post = model.posterior(Xq)
+    c = post.covariance_matrix.detach()[0]
+    m = post.mean.detach()[0, :, 0]
+    torch.testing.assert_close(var.squeeze(), c[0, 0] + c[1, 1] - 2 * c[0, 1])
+    torch.testing.assert_close(mean_diff.squeeze(), m[0] - m[1], rtol=0, atol=1e-8)

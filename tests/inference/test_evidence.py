@@ -2,9 +2,12 @@ import math
 
 import pytest
 import torch
+from botorch.fit import fit_gpytorch_mll
 from scipy import special
 
 import prefbo.inference.laplacian as laplacian
+import prefbo.inference.stiff as stiff
+from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
 from prefbo.inference import laplace_evidence
 from prefbo.likelihoods import PairwiseLogitLikelihood, PairwiseProbitLikelihood
 from prefbo.utils.testing import make_pairwise_data
@@ -69,3 +72,61 @@ def test_evidence_gradient_through_sparse_laplacian_equals_dense(monkeypatch):
         ev.backward()
         grads.append(Kr.grad)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-10)
+
+
+def _chain_with_repeats(n=8):
+    torch.manual_seed(0)
+    X = torch.rand(n, 2, dtype=torch.float64)
+    comps = torch.tensor([[i, i + 1] for i in range(n - 1)] + [[0, 1], [1, 0], [2, 4]])
+    K = torch.exp(-0.5 * torch.cdist(X, X) ** 2 / 0.4**2)
+    return X, comps, K + 1e-6 * torch.eye(n, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("noise_std", [1.0, 0.1])
+def test_stiff_evidence_and_gradient_equal_the_formed_ones(monkeypatch, noise_std):
+    # the stiff path (projector P, no formed system) forced at a moderate
+    # curvature, where the formed system is accurate too
+    _, comps, K0 = _chain_with_repeats()
+    lik = PairwiseProbitLikelihood(noise_std=noise_std)
+    E = torch.randn(*K0.shape, dtype=torch.float64)
+    E = E + E.T
+    out = []
+    for limit in (math.inf, 0.0):
+        monkeypatch.setitem(stiff.STIFF_LIMIT, torch.float64, limit)
+        K = K0.clone().requires_grad_(True)
+        ev, state = laplace_evidence(K, comps, lik, form="whitened", tol=1e-14)
+        ev.backward()
+        out.append((ev.detach(), (K.grad * E).sum(), state))
+    assert out[0][2]._projector is None and out[1][2]._projector is not None
+    torch.testing.assert_close(out[1][0], out[0][0], rtol=1e-11, atol=1e-11)
+    torch.testing.assert_close(out[1][1], out[0][1], rtol=1e-5, atol=1e-8)
+
+
+def test_evidence_gradient_at_tiny_noise_matches_finite_differences():
+    # noise 1e-6: stiff (ω ~ 1e11); the formed W - WΣW lost every digit
+    _, comps, K0 = _chain_with_repeats()
+    lik = PairwiseProbitLikelihood(noise_std=1e-6)
+    E = torch.randn(*K0.shape, dtype=torch.float64)
+    E = E + E.T
+    K = K0.clone().requires_grad_(True)
+    ev, state = laplace_evidence(K, comps, lik, tol=1e-14)
+    ev.backward()
+    assert state._projector is not None
+    h = 1e-5
+    fd = [laplace_evidence(K0 + t * h * E, comps, lik, tol=1e-14)[0] for t in (-1, 1)]
+    torch.testing.assert_close(
+        (K.grad * E).sum(), (fd[1] - fd[0]) / (2 * h), rtol=1e-2, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("noise_std", [1e-8, 1e-10])
+def test_fit_at_tiny_noise(noise_std):
+    # formerly "Cholesky of I + Lᵀ W L failed" out of the fit
+    X, comps, _ = _chain_with_repeats()
+    model = PairwiseLaplaceGP(
+        X, comps, likelihood=PairwiseProbitLikelihood(noise_std=noise_std)
+    )
+    fit_gpytorch_mll(PairwiseLaplaceMLL(model.likelihood, model))
+    var = model.posterior(X).variance.detach().squeeze(-1)
+    prior = model.covar_module(X).to_dense().diagonal().detach()
+    assert bool((var > 0).all()) and bool((var <= prior).all())

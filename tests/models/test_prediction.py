@@ -7,6 +7,7 @@ from linear_operator.utils.warnings import NumericalWarning
 
 from prefbo import PairwiseEPGP, PairwiseLaplaceGP
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.likelihoods import PairwiseProbitLikelihood
 from prefbo.models.prediction import centring_matrix, check_noise, check_test_points
 from prefbo.utils.testing import make_pairwise_data
 
@@ -93,3 +94,69 @@ def test_posterior_at_nan_points_is_an_error_not_nan(cls):
         model.posterior(Xt)
     with pytest.raises(InputDataError, match="X2 must be finite"):
         model.predict_preference(Xt[:2], Xt[2:])
+
+
+def _exact_laplace_variance(model, X, sigma_design):
+    r"""Predictive variances at ``X`` for a covariance ``sigma_design`` of the
+    utilities at the training designs (float64, plain linear algebra)."""
+    Xtr = model.datapoints
+    Kt = model._train_covariance(Xtr).detach()
+    Ks = model.covar_module(X, Xtr).to_dense().detach()
+    Kss = model.covar_module(X).to_dense().detach()
+    B = torch.linalg.solve(Kt, Ks.T)  # Kt⁻¹ k*
+    cov = Kss - Ks @ B + B.T @ sigma_design @ B
+    return cov.diagonal()
+
+
+@pytest.mark.parametrize("noise_std", [1e-6, 1e-8, 3e-9, 1e-10, 1e-30])
+def test_laplace_variance_at_tiny_noise_for_contradicting_answers(noise_std):
+    # [0, 1] and [1, 0] contradict each other: by symmetry the mode is f = 0
+    # with both differences z = 0, so the curvature is 2 ω(0) / s² -> inf and
+    # the Laplace covariance tends to K conditioned on f0 = f1 (formerly the
+    # formed I + Lᵀ W L lost the prior: 1.031 at 1e-8, above the prior 1)
+    torch.manual_seed(0)
+    X = torch.rand(2, 2, dtype=torch.float64)
+    model = PairwiseLaplaceGP(
+        X,
+        torch.tensor([[0, 1], [1, 0]]),
+        likelihood=PairwiseProbitLikelihood(noise_std=noise_std),
+    )
+    var = model.posterior(X).variance.detach().squeeze(-1)
+    prior = model.covar_module(X).to_dense().diagonal().detach()
+    assert bool((var >= 0).all()) and bool((var <= prior).all())
+    Kt = model._train_covariance(X).detach()
+    d = torch.tensor([[1.0, -1.0]], dtype=torch.float64)
+    limit = Kt - Kt @ d.T @ d @ Kt / (d @ Kt @ d.T)
+    torch.testing.assert_close(
+        var, _exact_laplace_variance(model, X, limit), rtol=1e-8, atol=1e-10
+    )
+    assert float(model.posterior(X).mean.detach().abs().max()) < 1e-6
+
+
+def test_laplace_variance_at_tiny_noise_on_a_consistent_chain():
+    # 0 ≻ 1 ≻ … ≻ 7: as s -> 0 the mode's differences shrink like s·z with
+    # z ~ √(log 1/s), the curvature ω(z)/s² grows without bound and the
+    # covariance at the designs tends to 1 1ᵀ / (1ᵀ K⁻¹ 1) (all differences
+    # pinned); the variances decrease towards that limit, inside [0, prior]
+    # (formerly 8.9e-5 at 1e-10, and a crash below)
+    n = 8
+    X = torch.linspace(0, 1, n, dtype=torch.float64).unsqueeze(-1)
+    comps = torch.tensor([[i, i + 1] for i in range(n - 1)])
+    variances = []
+    for noise_std in (1e-4, 1e-6, 1e-8, 1e-10, 1e-14, 1e-30):
+        model = PairwiseLaplaceGP(
+            X, comps, likelihood=PairwiseProbitLikelihood(noise_std=noise_std)
+        )
+        variances.append(model.posterior(X).variance.detach().squeeze(-1))
+    one = torch.ones(n, 1, dtype=torch.float64)
+    Kt = model._train_covariance(X).detach()
+    limit = _exact_laplace_variance(
+        model, X, one @ one.T / (one.T @ torch.linalg.solve(Kt, one))
+    )
+    prior = model.covar_module(X).to_dense().diagonal().detach()
+    for v in variances:
+        assert bool((v <= prior).all()) and bool((v >= limit - 1e-9).all())
+    for coarse, fine in zip(variances, variances[1:]):
+        assert bool((fine <= coarse + 1e-9).all())
+    torch.testing.assert_close(variances[-1], limit, rtol=1e-7, atol=1e-10)
+    torch.testing.assert_close(variances[-2], limit, rtol=1e-5, atol=1e-10)
