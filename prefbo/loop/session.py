@@ -129,8 +129,10 @@ def read_session_log(
     Args:
         path: The log file.
         repair: Truncate a torn last line from the file (so that later
-            appends start on a fresh line). The dropped bytes are named in the
-            warning.
+            appends start on a fresh line); the dropped bytes are named in the
+            warning. Call it only while holding the log's lock (as
+            :meth:`~prefbo.loop.PreferentialOptimizer.resume` does), so that
+            no writer's line is cut mid-write.
 
     Returns:
         ``(header, records)``: the header record and the later records (``tell``
@@ -138,12 +140,17 @@ def read_session_log(
 
     Raises:
         SessionLogError: The file is empty, has no valid header, has another
-            version, or a line other than the last is damaged. Nothing is
-            removed from such a file, ``repair`` or not.
+            version, a line other than the last is damaged, or any line is a
+            complete, checksummed record out of sequence or holds a ``NaN``
+            or ``Infinity`` token. Nothing is removed from such a file,
+            ``repair`` or not.
 
     Warns:
-        SessionLogWarning: The last line is torn; it is ignored (and removed
-            when ``repair``), the earlier records are kept.
+        SessionLogWarning: The last line is torn (no newline, bad JSON or a
+            bad checksum); it is ignored (and removed when ``repair``), the
+            earlier records are kept. Or the last line is a complete record
+            lacking only its newline: it is kept (and the newline added when
+            ``repair``).
     """
     path = Path(path)
     data = path.read_bytes()
@@ -243,9 +250,10 @@ def _lock_holder(fd: int) -> int | None:
         fields = line.split()  # "1: FLOCK ADVISORY WRITE pid maj:min:inode ..."
         if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == key:
             try:
-                return int(fields[4])
+                pid = int(fields[4])
             except ValueError:
                 return None
+            return pid if pid > 0 else None  # <= 0: outside this pid namespace
     return None
 
 
@@ -362,8 +370,11 @@ class SessionLog:
         if fd is not None:
             os.close(fd)  # releases the flock
 
-    def __del__(self) -> None:
-        self.close()
+    def __del__(self, _close: Any = os.close) -> None:
+        # os.close bound at definition: module globals may be gone at exit
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            _close(fd)
 
     def append(self, record: dict[str, Any]) -> int:
         r"""Write one record durably (flush + ``os.fsync``) and return its ``seq``.

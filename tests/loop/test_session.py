@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -290,6 +291,8 @@ def test_a_second_process_is_refused_naming_the_holder_and_no_answer_is_lost(
         text=True,
         env=env,
     )
+    watchdog = threading.Timer(120, child.kill)  # a hung child fails, not hangs
+    watchdog.start()
     try:
         assert child.stdout.readline().strip() == "holding"
         with pytest.raises(SessionLogLockedError, match=rf"pid {child.pid}\b"):
@@ -299,6 +302,7 @@ def test_a_second_process_is_refused_naming_the_holder_and_no_answer_is_lost(
         assert child.stdout.readline().strip() == "done"
         assert child.wait(timeout=60) == 0  # exit releases the lock
     finally:
+        watchdog.cancel()
         if child.poll() is None:
             child.kill()
             child.wait(timeout=30)
