@@ -363,6 +363,7 @@ class PreferentialOptimizer:
                 :meth:`tell` or the constructor would refuse (the line named).
             FileNotFoundError: There is no ``log_path``.
         """
+        _options.check_setting_types(None, flags={"read_only": read_only}, dicts={})
         log = None if read_only else SessionLog(log_path, 0)
         try:
             opt, count = replay(cls, log_path, read_only, expected)

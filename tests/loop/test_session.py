@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from prefbo.exceptions import InputDataError, SessionLogLockedError
+from prefbo.exceptions import InputDataError, InputTypeError, SessionLogLockedError
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.session import (
     SessionLogError,
@@ -258,6 +258,8 @@ def test_a_read_only_view_replays_without_the_lock_and_cannot_tell(tmp_path):
     with pytest.raises(InputDataError, match=r"read-only view"):
         view.undo()
     writer.tell(1)  # the writer still holds the log
+    with pytest.raises(InputTypeError, match=r"read_only must be a bool; got str"):
+        PreferentialOptimizer.resume(path, read_only="yes")
 
 
 HOLDER = textwrap.dedent(
