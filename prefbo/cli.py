@@ -5,6 +5,11 @@ r"""The ``prefbo`` command line.
   interactive session in the terminal, logged durably to ``FILE``.
 - ``prefbo session resume FILE``: continue a session from its log.
 
+A session holds its log's lock while it runs (one writer per log, see
+:mod:`prefbo.loop.session`). Bad arguments, a missing, locked or damaged log
+and file errors end the command with ``prefbo: error: ...`` and exit
+status 2.
+
 The benchmark scripts are not part of the installed package; run them from
 a source checkout as ``python benchmarks/NAME.py``.
 
@@ -139,7 +144,8 @@ def _session(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
             print(f"warning: {w.message}", file=stdout, flush=True)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return run_session(opt, stdin, stdout)
+    with opt:  # holds the log's lock until the session ends
+        return run_session(opt, stdin, stdout)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -185,7 +191,7 @@ def main(
         if rest:
             _parser().error(f"unrecognized arguments: {' '.join(rest)}")
         return _session(args, stdin, stdout)
-    except PrefboError as e:
+    except (PrefboError, OSError) as e:  # a missing or unwritable file, too
         print(f"prefbo: error: {e}", file=sys.stderr)
         return 2
 

@@ -25,6 +25,10 @@ class SessionLogError(InputDataError):
     r"""A session log is damaged before its last line, or is not a session log."""
 
 
+class SessionLogLockedError(SessionLogError):
+    r"""A session log is open for writing in another optimiser (one writer per log)."""
+
+
 class InputTypeError(PrefboError, TypeError):
     r"""An argument has the wrong type or dtype."""
 

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from prefbo import cli
+from prefbo.exceptions import SessionLogLockedError
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.session import read_session_log
 
@@ -94,3 +95,36 @@ def test_demo_forwards_its_arguments(monkeypatch):
     monkeypatch.setattr(demo, "main", lambda argv: seen.setdefault("argv", argv))
     assert cli.main(["demo", "--smoke", "--seed", "3"]) == 0
     assert seen["argv"] == ["--smoke", "--seed", "3"]
+
+
+def test_resuming_a_missing_log_is_a_clear_error(tmp_path, capsys):
+    rc = cli.main(["session", "resume", str(tmp_path / "missing.jsonl")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("prefbo: error: ") and "missing.jsonl" in err
+    assert "Traceback" not in err
+
+
+def test_a_new_session_on_a_directory_is_a_clear_error(tmp_path, space, capsys):
+    rc = cli.main(["session", "new", str(tmp_path), "--space", str(space)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("prefbo: error: ") and "is a directory" in err
+
+
+def test_a_session_the_cli_holds_is_refused_and_released_after(tmp_path, space):
+    log = tmp_path / "s.jsonl"
+    argv = ["session", "new", str(log), "--space", str(space), "--strategy", "random"]
+    seen = {}
+
+    class Input(io.StringIO):
+        def readline(self):  # while the session runs, a second opener is refused
+            try:
+                PreferentialOptimizer.resume(log)
+            except SessionLogLockedError as e:
+                seen["error"] = str(e)
+            return super().readline()
+
+    rc = cli.main(argv, stdin=Input("1\nq\n"), stdout=io.StringIO())
+    assert rc == 0 and "is open in another optimiser" in seen["error"]
+    PreferentialOptimizer.resume(log).close()  # released when the CLI returns

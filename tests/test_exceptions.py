@@ -14,6 +14,7 @@ from prefbo.exceptions import (
     PrefboError,
     PrefboWarning,
     SessionLogError,
+    SessionLogLockedError,
     SessionLogWarning,
     UnsupportedError,
 )
@@ -39,6 +40,7 @@ def test_each_error_is_a_prefbo_error_and_the_builtin_a_caller_catches(error, bu
 def test_the_data_errors_are_input_data_errors_and_types_are_not_values():
     assert issubclass(InfeasibleConstraintsError, InputDataError)
     assert issubclass(SessionLogError, InputDataError)
+    assert issubclass(SessionLogLockedError, SessionLogError)
     assert not issubclass(InputTypeError, ValueError)
     assert not issubclass(InputDataError, TypeError)
     assert not issubclass(UnsupportedError, InputDataError)
@@ -66,6 +68,6 @@ def test_every_public_class_is_an_error_or_a_warning():
         for name, value in vars(exceptions).items()
         if isinstance(value, type) and value.__module__ == exceptions.__name__
     }
-    assert len(public) == 12
+    assert len(public) == 13
     for cls in public.values():
         assert issubclass(cls, (PrefboError, PrefboWarning))

@@ -185,7 +185,8 @@ def validate_pairwise_data(
 
 
 def check_bounds(bounds: object) -> None:
-    r"""Check a ``2 x d`` box ``[lower, upper]`` with ``lower < upper``.
+    r"""Check a ``2 x d`` box ``[lower, upper]``: finite, ``lower < upper``, and
+    of finite width ``upper - lower`` (points are drawn as ``lower + width * u``).
 
     Raises:
         InputDataError: Anything else, named.
@@ -200,5 +201,15 @@ def check_bounds(bounds: object) -> None:
             )
             + "."
         )
+    if not bool(torch.isfinite(bounds).all()):
+        raise InputDataError(f"bounds must be finite; got {bounds.tolist()}.")
     if not bool((bounds[0] < bounds[1]).all()):
         raise InputDataError(f"bounds must have lower < upper; got {bounds.tolist()}.")
+    width = bounds[1] - bounds[0]
+    if not bool(torch.isfinite(width).all()):
+        j = int((~torch.isfinite(width)).nonzero()[0])
+        raise InputDataError(
+            f"bounds must have a finite width upper - lower; x[{j}] has "
+            f"[{float(bounds[0, j])!r}, {float(bounds[1, j])!r}], whose width "
+            f"overflows {bounds.dtype}."
+        )

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.utils.checks import describe
 
 
 @dataclass(frozen=True)
@@ -111,12 +112,20 @@ def check_answer(answer: Any, options: Any, bounds: Tensor) -> tuple[Tensor, int
         ``(options, answer)``: the ``q x d`` float64 options and the int index.
 
     Raises:
-        InputDataError: ``answer`` is not an int index of ``options``, or
+        InputTypeError: ``answer`` is not an int (a bool, a float, a string),
+            or ``options`` are not numbers.
+        InputDataError: ``answer`` is not an index of ``options``, or
             ``options`` are not ``q x d``, not finite, outside the box, or
             not distinct designs.
     """
     d = bounds.shape[-1]
-    options = torch.as_tensor(options, dtype=torch.float64)
+    try:
+        options = torch.as_tensor(options, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise InputTypeError(
+            f"options must be a q x d tensor (or nested list) of numbers with "
+            f"d={d}; got {describe(options)}."
+        ) from None
     if options.ndim != 2 or options.shape[-1] != d or options.shape[0] < 2:
         raise InputDataError(
             f"options must be a q x d tensor with q >= 2 and d={d}; got "
@@ -129,7 +138,9 @@ def check_answer(answer: Any, options: Any, bounds: Tensor) -> tuple[Tensor, int
             raise TypeError
         answer = operator.index(answer)
     except TypeError:
-        raise InputDataError(f"answer must be an int; got {answer!r}.") from None
+        raise InputTypeError(
+            f"answer must be an int index of the options; got {describe(answer)}."
+        ) from None
     if not 0 <= answer < options.shape[0]:
         raise InputDataError(
             f"answer must index one of the {options.shape[0]} options "

@@ -321,6 +321,7 @@ def get_model_kind(name: str) -> type[ModelKind]:
     r"""The model kind registered as ``name``.
 
     Raises:
+        InputTypeError: ``name`` is not a string.
         InputDataError: No kind has that name.
     """
     return MODEL_KINDS.get(name)

@@ -41,7 +41,8 @@ from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer, check_answer, check_new_options, pairs_from
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.model_kinds import get_model_kind
-from prefbo.loop.session import SessionLog, check_json_config, read_session_log
+from prefbo.loop.replay import replay
+from prefbo.loop.session import SessionLog, check_json_config
 from prefbo.loop.strategies import Question, get_strategy
 from prefbo.utils.checks import check_int, check_seed
 
@@ -84,7 +85,8 @@ class PreferentialOptimizer:
     ) -> None:
         r"""
         Args:
-            bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64).
+            bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64),
+                finite and of finite width.
             model: A registered model kind (:mod:`prefbo.loop.model_kinds`):
                 ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`, the default),
                 ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`; by
@@ -111,7 +113,10 @@ class PreferentialOptimizer:
                 (the model is always conditioned on all answers).
             seed: Seed of every random choice, an int in ``[-2**63, 2**64 - 1]``.
             log_path: Append-only session log to create (see
-                :mod:`prefbo.loop.session`); ``None`` for none.
+                :mod:`prefbo.loop.session`); ``None`` for none. The optimiser
+                holds the log's exclusive lock until :meth:`close` (or the
+                end of a ``with`` block, its garbage collection, or the end
+                of the process).
             initial_random: Questions drawn uniformly at random before the
                 strategy takes over; at least 1 unless the strategy uses no
                 model (the first question comes before any answer).
@@ -144,14 +149,24 @@ class PreferentialOptimizer:
 
         Raises:
             InputTypeError: ``q``, ``refit_every``, ``seed`` or
-                ``initial_random`` is not an int (named).
+                ``initial_random`` is not an int, ``keep_winner`` or
+                ``warm_start_fits`` not a bool, ``model`` or ``strategy`` not
+                a str, ``bounds`` not numbers, ``log_path`` not a path, or an
+                option of the wrong type (named).
             InputDataError: An unknown model kind, strategy or option key, or
-                an invalid value (named).
+                an invalid value (named), e.g. ``bounds`` that are not
+                finite or whose width overflows.
+            SessionLogLockedError: Another optimiser holds ``log_path``.
             UnsupportedError: A strategy that cannot serve ``q`` or the model
                 kind.
         """
-        bounds = torch.as_tensor(bounds, dtype=torch.float64)
+        bounds = _options.as_bounds(bounds)
         check_bounds(bounds)
+        _options.check_setting_types(
+            log_path,
+            flags={"keep_winner": keep_winner, "warm_start_fits": warm_start_fits},
+            dicts={"model_options": model_options, "metadata": metadata},
+        )
         kind = get_model_kind(model)
         self._strategy = get_strategy(strategy)
         check_int("q", q, 2)
@@ -181,7 +196,8 @@ class PreferentialOptimizer:
         # its kernel and approximation start the next fit and the models
         # built from it
         self._fits: dict[int, Any] = {}
-        self._log = None
+        self._log: SessionLog | None = None
+        self._view_of: str | None = None  # the log of a read-only view
         if log_path is not None:
             check_json_config(self.config)
             self._log = SessionLog.create(log_path, self.config)
@@ -241,10 +257,14 @@ class PreferentialOptimizer:
                 pending question of :meth:`ask`.
 
         Raises:
-            InputDataError: ``answer`` is not an int index of ``options``, or
+            InputTypeError: ``answer`` is not an int (a bool, a float, a
+                string).
+            InputDataError: ``answer`` is not an index of ``options``, or
                 ``options`` are not ``q x d`` (``q >= 2``), not finite, outside
-                the box, or not distinct designs.
+                the box, or not distinct designs; or the optimiser is a
+                read-only view or its log was closed.
         """
+        self._check_writable("tell")
         if options is None:
             if self._pending is None:
                 raise InputDataError(
@@ -265,11 +285,34 @@ class PreferentialOptimizer:
         Returns:
             The withdrawn answer; its question is asked again next.
         """
+        self._check_writable("undo")
         if not self._tells:
             raise InputDataError("undo() needs an answer to withdraw; none is left.")
         if self._log is not None:
             self._log.append({"type": "undo"})
         return self._apply_undo()
+
+    def _check_writable(self, method: str) -> None:
+        if self._view_of is not None:
+            raise InputDataError(
+                f"{method}() on a read-only view of the session log "
+                f"{self._view_of!r}; resume it without read_only=True (once no "
+                "other optimiser holds it) to answer."
+            )
+
+    def close(self) -> None:
+        r"""Close the session log and release its lock (no-op without a log).
+
+        A later :meth:`tell` or :meth:`undo` raises; resume the log to go on.
+        """
+        if self._log is not None:
+            self._log.close()
+
+    def __enter__(self) -> PreferentialOptimizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _apply_tell(self, options: Tensor, answer: int, seq: int) -> None:
         self._tells.append(Answer(seq, options.clone(), answer))
@@ -285,47 +328,53 @@ class PreferentialOptimizer:
     # ------------------------------------------------------------ resume
     @classmethod
     def resume(
-        cls, log_path: str | os.PathLike, **expected: Any
+        cls, log_path: str | os.PathLike, *, read_only: bool = False, **expected: Any
     ) -> PreferentialOptimizer:
         r"""Rebuild an optimizer from its log and keep appending to it.
 
-        A torn last line (a crash mid-write) is reported with a
+        The optimiser takes the log's exclusive lock first (see
+        ``log_path``), so no other writer appends while it reads. A torn last
+        line (a crash mid-write) is reported with a
         :class:`~prefbo.loop.session.SessionLogWarning` naming the line and cut
-        from the file; every earlier answer is kept. Logs written before a
-        setting existed resume with the behaviour they were written with
+        from the file; every earlier answer is kept, and so is every complete,
+        checksummed record. Every record is checked as :meth:`tell` checks
+        its arguments. Logs written before a setting existed resume with the
+        behaviour they were written with
         (:func:`~prefbo.loop.options.upgrade_config`).
 
         Args:
             log_path: A log written by an optimizer created with ``log_path``.
+            read_only: A view: no lock is taken and nothing in the file is
+                changed (a torn last line is only reported); :meth:`tell` and
+                :meth:`undo` raise. For looking at a log another optimiser
+                holds.
             **expected: Settings to check against the log's header (e.g.
                 ``seed=0``); a mismatch raises ``InputDataError``.
 
         Returns:
             The optimizer in the state after the logged answers: its next
             :meth:`ask` equals the one the logging process would have made.
+
+        Raises:
+            SessionLogLockedError: Another optimiser holds the log (its pid
+                named).
+            SessionLogError: The log is damaged before its last line, holds
+                a complete record out of sequence, or a record whose contents
+                :meth:`tell` or the constructor would refuse (the line named).
+            FileNotFoundError: There is no ``log_path``.
         """
-        header, records = read_session_log(log_path, repair=True)
-        config = _options.upgrade_config(header["config"])
-        for key, value in expected.items():
-            stored = config.get(key, "<missing>")
-            if isinstance(value, Tensor):
-                value = value.tolist()
-            if key not in config or stored != value:
-                raise InputDataError(
-                    f"resume({key}=...) expected {value!r} but the log "
-                    f"{str(log_path)!r} was written with {key}={stored!r}."
-                )
-        opt = cls(**config)
-        for rec in records:
-            if rec["type"] == "tell":
-                opt._apply_tell(
-                    torch.tensor(rec["options"], dtype=torch.float64),
-                    int(rec["answer"]),
-                    rec["seq"],
-                )
-            elif opt._tells:  # undo
-                opt._apply_undo()
-        opt._log = SessionLog(log_path, len(records) + 1)
+        _options.check_setting_types(None, flags={"read_only": read_only}, dicts={})
+        log = None if read_only else SessionLog(log_path, 0)
+        try:
+            opt, count = replay(cls, log_path, read_only, expected)
+        except BaseException:
+            if log is not None:
+                log.close()
+            raise
+        if log is None:
+            opt._view_of = str(log_path)
+        else:
+            log.next_seq, opt._log = count + 1, log
         return opt
 
     # ------------------------------------------------------------ model

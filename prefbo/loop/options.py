@@ -12,9 +12,14 @@ once and not at the first model built.
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any
 
-from prefbo.exceptions import InputDataError
+import torch
+from torch import Tensor
+
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.utils.checks import check_float, check_int, check_nonneg_float, describe
 
 # the seeds handed to BoTorch, torch generators and Sobol engines lie in
 # [0, SEED_MOD)
@@ -49,6 +54,52 @@ LBFGSB_OPTIONS = (
     "disp",
     "iprint",
 )
+# the options of both dictionaries whose values are checked here: counts
+# (ints >= 1) and tolerances (finite floats >= 0)
+ACQF_COUNTS = ("num_restarts", "raw_samples", "maxiter", "mc_samples")
+FIT_COUNTS = ("maxcor", "maxfun", "maxiter", "maxls")
+FIT_TOLERANCES = ("ftol", "gtol")
+
+
+def as_bounds(bounds: Any) -> Tensor:
+    r"""``bounds`` as a float64 tensor (checked by
+    :func:`~prefbo.data.validation.check_bounds` afterwards).
+
+    Raises:
+        InputTypeError: ``bounds`` are not numbers (e.g. strings).
+    """
+    try:
+        if isinstance(bounds, (str, bytes)):
+            raise TypeError
+        return torch.as_tensor(bounds, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise InputTypeError(
+            "bounds must be a 2 x d tensor (or nested list) of numbers [lower, "
+            f"upper]; got {describe(bounds)}."
+        ) from None
+
+
+def check_setting_types(
+    log_path: Any, flags: dict[str, Any], dicts: dict[str, Any]
+) -> None:
+    r"""Raise unless ``log_path`` is ``None`` or a path, each of ``flags`` a
+    ``bool`` and each of ``dicts`` ``None`` or a dict.
+
+    Raises:
+        InputTypeError: Naming the first setting of the wrong type.
+    """
+    if log_path is not None and not isinstance(log_path, (str, os.PathLike)):
+        raise InputTypeError(
+            f"log_path must be None, a str or an os.PathLike; got {describe(log_path)}."
+        )
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InputTypeError(f"{name} must be a bool; got {describe(value)}.")
+    for name, value in dicts.items():
+        if value is not None and not isinstance(value, dict):
+            raise InputTypeError(
+                f"{name} must be None or a dict; got {describe(value)}."
+            )
 
 
 def check_keys(name: str, given: dict[str, Any], known: Any) -> None:
@@ -68,8 +119,12 @@ def acqf_options(given: dict[str, Any] | None) -> dict[str, Any]:
     r"""The acquisition options: :data:`DEFAULT_ACQF_OPTIONS` updated by ``given``.
 
     Raises:
-        InputDataError: ``given`` is not a dict, has an unknown key, or an
-            ``optimizer`` other than ``"scipy"`` and ``"torch"``.
+        InputTypeError: A count (``num_restarts``, ``raw_samples``,
+            ``maxiter``, ``mc_samples``) that is not an int, or an ``ftol``
+            that is not a float or ``None``.
+        InputDataError: ``given`` is not a dict, has an unknown key, an
+            ``optimizer`` other than ``"scipy"`` and ``"torch"``, a count
+            below 1 or an ``ftol`` that is negative or not finite.
     """
     if given is not None and not isinstance(given, dict):
         raise InputDataError(
@@ -77,11 +132,18 @@ def acqf_options(given: dict[str, Any] | None) -> dict[str, Any]:
         )
     check_keys("acqf_options", given or {}, DEFAULT_ACQF_OPTIONS)
     options = {**DEFAULT_ACQF_OPTIONS, **(given or {})}
-    if options["optimizer"] not in EUBO_OPTIMIZERS:
+    if not isinstance(options["optimizer"], str) or (
+        options["optimizer"] not in EUBO_OPTIMIZERS
+    ):
         raise InputDataError(
             f"acqf_options['optimizer'] must be one of {EUBO_OPTIMIZERS}; got "
             f"{options['optimizer']!r}."
         )
+    for key in ACQF_COUNTS:
+        options[key] = check_int(f"acqf_options[{key!r}]", options[key], 1)
+    options["ftol"] = check_nonneg_float(
+        "acqf_options['ftol']", options["ftol"], allow_none=True
+    )
     return options
 
 
@@ -90,15 +152,30 @@ def fit_options(given: dict[str, Any] | None) -> dict[str, Any]:
     ``given``.
 
     Raises:
-        InputDataError: ``given`` is not a dict or has a key scipy's
-            L-BFGS-B does not take.
+        InputTypeError: A count (``maxcor``, ``maxfun``, ``maxiter``,
+            ``maxls``) that is not an int, or a tolerance (``ftol``, ``gtol``,
+            ``eps``) that is not a float.
+        InputDataError: ``given`` is not a dict, has a key scipy's L-BFGS-B
+            does not take, a count below 1, a negative or non-finite
+            tolerance, or an ``eps`` that is not positive.
     """
     if given is not None and not isinstance(given, dict):
         raise InputDataError(
             f"fit_options must be a dict of L-BFGS-B options; got {given!r}."
         )
     check_keys("fit_options", given or {}, LBFGSB_OPTIONS)
-    return {**DEFAULT_FIT_OPTIONS, **(given or {})}
+    options = {**DEFAULT_FIT_OPTIONS, **(given or {})}
+    for key in FIT_COUNTS:
+        if key in options:
+            options[key] = check_int(f"fit_options[{key!r}]", options[key], 1)
+    for key in FIT_TOLERANCES:
+        if key in options:
+            options[key] = check_nonneg_float(f"fit_options[{key!r}]", options[key])
+    if "eps" in options:
+        options["eps"] = check_float(
+            "fit_options['eps']", options["eps"], minimum=0, open_minimum=True
+        )
+    return options
 
 
 def _constructor_keywords(cls: type) -> set[str] | None:
@@ -190,3 +267,19 @@ def upgrade_config(config: dict[str, Any]) -> dict[str, Any]:
             **config["acqf_options"],
         }
     return config
+
+
+def check_config(
+    config: dict[str, Any], signature: inspect.Signature, exclude: Any = ()
+) -> None:
+    r"""Raise unless ``config`` names only parameters of ``signature`` (less
+    ``exclude``) and every one without a default.
+
+    Raises:
+        InputDataError: Naming the unknown settings, or the first missing one.
+    """
+    params = {k: p for k, p in signature.parameters.items() if k not in exclude}
+    check_keys("config", config, params)
+    for name, p in params.items():
+        if p.default is p.empty and name not in config:
+            raise InputDataError(f"config has no setting {name!r}.")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.utils.checks import describe
 
 T = TypeVar("T")
 
@@ -74,10 +75,16 @@ class Registry(Generic[T]):
         r"""The entry registered as ``name``.
 
         Raises:
+            InputTypeError: ``name`` is not a string.
             InputDataError: No entry has that name.
         """
         names = self.names()
-        if not isinstance(name, str) or name not in names:
+        if not isinstance(name, str):
+            raise InputTypeError(
+                f"{self.argument} must be a str naming one of {names}; got "
+                f"{describe(name)}."
+            )
+        if name not in names:
             raise InputDataError(
                 f"{self.argument} must be one of {names}; got {name!r} (one of your "
                 "own must be registered first, also before resuming a log that "

@@ -17,8 +17,21 @@ the file system honours ``fsync``). A crash during the write leaves a torn
 last line (no newline, bad JSON or bad checksum): :func:`read_session_log`
 reports it with a :class:`SessionLogWarning` naming the line and keeps every
 earlier record; damage before the last line raises :class:`SessionLogError`.
-Floats are written with Python's shortest round-trip ``repr``, so float64
-designs are restored bit for bit.
+A complete record with a valid checksum is never dropped: one out of sequence
+(e.g. written by a second writer) raises :class:`SessionLogError`, one that
+lacks only its newline is kept (and the newline added). Floats are written
+with Python's shortest round-trip ``repr``, so float64 designs are restored
+bit for bit; a ``NaN`` or ``Infinity`` token, which this writer never
+produces, raises :class:`SessionLogError` naming the line.
+
+One writer per log: a :class:`SessionLog` holds an exclusive advisory lock
+(``fcntl.flock``) on the file from opening to :meth:`SessionLog.close` (or
+its garbage collection, or the end of the process, which release it as
+well). A second writer, in this process or another, gets a
+:class:`~prefbo.exceptions.SessionLogLockedError` naming the holder's pid
+(read from ``/proc/locks`` where the system has it). Readers take no lock.
+Where ``fcntl`` is missing (not POSIX) or the file system refuses the lock,
+a :class:`SessionLogWarning` says that a second writer will not be refused.
 """
 
 from __future__ import annotations
@@ -30,7 +43,17 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from prefbo.exceptions import InputDataError, SessionLogError, SessionLogWarning
+from prefbo.exceptions import (
+    InputDataError,
+    SessionLogError,
+    SessionLogLockedError,
+    SessionLogWarning,
+)
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory lock
+    fcntl = None
 
 LOG_VERSION = 1
 RECORD_TYPES = ("header", "tell", "undo")
@@ -47,23 +70,46 @@ def encode_record(record: dict[str, Any]) -> str:
     return _canonical({**body, "crc": crc}) + "\n"
 
 
-def _decode(line: str, lineno: int) -> dict[str, Any] | str:
-    r"""The record of a complete line, or a string saying what is wrong."""
+class _Bad(str):
+    r"""What is wrong with a line; ``complete``: the line is a whole record
+    with a valid checksum (or holds a token this writer never writes), so it
+    is not a torn write and is never dropped."""
+
+    complete = False
+
+
+def _complete(why: str) -> _Bad:
+    bad = _Bad(why)
+    bad.complete = True
+    return bad
+
+
+def _no_constant(token: str) -> Any:
+    raise ValueError(token)
+
+
+def _decode(line: str, lineno: int) -> dict[str, Any] | _Bad:
+    r"""The record of a line, or a :class:`_Bad` saying what is wrong."""
     try:
-        record = json.loads(line)
+        record = json.loads(line, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
-        return f"invalid JSON ({e.msg} at column {e.colno})"
+        return _Bad(f"invalid JSON ({e.msg} at column {e.colno})")
+    except ValueError as e:  # NaN, Infinity: never written by encode_record
+        return _complete(f"the non-finite JSON token {e} (never written by prefbo)")
     if not isinstance(record, dict) or "crc" not in record:
-        return "not a checksummed JSON object"
+        return _Bad("not a checksummed JSON object")
     body = {k: v for k, v in record.items() if k != "crc"}
     if zlib.crc32(_canonical(body).encode()) != record["crc"]:
-        return "checksum mismatch"
+        return _Bad("checksum mismatch")
     if record.get("type") not in RECORD_TYPES:
-        return f"unknown record type {record.get('type')!r}"
+        return _complete(f"unknown record type {record.get('type')!r}")
     if record.get("seq") != lineno:
-        return f"sequence number {record.get('seq')!r} where {lineno} was expected"
+        return _complete(
+            f"sequence number {record.get('seq')!r} where {lineno} was expected; "
+            "a complete record out of sequence, e.g. from a second writer"
+        )
     if (lineno == 0) != (record["type"] == "header"):
-        return "the header must be the first line, and only the first"
+        return _complete("the header must be the first line, and only the first")
     return body
 
 
@@ -83,8 +129,10 @@ def read_session_log(
     Args:
         path: The log file.
         repair: Truncate a torn last line from the file (so that later
-            appends start on a fresh line). The dropped bytes are named in the
-            warning.
+            appends start on a fresh line); the dropped bytes are named in the
+            warning. Call it only while holding the log's lock (as
+            :meth:`~prefbo.loop.PreferentialOptimizer.resume` does), so that
+            no writer's line is cut mid-write.
 
     Returns:
         ``(header, records)``: the header record and the later records (``tell``
@@ -92,12 +140,17 @@ def read_session_log(
 
     Raises:
         SessionLogError: The file is empty, has no valid header, has another
-            version, or a line other than the last is damaged. Nothing is
-            removed from such a file, ``repair`` or not.
+            version, a line other than the last is damaged, or any line is a
+            complete, checksummed record out of sequence or holds a ``NaN``
+            or ``Infinity`` token. Nothing is removed from such a file,
+            ``repair`` or not.
 
     Warns:
-        SessionLogWarning: The last line is torn; it is ignored (and removed
-            when ``repair``), the earlier records are kept.
+        SessionLogWarning: The last line is torn (no newline, bad JSON or a
+            bad checksum); it is ignored (and removed when ``repair``), the
+            earlier records are kept. Or the last line is a complete record
+            lacking only its newline: it is kept (and the newline added when
+            ``repair``).
     """
     path = Path(path)
     data = path.read_bytes()
@@ -106,23 +159,26 @@ def read_session_log(
     records: list[dict[str, Any]] = []
     offset = 0  # byte offset of the end of the last good line
     torn: tuple[int, str, bytes] | None = None
-    for lineno, raw in enumerate(complete):
+    newline_missing = False
+    for lineno, raw in enumerate(complete + ([tail] if tail else [])):
         result = _decode(raw.decode("utf-8", errors="replace"), lineno)
+        last = lineno == len(complete) - (0 if tail else 1)
         if isinstance(result, str):
-            if lineno == len(complete) - 1 and not tail:
-                torn = (lineno, result, raw)
+            if last and not result.complete:
+                why = result if lineno < len(complete) else "no trailing newline"
+                torn = (lineno, why, raw)
                 break
+            where = "" if result.complete else " and is not the last line"
             raise SessionLogError(
                 f"session log {str(path)!r}: line {lineno + 1} is damaged "
-                f"({result}) and is not the last line, so it is not a torn "
-                "write; restore the file from a backup or cut it before that line."
+                f"({result}){where}, so it is not a torn write; nothing is "
+                "removed: restore the file from a backup or cut it before that line."
             )
         if lineno == 0:
             _check_version(path, result)  # before reading on in another format
         records.append(result)
         offset += len(raw) + 1
-    if tail and torn is None:
-        torn = (len(complete), "no trailing newline", tail)
+        newline_missing = lineno == len(complete)
     # nothing is cut from a file that is not a readable log
     if not records:
         raise SessionLogError(
@@ -143,6 +199,20 @@ def read_session_log(
         if repair:
             with open(path, "r+b") as f:
                 f.truncate(offset)
+                f.flush()
+                os.fsync(f.fileno())
+    if newline_missing:  # a complete record: kept
+        warnings.warn(
+            f"session log {str(path)!r}: line {len(records)} lacks its newline "
+            "(a crash right after writing it); the record is complete and "
+            "checksummed, so it is kept"
+            + (" and the newline added." if repair else "."),
+            SessionLogWarning,
+            stacklevel=2,
+        )
+        if repair:
+            with open(path, "ab") as f:
+                f.write(b"\n")
                 f.flush()
                 os.fsync(f.fileno())
     header = records[0]
@@ -167,22 +237,102 @@ def check_json_config(config: dict[str, Any]) -> None:
             ) from None
 
 
+def _lock_holder(fd: int) -> int | None:
+    r"""The pid holding a ``flock`` on the file of ``fd``, from ``/proc/locks``
+    (``None`` where the system does not say)."""
+    st = os.fstat(fd)
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.split()  # "1: FLOCK ADVISORY WRITE pid maj:min:inode ..."
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == key:
+            try:
+                pid = int(fields[4])
+            except ValueError:
+                return None
+            return pid if pid > 0 else None  # <= 0: outside this pid namespace
+    return None
+
+
+def _lock(fd: int, path: Path) -> None:
+    r"""Take the exclusive advisory lock on ``fd`` (see the module docstring)."""
+    if fcntl is None:
+        warnings.warn(
+            f"session log {str(path)!r} cannot be locked on this system (no "
+            "fcntl); a second writer of this log will not be refused.",
+            SessionLogWarning,
+            stacklevel=3,
+        )
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = _lock_holder(fd)
+        holder = "pid unknown on this system" if pid is None else f"pid {pid}"
+        if pid == os.getpid():
+            holder += ", this process"
+        raise SessionLogLockedError(
+            f"session log {str(path)!r} is open in another optimiser ({holder}); "
+            "a log has one writer at a time, or answers are lost. Close it "
+            "there (opt.close(), or end that process), or open a read-only "
+            "view with PreferentialOptimizer.resume(log_path, read_only=True)."
+        ) from None
+    except OSError as e:  # a file system without locks (some network mounts)
+        warnings.warn(
+            f"session log {str(path)!r} cannot be locked ({e}); a second writer "
+            "of this log will not be refused.",
+            SessionLogWarning,
+            stacklevel=3,
+        )
+
+
 class SessionLog:
     r"""Append-only writer of a session log (see the module docstring).
+
+    It holds the log's exclusive lock until :meth:`close` (or its garbage
+    collection, or the end of the process).
 
     Example:
         >>> log = SessionLog.create("s.jsonl", {"seed": 0})
         >>> log.append({"type": "tell", "options": [[0.1], [0.7]], "answer": 1})
+        >>> log.close()
     """
 
-    def __init__(self, path: str | os.PathLike, next_seq: int) -> None:
-        r"""
+    _fd: int | None = None
+
+    def __init__(
+        self, path: str | os.PathLike, next_seq: int, *, create: bool = False
+    ) -> None:
+        r"""Open ``path`` for appending and take its lock.
+
         Args:
-            path: An existing, verified log file.
+            path: An existing log file (or, with ``create``, a new one).
             next_seq: Sequence number of the next record (= its line number).
+            create: Create the file if it does not exist.
+
+        Raises:
+            InputDataError: ``path`` is a directory.
+            SessionLogLockedError: Another optimiser holds the log.
+            OSError: The file cannot be opened (e.g. ``FileNotFoundError``).
         """
         self.path = Path(path)
         self.next_seq = int(next_seq)
+        if self.path.is_dir():
+            raise InputDataError(
+                f"log_path {str(self.path)!r} is a directory; a session log is a "
+                "file, e.g. log_path='session.jsonl'."
+            )
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if create else 0)
+        fd = os.open(self.path, flags, 0o644)
+        try:
+            _lock(fd, self.path)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
 
     @classmethod
     def create(cls, path: str | os.PathLike, config: dict[str, Any]) -> SessionLog:
@@ -193,20 +343,38 @@ class SessionLog:
             config: JSON-serialisable settings stored in the header.
 
         Returns:
-            The writer, positioned after the header.
+            The writer, positioned after the header, holding the lock.
 
         Raises:
-            InputDataError: ``path`` exists and is not empty.
+            InputDataError: ``path`` exists and is not empty, or is a directory.
+            SessionLogLockedError: Another optimiser holds the file.
         """
-        path = Path(path)
-        if path.exists() and path.stat().st_size > 0:
+        log = cls(path, 0, create=True)
+        if os.fstat(log._fd).st_size > 0:  # checked under the lock
+            log.close()
             raise InputDataError(
-                f"log_path {str(path)!r} already holds a session; resume it with "
-                "PreferentialOptimizer.resume(log_path) or choose a new file."
+                f"log_path {str(log.path)!r} already holds a session; resume it "
+                "with PreferentialOptimizer.resume(log_path) or choose a new file."
             )
-        log = cls(path, 0)
         log.append({"type": "header", "version": LOG_VERSION, "config": config})
         return log
+
+    @property
+    def closed(self) -> bool:
+        r"""Whether :meth:`close` was called (the lock is then released)."""
+        return self._fd is None
+
+    def close(self) -> None:
+        r"""Release the lock and close the file (again: nothing happens)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # releases the flock
+
+    def __del__(self, _close: Any = os.close) -> None:
+        # os.close bound at definition: module globals may be gone at exit
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            _close(fd)
 
     def append(self, record: dict[str, Any]) -> int:
         r"""Write one record durably (flush + ``os.fsync``) and return its ``seq``.
@@ -219,31 +387,34 @@ class SessionLog:
             The record's sequence number.
 
         Raises:
+            InputDataError: The log was closed.
             OSError: The write failed; the file is cut back to its length
                 before the call (as far as the file system allows), so a
                 later append starts on a fresh line.
         """
+        fd = self._fd
+        if fd is None:
+            raise InputDataError(
+                f"session log {str(self.path)!r} is closed; resume it with "
+                "PreferentialOptimizer.resume(log_path) to answer on."
+            )
         seq = self.next_seq
         line = encode_record({**record, "seq": seq})
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        size = os.fstat(fd).st_size
         try:
-            size = os.fstat(fd).st_size
+            data = line.encode()
+            while data:  # os.write may write less than asked
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)
+        except BaseException:
+            # a failed write (disk full, interrupt) must not leave part of
+            # a line that the next record would be appended to: cut back
+            # to the last complete record, then report the failure
             try:
-                data = line.encode()
-                while data:  # os.write may write less than asked
-                    data = data[os.write(fd, data) :]
+                os.ftruncate(fd, size)
                 os.fsync(fd)
-            except BaseException:
-                # a failed write (disk full, interrupt) must not leave part of
-                # a line that the next record would be appended to: cut back
-                # to the last complete record, then report the failure
-                try:
-                    os.ftruncate(fd, size)
-                    os.fsync(fd)
-                except OSError:
-                    pass  # the torn line is then reported on reading
-                raise
-        finally:
-            os.close(fd)
+            except OSError:
+                pass  # the torn line is then reported on reading
+            raise
         self.next_seq = seq + 1
         return seq

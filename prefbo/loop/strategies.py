@@ -315,6 +315,7 @@ def get_strategy(name: str) -> Strategy:
     r"""The strategy registered as ``name``.
 
     Raises:
+        InputTypeError: ``name`` is not a string.
         InputDataError: No strategy has that name.
     """
     return STRATEGIES.get(name)

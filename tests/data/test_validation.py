@@ -60,3 +60,16 @@ def test_check_bounds():
         InputDataError, match=r"bounds must be a 2 x d tensor .*got list"
     ):
         validation.check_bounds([[0.0], [1.0]])
+
+
+@pytest.mark.parametrize(
+    "bounds, match",
+    [
+        ([[0.0], [float("inf")]], r"bounds must be finite; got .*inf"),
+        ([[float("nan")], [1.0]], r"bounds must be finite; got .*nan"),
+        ([[-1e308], [1e308]], r"bounds must have a finite width .*x\[0\]"),
+    ],
+)
+def test_check_bounds_needs_a_finite_box(bounds, match):
+    with pytest.raises(InputDataError, match=match):
+        validation.check_bounds(torch.tensor(bounds, dtype=torch.float64))

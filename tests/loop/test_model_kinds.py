@@ -30,7 +30,7 @@ def test_the_kinds_are_registered_in_order():
     assert get_model_kind("ep").model_class is PairwiseEPGP
     with pytest.raises(InputDataError, match=r"model must be one of .*got 'gp'"):
         get_model_kind("gp")
-    with pytest.raises(InputDataError, match=r"model must be one of .*got \['ep'\]"):
+    with pytest.raises(InputTypeError, match=r"model must be a str .*got list"):
         get_model_kind(["ep"])
 
 

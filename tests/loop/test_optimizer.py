@@ -277,7 +277,7 @@ def test_integer_answers_of_other_types_are_taken_and_history_is_a_copy():
     assert all(type(t.answer) is int for t in opt.history)
     for bad in (True, 1.0, torch.tensor(1.0), "1"):
         opt.ask()
-        with pytest.raises(InputDataError, match=r"answer must be an int"):
+        with pytest.raises(InputTypeError, match=r"answer must be an int"):
             opt.tell(bad)
     designs = opt.data()[0].clone()
     opt.history[0].options.add_(0.25)  # editing a copy leaves the data alone
@@ -426,7 +426,8 @@ def test_logs_from_before_warm_starts_maximize_eubo_and_tolerances_resume_as_wri
     del header["config"]["acqf_options"]["ftol"]
     lines = path.read_text().splitlines(keepends=True)
     path.write_text(encode_record(header) + "".join(lines[1:]))
-    resumed = PreferentialOptimizer.resume(path)
+    opt.close()
+    resumed = PreferentialOptimizer.resume(path, read_only=True)
     assert resumed.warm_start_fits is False
     # no cap and scipy's tolerances, as written
     assert resumed.fit_options == {"maxfun": 15000, "ftol": 2.220446049250313e-09}
@@ -495,3 +496,85 @@ def test_outputscale_bounds_are_checked():
         default_preference_covar_module(2, outputscale_bounds=(2.0, 20.0))
     with pytest.raises(InputDataError, match="outputscale_bounds"):
         default_preference_covar_module(2, outputscale_bounds=(0.01,))
+
+
+INF = float("inf")
+
+
+@pytest.mark.parametrize(
+    "kwargs, err, match",
+    [
+        ({"bounds": [[0.0], [INF]]}, InputDataError, r"bounds must be finite"),
+        ({"bounds": [[-1e308], [1e308]]}, InputDataError, r"bounds .*width"),
+        ({"bounds": [[float("nan")], [1.0]]}, InputDataError, r"bounds must be fin"),
+        ({"bounds": [["a"], ["b"]]}, InputTypeError, r"bounds must be a 2 x d"),
+        ({"bounds": "0 1"}, InputTypeError, r"bounds must be a 2 x d .*got str"),
+        ({"log_path": 5}, InputTypeError, r"log_path must be None, a str or"),
+        ({"keep_winner": "no"}, InputTypeError, r"keep_winner must be a bool"),
+        ({"warm_start_fits": 1}, InputTypeError, r"warm_start_fits must be a bool"),
+        ({"model": 5}, InputTypeError, r"model must be a str .*got int 5"),
+        ({"strategy": 5}, InputTypeError, r"strategy must be a str .*got int 5"),
+        (
+            {"acqf_options": {"raw_samples": 0}},
+            InputDataError,
+            r"acqf_options\['raw_samples'\] must be an int >= 1",
+        ),
+        (
+            {"acqf_options": {"num_restarts": 2.5}},
+            InputTypeError,
+            r"acqf_options\['num_restarts'\] must be an int >= 1; got float",
+        ),
+        (
+            {"acqf_options": {"maxiter": "9"}},
+            InputTypeError,
+            r"acqf_options\['maxiter'\] must be an int",
+        ),
+        (
+            {"acqf_options": {"mc_samples": -1}},
+            InputDataError,
+            r"acqf_options\['mc_samples'\] must be an int >= 1",
+        ),
+        (
+            {"acqf_options": {"ftol": -1.0}},
+            InputDataError,
+            r"acqf_options\['ftol'\] must be None or a finite float >= 0",
+        ),
+        (
+            {"acqf_options": {"ftol": float("nan")}},
+            InputDataError,
+            r"acqf_options\['ftol'\]",
+        ),
+        (
+            {"acqf_options": {"optimizer": 5}},
+            InputDataError,
+            r"acqf_options\['optimizer'\] must be one of",
+        ),
+        (
+            {"fit_options": {"maxfun": -1}},
+            InputDataError,
+            r"fit_options\['maxfun'\] must be an int >= 1",
+        ),
+        (
+            {"fit_options": {"ftol": "x"}},
+            InputTypeError,
+            r"fit_options\['ftol'\] must be a finite float >= 0",
+        ),
+        ({"model_options": 5}, InputTypeError, r"model_options must be None or a dict"),
+        ({"metadata": [1]}, InputTypeError, r"metadata must be None or a dict"),
+    ],
+)
+def test_bad_arguments_of_the_wrong_type_or_value_are_named(kwargs, err, match):
+    kwargs = {"bounds": [[0.0], [1.0]], "strategy": "random", **kwargs}
+    with pytest.raises(err, match=match):
+        PreferentialOptimizer(**kwargs)
+
+
+def test_answers_of_the_wrong_type_are_type_errors():
+    opt = PreferentialOptimizer(BOUNDS, strategy="random")
+    opt.ask()
+    for bad in (True, 1.0, "0", torch.tensor(1.0), None):
+        with pytest.raises(InputTypeError, match=r"answer must be an int"):
+            opt.tell(bad)
+    with pytest.raises(InputDataError, match=r"got answer=-1"):
+        opt.tell(-1)
+    assert opt.history == []

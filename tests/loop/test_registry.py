@@ -31,5 +31,5 @@ def test_bad_registrations_and_lookups_are_named():
         r"must be registered first, also before resuming a log that names it\)\.$",
     ):
         r.get("green")
-    with pytest.raises(InputDataError, match=r"colour must be one of .*got \['red'\]"):
+    with pytest.raises(InputTypeError, match=r"colour must be a str .*got list"):
         r.get(["red"])

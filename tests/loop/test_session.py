@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputDataError, InputTypeError, SessionLogLockedError
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.session import (
     SessionLogError,
@@ -26,11 +27,13 @@ BOUNDS = [[0.0, 0.0], [1.0, 1.0]]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _random_session(path, n):
+def _random_session(path, n, close=True):
     opt = PreferentialOptimizer(BOUNDS, strategy="random", log_path=path)
     for k in range(n):
         opt.ask()
         opt.tell(k % 2)
+    if close:  # one writer per log: later openers need it released
+        opt.close()
     return opt
 
 
@@ -69,6 +72,7 @@ def test_torn_last_line_is_reported_and_earlier_answers_kept(tmp_path):
     assert [t.answer for t in opt.history] == [0, 1, 0]
     opt.ask()
     opt.tell(1)
+    opt.close()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         again = PreferentialOptimizer.resume(path)  # repaired: no warning
@@ -135,7 +139,7 @@ def test_a_file_that_is_not_a_readable_log_is_left_untouched(tmp_path):
 
 def test_a_failed_write_leaves_no_partial_line(tmp_path, monkeypatch):
     path = tmp_path / "s.jsonl"
-    opt = _random_session(path, 1)
+    opt = _random_session(path, 1, close=False)
     before = path.read_bytes()
     real_write = os.write
     calls = []
@@ -153,6 +157,7 @@ def test_a_failed_write_leaves_no_partial_line(tmp_path, monkeypatch):
     assert calls and path.read_bytes() == before  # cut back to the last record
     assert len(opt.history) == 1  # the failed answer is not in force either
     opt.tell(1)  # the next answer is appended on a fresh line and survives
+    opt.close()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         resumed = PreferentialOptimizer.resume(path)
@@ -217,3 +222,141 @@ def test_no_told_answer_is_lost_when_killed(tmp_path):
     answers = [t.answer for t in opt.history]
     assert len(answers) >= told + 1
     assert answers == [k % 2 for k in range(len(answers))]
+
+
+# ------------------------------------------------------------ one writer per log
+def test_a_second_opener_in_the_same_process_is_refused_until_the_first_closes(
+    tmp_path,
+):
+    path = tmp_path / "s.jsonl"
+    first = _random_session(path, 2, close=False)
+    with pytest.raises(SessionLogLockedError, match=rf"pid {os.getpid()}\b"):
+        PreferentialOptimizer.resume(path)
+    with pytest.raises(SessionLogLockedError, match="is open in another optimiser"):
+        PreferentialOptimizer(BOUNDS, log_path=tmp_path / "s.jsonl")
+    assert len(read_session_log(path)[1]) == 2  # reading is always allowed
+    first.close()
+    first.close()  # closing twice is harmless
+    with pytest.raises(InputDataError, match=r"log .* is closed"):
+        first.tell(0, options=torch.tensor([[0.1, 0.1], [0.2, 0.2]]))
+    with PreferentialOptimizer.resume(path) as second:
+        assert len(second.history) == 2
+    del second  # released by the with block, not by garbage collection
+    third = PreferentialOptimizer.resume(path)
+    del third  # released when the optimiser is garbage collected
+    PreferentialOptimizer.resume(path).close()
+
+
+def test_a_read_only_view_replays_without_the_lock_and_cannot_tell(tmp_path):
+    path = tmp_path / "s.jsonl"
+    writer = _random_session(path, 3, close=False)
+    view = PreferentialOptimizer.resume(path, read_only=True)
+    assert [t.answer for t in view.history] == [0, 1, 0]
+    assert torch.equal(view.ask(), writer.ask())
+    with pytest.raises(InputDataError, match=r"read-only view"):
+        view.tell(0)
+    with pytest.raises(InputDataError, match=r"read-only view"):
+        view.undo()
+    writer.tell(1)  # the writer still holds the log
+    with pytest.raises(InputTypeError, match=r"read_only must be a bool; got str"):
+        PreferentialOptimizer.resume(path, read_only="yes")
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, warnings
+    warnings.simplefilter("ignore")
+    from prefbo.loop.optimizer import PreferentialOptimizer
+    opt = PreferentialOptimizer.resume(sys.argv[1])
+    opt.ask()
+    opt.tell(1)
+    print("holding", flush=True)
+    sys.stdin.readline()  # hold the log until the parent says so
+    opt.ask()
+    opt.tell(0)
+    print("done", flush=True)
+    """
+)
+
+
+def test_a_second_process_is_refused_naming_the_holder_and_no_answer_is_lost(
+    tmp_path,
+):
+    path, script = tmp_path / "s.jsonl", tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    _random_session(path, 2)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    watchdog = threading.Timer(120, child.kill)  # a hung child fails, not hangs
+    watchdog.start()
+    try:
+        assert child.stdout.readline().strip() == "holding"
+        with pytest.raises(SessionLogLockedError, match=rf"pid {child.pid}\b"):
+            PreferentialOptimizer.resume(path)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "done"
+        assert child.wait(timeout=60) == 0  # exit releases the lock
+    finally:
+        watchdog.cancel()
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
+        child.stdout.close()
+        child.stdin.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt = PreferentialOptimizer.resume(path)
+    assert [t.answer for t in opt.history] == [0, 1, 1, 0]
+
+
+def _write_records(path, records):
+    path.write_text("".join(encode_record(r) for r in records))
+
+
+def test_a_complete_checksummed_last_record_is_never_dropped(tmp_path):
+    path = tmp_path / "s.jsonl"
+    _random_session(path, 2)
+    lines = path.read_text().splitlines(keepends=True)
+    # a second writer's record: valid checksum, sequence number already used
+    other = json.loads(lines[2])
+    other.pop("crc")
+    other["answer"] = 0
+    path.write_text("".join(lines) + encode_record(other))
+    text = path.read_text()
+    with pytest.raises(
+        SessionLogError, match=r"line 4 .*sequence number 2 where 3 was expected"
+    ):
+        PreferentialOptimizer.resume(path)
+    assert path.read_text() == text  # nothing removed
+    # a complete record that lacks only its newline is kept, and the newline added
+    path.write_text("".join(lines) + encode_record({**other, "seq": 3}).rstrip("\n"))
+    with pytest.warns(SessionLogWarning, match=r"line 4 lacks its newline.*kept"):
+        opt = PreferentialOptimizer.resume(path)
+    assert [t.answer for t in opt.history] == [0, 1, 0]
+    opt.close()
+    assert path.read_text().endswith("}\n")
+
+
+@pytest.mark.parametrize("line", [0, 1, 2])
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_a_nan_token_in_any_line_is_named(tmp_path, line, token):
+    path = tmp_path / "s.jsonl"
+    _random_session(path, 2)
+    lines = path.read_text().splitlines(keepends=True)
+    record = json.loads(lines[line])
+    key = "seed" if line == 0 else "answer"
+    if line == 0:
+        record["config"][key] = 12345
+    else:
+        record[key] = 12345
+    lines[line] = json.dumps(record).replace("12345", token) + "\n"
+    path.write_text("".join(lines))
+    with pytest.raises(SessionLogError, match=rf"line {line + 1} .*{token}"):
+        PreferentialOptimizer.resume(path)

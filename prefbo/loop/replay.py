@@ -1,0 +1,136 @@
+r"""Rebuilding an optimiser from its session log, every record checked.
+
+:meth:`~prefbo.loop.PreferentialOptimizer.resume` reads the log
+(:func:`~prefbo.loop.session.read_session_log`), builds the optimiser from the
+header's ``config`` and replays the ``tell`` and ``undo`` records. A record
+with a valid checksum is not trusted for that: its contents are checked as the
+constructor and :meth:`~prefbo.loop.PreferentialOptimizer.tell` check their
+arguments, and anything they would refuse raises
+:class:`~prefbo.exceptions.SessionLogError` naming the line (nothing in the
+file is changed).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+
+from torch import Tensor
+
+from prefbo.exceptions import (
+    InputDataError,
+    InputTypeError,
+    PrefboError,
+    SessionLogError,
+)
+from prefbo.loop import options as _options
+from prefbo.loop.answers import check_answer
+from prefbo.loop.session import read_session_log
+
+
+def line_error(path: str | os.PathLike, seq: int, what: str, why: str) -> str:
+    r"""The message of a :class:`~prefbo.exceptions.SessionLogError` about the
+    ``what`` record on line ``seq + 1``: ``why`` it is refused."""
+    return (
+        f"session log {str(path)!r}: line {seq + 1} ({what}) {why}; nothing is "
+        "removed: restore the file from a backup or cut it before that line."
+    )
+
+
+def header_config(path: str | os.PathLike, header: dict[str, Any]) -> dict[str, Any]:
+    r"""The ``config`` of a verified header record.
+
+    Raises:
+        SessionLogError: The header has no ``config`` or it is not a dict
+            (naming line 1).
+    """
+    if "config" not in header:
+        raise SessionLogError(line_error(path, 0, "header", "has no 'config'"))
+    config = header["config"]
+    if not isinstance(config, dict):
+        why = f"config must be a dict; got {type(config).__name__}"
+        raise SessionLogError(line_error(path, 0, "header", why))
+    return config
+
+
+def tell_record(
+    path: str | os.PathLike, record: dict[str, Any], bounds: Tensor
+) -> tuple[Tensor, int]:
+    r"""The options and answer of a verified ``tell`` record, checked as
+    :meth:`~prefbo.loop.PreferentialOptimizer.tell` checks them.
+
+    Args:
+        path: The log (for messages).
+        record: The record.
+        bounds: ``2 x d`` box of the session.
+
+    Returns:
+        ``(options, answer)``: ``q x d`` float64 options and the int index.
+
+    Raises:
+        SessionLogError: A key is missing or the options or answer are not
+            what ``tell`` accepts (naming the line and why).
+    """
+    for key in ("options", "answer"):
+        if key not in record:
+            why = f"has no {key!r}"
+            raise SessionLogError(line_error(path, record["seq"], "tell", why))
+    try:
+        return check_answer(record["answer"], record["options"], bounds)
+    except (InputDataError, InputTypeError) as e:
+        raise SessionLogError(
+            line_error(path, record["seq"], "tell", f"holds a bad answer: {e}")
+        ) from None
+
+
+def replay(
+    cls: type, log_path: str | os.PathLike, read_only: bool, expected: dict[str, Any]
+) -> tuple[Any, int]:
+    r"""An optimiser of class ``cls`` rebuilt from the log at ``log_path``.
+
+    Args:
+        cls: :class:`~prefbo.loop.PreferentialOptimizer` (or a subclass).
+        log_path: The log.
+        read_only: Leave the file as it is (a torn last line is only
+            reported, not cut).
+        expected: Settings the header's ``config`` must hold (see
+            :meth:`~prefbo.loop.PreferentialOptimizer.resume`).
+
+    Returns:
+        ``(optimizer, count)``: the optimiser after the logged answers (with
+        no log attached) and the number of records after the header.
+
+    Raises:
+        InputDataError: A setting differs from ``expected``.
+        SessionLogError: The log is damaged, or a record holds what the
+            constructor or ``tell`` would refuse (naming the line).
+    """
+    header, records = read_session_log(log_path, repair=not read_only)
+    config = _options.upgrade_config(header_config(log_path, header))
+    for key, value in expected.items():
+        stored = config.get(key, "<missing>")
+        if isinstance(value, Tensor):
+            value = value.tolist()
+        if key not in config or stored != value:
+            raise InputDataError(
+                f"resume({key}=...) expected {value!r} but the log "
+                f"{str(log_path)!r} was written with {key}={stored!r}."
+            )
+    signature = inspect.signature(cls.__init__)
+    try:
+        _options.check_config(config, signature, exclude=("self", "log_path"))
+        opt = cls(**config)
+    except PrefboError as e:
+        why = f"holds settings the optimiser refuses: {e}"
+        raise SessionLogError(line_error(log_path, 0, "header", why)) from None
+    for rec in records:
+        if rec["type"] == "tell":
+            options, answer = tell_record(log_path, rec, opt.bounds)
+            opt._apply_tell(options, answer, rec["seq"])
+        elif opt._tells:  # undo
+            opt._apply_undo()
+        else:
+            why = "withdraws an answer where none is left"
+            raise SessionLogError(line_error(log_path, rec["seq"], "undo", why))
+    return opt, len(records)
