@@ -177,12 +177,12 @@ def padded_train_covariance(
         else:  # the real designs' mean prior variance
             m = design_mask.to(diag)
             scale = (diag * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)
-        # in place on the kernel's fresh output (autograd checks that no
-        # saved tensor is modified): no n x n diag_embed and no extra pass.
-        # Without a graph K might be a kernel's stored tensor: copy it.
-        if K.grad_fn is None:
-            K = K.clone()
-        K.diagonal(dim1=-2, dim2=-1).add_(nugget * scale)
+        diag = diag + nugget * scale
+        # out of place: a kernel's backward may need its own output (RQ's
+        # power, Periodic's and RBF's exp, a product's factors), which an
+        # in-place write would corrupt; without a graph K may be a kernel's
+        # stored tensor. One copy, no n x n diag_embed.
+        K = K.diagonal_scatter(diag, dim1=-2, dim2=-1)
     return K
 
 
