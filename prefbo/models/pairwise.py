@@ -361,8 +361,9 @@ class PairwisePreferenceGP(
         K = self._train_covariance(self._train_inputs())
         evidence, state = self._compute_evidence(K)
         # the predictive state is recomputed on first use; the next fit step
-        # warm-starts from this one
-        self._warm = state
+        # warm-starts from this one, unless it failed (a fit backs off from it)
+        if bool(torch.isfinite(evidence.detach()).all()):
+            self._warm = state
         return TrainingPosterior(
             state.mode, state.posterior_covariance(), evidence=evidence
         )

@@ -156,3 +156,22 @@ def test_default_priors_warn_about_inputs_outside_the_unit_cube(model_cls):
             C[(C < 5).all(-1)].unsqueeze(0),
             design_mask=mask.unsqueeze(0),
         )
+
+
+def test_a_non_finite_evaluation_does_not_become_the_next_warm_start():
+    # a fit backs off from a failed evaluation (prefbo.mlls.backing_off): the
+    # next one must not start from that evaluation's approximation
+    X, C, _ = make_pairwise_data(6, 8)
+    model = PairwiseEPGP(X, C)
+    model.train()
+    model(*model.train_inputs)
+    good = model._warm
+    compute = model._compute_evidence
+
+    def failed(K):
+        evidence, state = compute(K)
+        return evidence * float("nan"), state
+
+    model._compute_evidence = failed
+    model(*model.train_inputs)
+    assert model._warm is good
