@@ -3,15 +3,18 @@ import math
 import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
+from botorch.models import PairwiseGP
+from botorch.models.pairwise_gp import PairwiseLaplaceMarginalLogLikelihood
 from botorch.optim.closures import get_loss_closure_with_grads
 from botorch.optim.fit import fit_gpytorch_mll_scipy
-from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.kernels import PeriodicKernel, RBFKernel, ScaleKernel
 
 import prefbo.mlls.scipy_log as scipy_log
 from prefbo import PairwiseEPGP, PairwiseLaplaceGP
 from prefbo.exceptions import InputTypeError, NumericalError
 from prefbo.fit import fit_mll_scipy
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
+from prefbo.utils.testing import make_pairwise_data
 
 LS = "model.covar_module.base_kernel.raw_lengthscale"
 OS = "model.covar_module.raw_outputscale"
@@ -260,3 +263,19 @@ def test_backing_off_returns_a_loss_above_every_finite_one_and_no_gradient():
     with pytest.raises(NumericalError, match="non-finite"):
         outcomes = iter(["error"])
         scipy_log.backing_off(closure, {"p": param})()
+
+
+def test_prefbo_fits_a_periodic_kernel_where_botorch_fits():
+    # a prior-free periodic kernel: the line search tries a period near 0,
+    # where K is not positive definite even with jitter; that ended the fit
+    X, C, _ = make_pairwise_data(12, 60, d=2, seed=4, noise_std=0.1)
+    reference = PairwiseGP(X, C, covar_module=ScaleKernel(PeriodicKernel()).to(X))
+    fit_gpytorch_mll(
+        PairwiseLaplaceMarginalLogLikelihood(reference.likelihood, reference)
+    )
+    model = PairwiseLaplaceGP(X, C, covar_module=ScaleKernel(PeriodicKernel()).to(X))
+    mll = PairwiseLaplaceMLL(model.likelihood, model)
+    fit_gpytorch_mll(mll)
+    loss, _ = _loss_and_grads(mll)
+    assert math.isfinite(loss)
+    assert torch.isfinite(model.posterior(X).mean).all()
