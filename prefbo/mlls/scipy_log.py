@@ -20,7 +20,9 @@ BoTorch's ``custom_fit`` hook (with BoTorch's retries and rollback kept), so
 :mod:`prefbo.mlls.bounds` (the outputscale pinned at its prior's edge instead
 of L-BFGS-B crawling along the prior's wall, where its line search can also
 fail outright); an ``optimizer=`` passed to ``fit_gpytorch_mll`` replaces
-both.
+both. An evaluation that fails numerically during the fit (extreme
+hyperparameters tried by the line search) makes the line search back off
+(:func:`backing_off`) instead of ending the fit.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from botorch.optim.utils import get_parameters_and_bounds
 from gpytorch.mlls import MarginalLogLikelihood
 from torch import Tensor
 
-from prefbo.exceptions import InputTypeError
+from prefbo.exceptions import InputTypeError, NumericalError
 from prefbo.mlls.bounds import box_prior_bounds
 
 Bound = float | Tensor | None
@@ -90,6 +92,60 @@ def _log_coordinate_closure(
     return log_closure, write_back
 
 
+def backing_off(
+    closure: Callable[..., tuple[Tensor, Sequence[Tensor | None]]],
+    parameters: dict[str, Tensor],
+) -> Callable[..., tuple[Tensor, list[Tensor | None]]]:
+    r"""``closure`` with a failed evaluation turned into a step to back off from.
+
+    L-BFGS-B's line search can try extreme hyperparameters (a lengthscale
+    near 0, an outputscale of ``1e30``) where the prior covariance or the
+    approximation is not finite or cannot be factorised. Such an evaluation
+    (a :class:`~prefbo.exceptions.NumericalError` or ``torch.linalg`` error,
+    or a non-finite loss or gradient) returns a loss above every finite one
+    seen so far, ``f_max + 1 + |f_max|``, with a zero gradient: the line
+    search (Moré & Thuente 1994) then brackets the step and shortens it,
+    and the fit goes on from the last accepted point. (An infinite loss
+    would end L-BFGS-B's run, a NaN one makes it lengthen the step.) An
+    evaluation that fails before any finite one has no point to back off
+    to and raises (a non-finite first loss goes to BoTorch as it is).
+
+    Args:
+        closure: Forward-backward closure returning the loss and the
+            gradients of ``parameters`` (in their order).
+        parameters: The parameters the closure differentiates.
+
+    Returns:
+        The guarded closure.
+    """
+    seen: list[float] = []
+
+    def guarded(**kwargs: Any) -> tuple[Tensor, list[Tensor | None]]:
+        error: Exception | None = None
+        try:
+            value, grads = closure(**kwargs)
+            grads = list(grads)
+            finite = bool(torch.isfinite(value.detach()).all()) and all(
+                g is None or bool(torch.isfinite(g).all()) for g in grads
+            )
+        except (NumericalError, torch.linalg.LinAlgError) as err:
+            error, finite = err, False
+        if finite:
+            seen.append(float(value.detach().sum()))
+            if len(seen) > 1:
+                seen[:] = [max(seen)]
+            return value, grads
+        if not seen:
+            if error is not None:
+                raise error
+            return value, grads  # BoTorch's own handling of a bad start
+        worst = seen[0]
+        penalty = torch.tensor(worst + 1.0 + abs(worst), dtype=torch.float64)
+        return penalty, [torch.zeros_like(p) for p in parameters.values()]
+
+    return guarded
+
+
 def fit_mll_scipy(
     mll: MarginalLogLikelihood,
     parameters: dict[str, Tensor] | None = None,
@@ -137,6 +193,7 @@ def fit_mll_scipy(
         closure = get_loss_closure_with_grads(mll, parameters=parameters)
     if closure_kwargs is not None:
         closure = partial(closure, **closure_kwargs)
+    closure = backing_off(closure, parameters)
 
     shifts: dict[str, Tensor] = {}
     for name, param in parameters.items():

@@ -51,7 +51,11 @@ from prefbo.models.prediction import (
     with_observation_noise,
 )
 from prefbo.models.state_key import state_key
-from prefbo.models.training_data import PairwiseTrainingData, padded_train_covariance
+from prefbo.models.training_data import (
+    PairwiseTrainingData,
+    padded_train_covariance,
+    warn_outside_unit_cube,
+)
 from prefbo.posteriors.gaussian import TrainingPosterior, mvn
 from prefbo.utils.checks import check_int, check_nonneg_float
 
@@ -106,7 +110,13 @@ class PairwisePreferenceGP(
                 :func:`~prefbo.kernels.default_preference_covar_module`
                 (BoTorch ``PairwiseGP``'s). Any kernel works (no ScaleKernel
                 requirement).
-            input_transform: An input transform applied to designs.
+            input_transform: An input transform applied to designs. The
+                default kernel's priors assume designs in the unit cube:
+                for other designs pass
+                ``botorch.models.transforms.input.Normalize(d, bounds=...)``
+                (without it and with the default kernel, designs outside
+                ``[0, 1]^d`` give an ``InputDataWarning``, as BoTorch's
+                models do).
             max_iter: Iteration budget of the approximation (Newton steps,
                 default 100, or EP sweeps, default 200; BoTorch name:
                 ``maxfev``).
@@ -179,6 +189,7 @@ class PairwisePreferenceGP(
             if datapoints is not None:
                 input_transform.to(datapoints)
             self.input_transform = input_transform
+        default_kernel = covar_module is None
         if covar_module is None:
             if dim is None:
                 raise InputDataError(
@@ -206,6 +217,8 @@ class PairwisePreferenceGP(
                 design_mask=design_mask,
                 comparison_mask=comparison_mask,
             )
+            if default_kernel and input_transform is None:
+                warn_outside_unit_cube(self.unconsolidated_datapoints, self.design_mask)
 
     @property
     def num_outputs(self) -> int:
@@ -348,8 +361,9 @@ class PairwisePreferenceGP(
         K = self._train_covariance(self._train_inputs())
         evidence, state = self._compute_evidence(K)
         # the predictive state is recomputed on first use; the next fit step
-        # warm-starts from this one
-        self._warm = state
+        # warm-starts from this one, unless it failed (a fit backs off from it)
+        if bool(torch.isfinite(evidence.detach()).all()):
+            self._warm = state
         return TrainingPosterior(
             state.mode, state.posterior_covariance(), evidence=evidence
         )

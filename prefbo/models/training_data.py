@@ -10,7 +10,11 @@ of data, the training covariance of padded data, and
 
 from __future__ import annotations
 
+import warnings
+
 import torch
+from botorch import settings as botorch_settings
+from botorch.exceptions import InputDataWarning
 from botorch.models.utils.assorted import consolidate_duplicates
 from torch import Tensor
 
@@ -147,6 +151,41 @@ def check_same_layout(
                 )
 
 
+def warn_outside_unit_cube(datapoints: Tensor, design_mask: Tensor | None) -> None:
+    r"""Warn, as BoTorch's models do, when the designs leave the unit cube.
+
+    BoTorch's default priors (the ``Gamma(2.4, 2.7)`` lengthscale prior of
+    :func:`~prefbo.kernels.default_preference_covar_module`) assume inputs
+    in ``[0, 1]^d``; raw or standardised features fit a worse model without
+    an error. Like ``botorch.models.utils.assorted.check_min_max_scaling``
+    (same tolerance, same switch ``botorch.settings.validate_input_scaling``)
+    this issues a ``botorch.exceptions.InputDataWarning`` naming the fix, a
+    ``Normalize`` input transform. Padding designs are not checked.
+
+    Args:
+        datapoints: ``batch_shape x n x d`` designs.
+        design_mask: Optional ``batch_shape x n`` bool (False: padding).
+    """
+    if botorch_settings.validate_input_scaling.off():
+        return
+    with torch.no_grad():
+        X = datapoints if design_mask is None else datapoints[design_mask]
+        if X.numel() == 0:
+            return
+        lo, hi = float(X.amin()), float(X.amax())
+    atol = 1e-2  # check_min_max_scaling's
+    if lo < -atol or hi > 1.0 + atol:
+        warnings.warn(
+            "Data (input features) is not contained to the unit cube (values "
+            f"from {lo:.3g} to {hi:.3g}), which the default kernel's priors "
+            "assume. Please consider min-max scaling the input data: pass "
+            f"input_transform=Normalize(d={datapoints.shape[-1]}, bounds=...) "
+            "(botorch.models.transforms.input), with the search space's bounds.",
+            InputDataWarning,
+            stacklevel=4,
+        )
+
+
 def padded_train_covariance(
     K: Tensor, design_mask: Tensor | None, nugget: float | None
 ) -> Tensor:
@@ -177,12 +216,12 @@ def padded_train_covariance(
         else:  # the real designs' mean prior variance
             m = design_mask.to(diag)
             scale = (diag * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)
-        # in place on the kernel's fresh output (autograd checks that no
-        # saved tensor is modified): no n x n diag_embed and no extra pass.
-        # Without a graph K might be a kernel's stored tensor: copy it.
-        if K.grad_fn is None:
-            K = K.clone()
-        K.diagonal(dim1=-2, dim2=-1).add_(nugget * scale)
+        diag = diag + nugget * scale
+        # out of place: a kernel's backward may need its own output (RQ's
+        # power, Periodic's and RBF's exp, a product's factors), which an
+        # in-place write would corrupt; without a graph K may be a kernel's
+        # stored tensor. One copy, no n x n diag_embed.
+        K = K.diagonal_scatter(diag, dim1=-2, dim2=-1)
     return K
 
 

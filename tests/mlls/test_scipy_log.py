@@ -3,14 +3,18 @@ import math
 import pytest
 import torch
 from botorch.fit import fit_gpytorch_mll
+from botorch.models import PairwiseGP
+from botorch.models.pairwise_gp import PairwiseLaplaceMarginalLogLikelihood
 from botorch.optim.closures import get_loss_closure_with_grads
 from botorch.optim.fit import fit_gpytorch_mll_scipy
+from gpytorch.kernels import PeriodicKernel, RBFKernel, ScaleKernel
 
 import prefbo.mlls.scipy_log as scipy_log
 from prefbo import PairwiseEPGP, PairwiseLaplaceGP
-from prefbo.exceptions import InputTypeError
+from prefbo.exceptions import InputTypeError, NumericalError
 from prefbo.fit import fit_mll_scipy
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
+from prefbo.utils.testing import make_pairwise_data
 
 LS = "model.covar_module.base_kernel.raw_lengthscale"
 OS = "model.covar_module.raw_outputscale"
@@ -213,3 +217,65 @@ def test_default_fit_bounds_the_outputscale_to_its_box_and_user_bounds_win(
     cap = constraint.inverse_transform(torch.tensor(20.0, dtype=torch.float64))
     fit_gpytorch_mll(mll, optimizer_kwargs={"bounds": {OS: (None, cap)}})
     assert model.covar_module.outputscale.item() == pytest.approx(20.0, rel=1e-9)
+
+
+def test_a_failed_evaluation_backs_off_instead_of_ending_the_fit(separable_data):
+    # separable answers and no prior: the evidence keeps rising with the
+    # outputscale, and the line search tries ever larger ones; past 1e3 the
+    # prior covariance overflows (a stand-in for a kernel's overflow at
+    # extreme hyperparameters)
+    X, C = separable_data
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=2)).to(X)
+    model = PairwiseLaplaceGP(X, C, covar_module=kernel)
+    prior_covariance = model._prior_covariance
+
+    def overflowing(Z):
+        K = prior_covariance(Z)
+        if float(model.covar_module.outputscale.detach()) > 1e3:
+            K = K * float("inf")
+        return K
+
+    model._prior_covariance = overflowing
+    mll = PairwiseLaplaceMLL(model.likelihood, model)
+    fit_gpytorch_mll(mll)  # NumericalError ("non-finite entries") before
+    assert 10.0 < float(model.covar_module.outputscale.detach()) <= 1e3
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_backing_off_returns_a_loss_above_every_finite_one_and_no_gradient():
+    param = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    outcomes = iter([1.5, -3.0, "error", float("nan"), 0.5])
+
+    def closure():
+        out = next(outcomes)
+        if out == "error":
+            raise NumericalError("prior covariance K has non-finite entries")
+        return torch.tensor(out, dtype=torch.float64), (torch.ones(2),)
+
+    guarded = scipy_log.backing_off(closure, {"p": param})
+    assert float(guarded()[0]) == 1.5
+    assert float(guarded()[0]) == -3.0
+    for _ in range(2):  # the error, then the NaN: 1.5 + 1 + 1.5
+        value, grads = guarded()
+        assert float(value) == 4.0 and torch.equal(grads[0], torch.zeros(2))
+    assert float(guarded()[0]) == 0.5
+    # nothing to back off to: the first evaluation's error stands
+    with pytest.raises(NumericalError, match="non-finite"):
+        outcomes = iter(["error"])
+        scipy_log.backing_off(closure, {"p": param})()
+
+
+def test_prefbo_fits_a_periodic_kernel_where_botorch_fits():
+    # a prior-free periodic kernel: the line search tries a period near 0,
+    # where K is not positive definite even with jitter; that ended the fit
+    X, C, _ = make_pairwise_data(12, 60, d=2, seed=4, noise_std=0.1)
+    reference = PairwiseGP(X, C, covar_module=ScaleKernel(PeriodicKernel()).to(X))
+    fit_gpytorch_mll(
+        PairwiseLaplaceMarginalLogLikelihood(reference.likelihood, reference)
+    )
+    model = PairwiseLaplaceGP(X, C, covar_module=ScaleKernel(PeriodicKernel()).to(X))
+    mll = PairwiseLaplaceMLL(model.likelihood, model)
+    fit_gpytorch_mll(mll)
+    loss, _ = _loss_and_grads(mll)
+    assert math.isfinite(loss)
+    assert torch.isfinite(model.posterior(X).mean).all()

@@ -1,10 +1,15 @@
+import warnings
+
 import pytest
 import torch
+from botorch import settings as botorch_settings
+from botorch.exceptions import InputDataWarning
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import PairwiseGP
+from botorch.models.transforms.input import Normalize
 from gpytorch.kernels import RBFKernel
 
-from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
+from prefbo import PairwiseEPGP, PairwiseLaplaceGP, PairwiseLaplaceMLL
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.utils.testing import make_pairwise_data, set_scale_kernel, tolerance
 
@@ -125,3 +130,48 @@ def test_input_transform_matches_botorch():
     )
     fit_gpytorch_mll(PairwiseLaplaceMLL(pb.likelihood, pb))
     assert torch.isfinite(pb.posterior(Xt).mean).all()
+
+
+@pytest.mark.parametrize("model_cls", [PairwiseLaplaceGP, PairwiseEPGP])
+def test_default_priors_warn_about_inputs_outside_the_unit_cube(model_cls):
+    # BoTorch's default lengthscale prior assumes the unit cube, as its other
+    # models say with an InputDataWarning
+    X, C, _ = make_pairwise_data(6, 8, d=3)
+    with pytest.warns(InputDataWarning, match=r"Normalize\(d=3, bounds"):
+        model_cls(4.0 * X - 2.0, C)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputDataWarning)
+        model_cls(X, C)  # inside: no warning
+        model_cls(4.0 * X, C, input_transform=Normalize(d=3))  # scaled by it
+        model_cls(4.0 * X, C, covar_module=RBFKernel())  # the user's own kernel
+        model_cls(None, None, covar_module=RBFKernel())  # no data
+        with botorch_settings.validate_input_scaling(False):
+            model_cls(4.0 * X, C)
+        # padding designs are not data
+        padded = X.clone()
+        padded[-1] = 99.0
+        mask = torch.tensor([True] * 5 + [False])
+        model_cls(
+            padded.unsqueeze(0),
+            C[(C < 5).all(-1)].unsqueeze(0),
+            design_mask=mask.unsqueeze(0),
+        )
+
+
+def test_a_non_finite_evaluation_does_not_become_the_next_warm_start():
+    # a fit backs off from a failed evaluation (prefbo.mlls.backing_off): the
+    # next one must not start from that evaluation's approximation
+    X, C, _ = make_pairwise_data(6, 8)
+    model = PairwiseEPGP(X, C)
+    model.train()
+    model(*model.train_inputs)
+    good = model._warm
+    compute = model._compute_evidence
+
+    def failed(K):
+        evidence, state = compute(K)
+        return evidence * float("nan"), state
+
+    model._compute_evidence = failed
+    model(*model.train_inputs)
+    assert model._warm is good
