@@ -2,7 +2,6 @@ import io
 import json
 
 import pytest
-from botorch.exceptions import InputDataWarning
 
 from prefbo import cli
 from prefbo.exceptions import SessionLogLockedError
@@ -21,21 +20,13 @@ def space(tmp_path):
     return path
 
 
-@pytest.fixture
-def raw_box_warning():
-    r"""The space's box is not the unit cube and the loop's model sees the raw
-    designs under the default kernel's unit-cube priors: it says so."""
-    with pytest.warns(InputDataWarning, match="not contained to the unit cube"):
-        yield
-
-
 def _session(argv, text):
     out = io.StringIO()
     rc = cli.main(argv, stdin=io.StringIO(text), stdout=out)
     return rc, out.getvalue()
 
 
-def test_interactive_session_new_undo_quit_and_resume(tmp_path, space, raw_box_warning):
+def test_interactive_session_new_undo_quit_and_resume(tmp_path, space):
     log = tmp_path / "s.jsonl"
     argv = ["session", "new", str(log), "--space", str(space), "--strategy", "random"]
     rc, out = _session(argv, "1\n2\nx\nu\n2\nq\n")
@@ -61,7 +52,7 @@ def test_interactive_session_new_undo_quit_and_resume(tmp_path, space, raw_box_w
     assert len(PreferentialOptimizer.resume(log).history) == 3
 
 
-def test_keep_winner_session_is_connected(tmp_path, space, raw_box_warning):
+def test_keep_winner_session_is_connected(tmp_path, space):
     log = tmp_path / "s.jsonl"
     argv = ["session", "new", str(log), "--space", str(space), "--strategy", "random"]
     rc, out = _session([*argv, "--keep-winner"], "2\n1\n1\nq\n")
