@@ -30,6 +30,7 @@ generated examples with larger ``n``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import warnings
@@ -49,6 +50,7 @@ from hypothesis import strategies as st
 from torch import Tensor
 
 from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
+from prefbo.exceptions import NumericalWarning
 
 ZLIM = 3.0  # BoTorch's PairwiseProbitLikelihood._zlim
 KERNELS = ("rbf", 0.5, 1.5, 2.5)  # RBF or the Matérn nu
@@ -224,10 +226,20 @@ def botorch_model(case: Case, X: Tensor, comp: Tensor, k: ScaleKernel, **kwargs)
         return None
 
 
+@contextlib.contextmanager
+def prefbo_warnings_allowed():
+    r"""Let prefbo warn without failing: ``InputDataWarning`` (inputs off the
+    unit cube) and ``NumericalWarning`` (escalating jitter, which prefbo
+    announces by design, as BoTorch does); errors still propagate."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputDataWarning)
+        warnings.simplefilter("ignore", NumericalWarning)
+        yield
+
+
 def prefbo_model(case: Case, X: Tensor, comp: Tensor, k: ScaleKernel):
     r"""prefbo's ``PairwiseLaplaceGP``; its errors propagate."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InputDataWarning)  # inputs off the cube
+    with prefbo_warnings_allowed():
         return PairwiseLaplaceGP(
             X, comp, covar_module=copy.deepcopy(k), consolidate_atol=case.atol
         )
@@ -257,7 +269,7 @@ def check_fixed_hyperparameters(case: Case) -> None:
         return
     pb = prefbo_model(case, X, comp, k)
     Xt = probe_points(case, X)
-    with torch.no_grad():
+    with torch.no_grad(), prefbo_warnings_allowed():
         mean_pb = pb.posterior(Xt).mean
         assert torch.isfinite(mean_pb).all()
         if botorch_zmax(bt) < ZLIM:
@@ -272,7 +284,7 @@ def prefbo_evidence(model: PairwiseLaplaceGP) -> float:
     r"""prefbo's evidence plus log priors at the model's hyperparameters."""
     model.train()
     mll = PairwiseLaplaceMLL(model.likelihood, model)
-    with torch.no_grad():
+    with torch.no_grad(), prefbo_warnings_allowed():
         return mll(model(*model.train_inputs), model.train_targets).item()
 
 
@@ -289,8 +301,7 @@ def check_fit(case: Case) -> None:
     except Exception:  # noqa: BLE001 -- BoTorch's fit failed: nothing to match
         return
     pb = prefbo_model(case, X, comp, k)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InputDataWarning)
+    with prefbo_warnings_allowed():
         fit_gpytorch_mll(PairwiseLaplaceMLL(pb.likelihood, pb))
     at_bt = prefbo_model(case, X, comp, bt.covar_module)
     ev_pb, ev_bt = prefbo_evidence(pb), prefbo_evidence(at_bt)
