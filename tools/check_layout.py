@@ -54,6 +54,9 @@ UNMIRRORED_TESTS: dict[str, str] = {
     "tests/datasets/test_datasets.py": (
         "tests prefbo/datasets/__init__.py, where that package's code lives"
     ),
+    "tests/models/test_laplace_vs_botorch.py": (
+        "differential suite of PairwiseLaplaceGP against BoTorch's PairwiseGP"
+    ),
 }
 
 #: Modules allowed over the line limit, and why one algorithm needs the length.
