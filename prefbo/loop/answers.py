@@ -26,6 +26,20 @@ class Answer:
     answer: int
 
 
+def _outside_box(options: Tensor, bounds: Tensor) -> str | None:
+    r"""``"option i has x[j] = v outside [lo, hi]"`` for the first entry of
+    ``options`` that is not finite or not in the box, else ``None``."""
+    lo, hi = bounds
+    bad = ~torch.isfinite(options) | (options < lo) | (options > hi)
+    if not bool(bad.any()):
+        return None
+    i, j = (int(v) for v in bad.nonzero()[0])
+    return (
+        f"option {i} has x[{j}] = {float(options[i, j])!r} outside "
+        f"[{float(lo[j])!r}, {float(hi[j])!r}]"
+    )
+
+
 def check_question(options: Tensor, bounds: Tensor) -> None:
     r"""A told ``q x d`` question: finite, inside the box, options distinct.
 
@@ -38,14 +52,9 @@ def check_question(options: Tensor, bounds: Tensor) -> None:
     """
     if not bool(torch.isfinite(options).all()):
         raise InputDataError(f"options must be finite; got {options.tolist()}.")
-    lo, hi = bounds
-    outside = (options < lo) | (options > hi)
-    if bool(outside.any()):
-        i, j = (int(v) for v in outside.nonzero()[0])
-        raise InputDataError(
-            f"options must lie in the box bounds; option {i} has x[{j}] = "
-            f"{float(options[i, j])!r} outside [{float(lo[j])!r}, {float(hi[j])!r}]."
-        )
+    outside = _outside_box(options, bounds)
+    if outside is not None:
+        raise InputDataError(f"options must lie in the box bounds; {outside}.")
     q = options.shape[0]
     same = (options.unsqueeze(0) == options.unsqueeze(1)).all(-1)  # q x q
     same = same & ~torch.eye(q, dtype=torch.bool)
@@ -88,14 +97,10 @@ def check_new_options(new: Any, num_new: int, bounds: Tensor, strategy: str) -> 
             f"strategy {strategy!r} must return {num_new} x {d} options; got shape "
             f"{tuple(new.shape)}."
         )
-    lo, hi = bounds
-    bad = ~torch.isfinite(new) | (new < lo) | (new > hi)
-    if bool(bad.any()):
-        i, j = (int(v) for v in bad.nonzero()[0])
+    outside = _outside_box(new, bounds)
+    if outside is not None:
         raise InputDataError(
-            f"strategy {strategy!r} must return finite options in the box; option "
-            f"{i} has x[{j}] = {float(new[i, j])!r} outside "
-            f"[{float(lo[j])!r}, {float(hi[j])!r}]."
+            f"strategy {strategy!r} must return finite options in the box; {outside}."
         )
 
 
