@@ -1,48 +1,62 @@
-r"""Preferential BO regret: prefbo's optimizer against a BoTorch-only EUBO loop.
+r"""Preferential BO regret: prefbo's loop default against BoTorch's plain loop.
 
-For each problem, answer-noise level and seed, a simulated probit person
-(:class:`~prefbo.test_functions.SimulatedPerson`) answers pairwise questions asked
-by each configuration:
+The setting (fixed before any run):
 
-- ``botorch-eubo`` (the reference): BoTorch's ``PairwiseGP`` fitted with its
-  ``PairwiseLaplaceMarginalLogLikelihood``, questions from BoTorch's analytic
-  EUBO, written here with BoTorch alone;
-- ``laplace-eubo``, ``ep-eubo``, ``skew-eubo``, ``variational-eubo``:
-  prefbo's :class:`~prefbo.loop.PreferentialOptimizer` with each inference
-  method;
-- ``laplace-qeubo``, ``laplace-bald``, ``laplace-mes``, ``laplace-ts``,
-  ``laplace-random``: the other questioning strategies.
+- Problems: BoTorch's Branin, Hartmann-3, Hartmann-6, Ackley-5, Levy-4 and
+  Rosenbrock-4 on their customary boxes, negated (a utility to maximise) and
+  standardised over the box: ``u(x) = (-f(x) - m) / s`` with ``m``, ``s`` the
+  mean and standard deviation of ``-f`` at 20,000 uniform points (generator
+  seed 0). Regret is ``u* - u(recommendation)`` in those units.
+- The simulated person answers ``P(x ≻ x') = Φ((u(x) - u(x')) / (√2 σ))``
+  (:class:`~prefbo.test_functions.SimulatedPerson`, seeded by the run's seed),
+  ``σ ∈ {0.01, 0.1, 0.3}``.
+- Every configuration first gets the same 4 uniformly random pairs (drawn from
+  the run's seed) and their answers, then asks its own questions up to 60
+  answers; the regrets after 30 and after 60 answers are the two budgets.
+- ``botorch`` (the reference): ``PairwiseGP`` on the designs mapped to the unit
+  cube (as BoTorch's tutorials do), refitted with
+  ``PairwiseLaplaceMarginalLogLikelihood`` at every answer, questions from
+  ``AnalyticExpectedUtilityOfBestOption`` maximised by ``optimize_acqf(q=2,
+  num_restarts=4, raw_samples=64)``; the recommendation is the told design of
+  highest posterior mean.
+- ``default``: ``PreferentialOptimizer(box, seed=seed)`` with every setting at
+  its default, told the 4 random pairs; the recommendation is its ``best()``.
+  Other configurations (``--configs``) change one setting of the loop.
 
-Every configuration starts with ``initial_random`` uniformly random questions,
-refits hyperparameters every ``--refit-every`` answers (the model is always
-conditioned on all answers) and sees the same person seed. After every answer
-the *recommendation* is the design with the highest posterior mean among the
-designs seen; its simple regret is ``optimal_value - u(recommendation)``.
+Two seed sets: ``tuning`` (0-19), which development may look at, and
+``untuned`` (1000-1019), run once for the published figures.
 
-Noise: ``σ = 0.05 · spread`` ("low") and ``σ = 0.3 · spread`` ("human"), with
-``spread`` the standard deviation of the utility over the box (1024 Sobol
-points; ≈ 1 for the standardised problems).
+Runs are appended to a JSON-lines store (one record per problem, σ, seed and
+configuration, with the regret and the cumulative wall time after every
+answer); a rerun skips what the store holds, so a long run can be split
+(``--shard i/k`` in parallel processes) and resumed. ``--report`` writes the
+markdown tables and the regret-vs-answers figures from the store.
 
-Outputs ``<output>/pbo_regret.md`` (final regret mean ± s.e.; fraction of seeds
-where a prefbo configuration's final regret is at most BoTorch's; ratio of
-wall time per answer to BoTorch's) and ``<output>/pbo_regret.png`` (median
-regret and inter-quartile range against the number of answers).
+Per cell (problem, σ, budget), over the seeds: mean ± s.e. of the final
+regret, the worst seed, the *stuck rate* (share of seeds whose regret exceeds
+3× BoTorch's median in that cell), the paired difference to BoTorch with
+one-sided sign-flip p-values, and the time per answer over BoTorch's (answers
+1-30 for the 30 budget, 31-60 for the 60 budget).
 
-Run ``python benchmarks/pbo_regret.py`` (``--quick`` for a ≤ 1 minute check;
-``--help`` for options).
+Run single-threaded, e.g.::
+
+    OMP_NUM_THREADS=1 python benchmarks/pbo_regret.py --seed-set untuned --shard 0/2 &
+    OMP_NUM_THREADS=1 python benchmarks/pbo_regret.py --seed-set untuned --shard 1/2
+    python benchmarks/pbo_regret.py --seed-set untuned --report
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
+import json
 import math
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
@@ -54,54 +68,72 @@ from botorch.models.pairwise_gp import (
     PairwiseLaplaceMarginalLogLikelihood,
 )
 from botorch.optim import optimize_acqf
+from botorch.test_functions import synthetic
 from linear_operator.utils.warnings import NumericalWarning as LONumericalWarning
 from torch import Tensor
-from torch.quasirandom import SobolEngine
 
 from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
-from prefbo.test_functions import (
-    Ackley5,
-    Branin,
-    Hartmann3,
-    Hartmann6,
-    Hartmann6in20,
-    SimulatedPerson,
-    ThermalComfort,
-    UtilityProblem,
-)
+from prefbo.test_functions import SimulatedPerson
 
-PROBLEMS = {
-    p.__name__: p
-    for p in (Branin, Hartmann3, Hartmann6, Hartmann6in20, Ackley5, ThermalComfort)
+RESULTS = Path(__file__).parent / "results"
+PROBLEMS: dict[str, Callable[[], synthetic.SyntheticTestFunction]] = {
+    "Branin": lambda: synthetic.Branin(),
+    "Hartmann3": lambda: synthetic.Hartmann(dim=3),
+    "Hartmann6": lambda: synthetic.Hartmann(dim=6),
+    "Ackley5": lambda: synthetic.Ackley(dim=5),
+    "Levy4": lambda: synthetic.Levy(dim=4),
+    "Rosenbrock4": lambda: synthetic.Rosenbrock(dim=4),
 }
-DEFAULT_PROBLEMS = ("Branin", "Hartmann3", "Hartmann6", "Ackley5")
-REFERENCE = "botorch-eubo"
-CONFIGS = (
-    REFERENCE,
-    "laplace-eubo",
-    "ep-eubo",
-    "skew-eubo",
-    "variational-eubo",
-    "laplace-qeubo",
-    "laplace-bald",
-    "laplace-mes",
-    "laplace-ts",
-    "laplace-random",
-)
-NOISES = {"low": 0.05, "human": 0.3}
-SKEW_OPTIONS = {"num_samples": 128, "num_chains": 4}
+SIGMAS = (0.01, 0.1, 0.3)
+SEED_SETS = {"tuning": range(0, 20), "untuned": range(1000, 1020)}
+BUDGETS = (30, 60)
+INITIAL_PAIRS = 4
+REFERENCE = "botorch"
+# name -> PreferentialOptimizer keyword arguments beside (bounds, seed)
+CONFIGS: dict[str, dict[str, Any]] = {
+    REFERENCE: {},
+    "default": {},
+    "laplace": {"model": "laplace"},
+    "random": {"strategy": "random"},
+}
+
+
+class Utility:
+    r"""A BoTorch test function negated and standardised over its box."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.f = PROBLEMS[name]()
+        self.bounds = self.f.bounds.to(torch.float64)  # 2 x d
+        self.dim = self.bounds.shape[-1]
+        gen = torch.Generator().manual_seed(0)
+        U = torch.rand(20_000, self.dim, generator=gen, dtype=torch.float64)
+        raw = -self.f.evaluate_true(self.from_unit(U))
+        self.mean, self.std = raw.mean().item(), raw.std().item()
+        self.optimal_value = (-self.f.optimal_value - self.mean) / self.std
+
+    def from_unit(self, U: Tensor) -> Tensor:
+        r"""Designs of the box from points of the unit cube."""
+        return self.bounds[0] + (self.bounds[1] - self.bounds[0]) * U
+
+    def to_unit(self, X: Tensor) -> Tensor:
+        r"""Points of the unit cube from designs of the box."""
+        return (X - self.bounds[0]) / (self.bounds[1] - self.bounds[0])
+
+    def __call__(self, X: Tensor) -> Tensor:
+        r"""The standardised utility at ``... x d`` designs of the box."""
+        return (-self.f.evaluate_true(X) - self.mean) / self.std
+
+    def regret(self, x: Tensor) -> float:
+        r"""``u* - u(x)`` at one design of the box (clamped at 0)."""
+        return max(self.optimal_value - self(x.unsqueeze(0)).item(), 0.0)
 
 
 @contextmanager
-def _botorch_warnings() -> Iterator[None]:
-    r"""The warnings the BoTorch reference loop triggers by design, and only those.
-
-    linear_operator's jitter on near-singular kernel matrices once questions
-    concentrate, and L-BFGS-B stopping on its iteration or line-search limits
-    (hyperparameters or acquisition); the point reached is used, as BoTorch
-    itself does.
-    """
-    with warnings.catch_warnings():
+def _quiet() -> Iterator[None]:
+    r"""The warnings both loops trigger by design (jitter on near-singular
+    kernel matrices, L-BFGS-B stopping on its limits), and only those."""
+    with warnings.catch_warnings(), expected_fit_warnings():
         warnings.filterwarnings(
             "ignore", message=r".*not p\.d\., added jitter", category=LONumericalWarning
         )
@@ -109,337 +141,405 @@ def _botorch_warnings() -> Iterator[None]:
         yield
 
 
-def utility_spread(problem: UtilityProblem, n: int = 1024) -> float:
-    r"""Standard deviation of the utility over the box (``n`` Sobol points)."""
-    lo, hi = problem.bounds
-    X = SobolEngine(problem.dim, scramble=True, seed=0).draw(n).to(lo)  # n x d
-    return float(problem(lo + (hi - lo) * X).std())
-
-
-def _uniform(bounds: Tensor, k: int, gen: torch.Generator) -> Tensor:
-    r"""``k x d`` uniformly random designs in the ``2 x d`` box."""
-    u = torch.rand(k, bounds.shape[-1], generator=gen, dtype=torch.float64)
-    return bounds[0] + (bounds[1] - bounds[0]) * u
-
-
-def run_botorch(
-    problem: UtilityProblem,
-    person: SimulatedPerson,
-    args: argparse.Namespace,
-    seed: int,
-) -> list[float]:
-    r"""The reference loop (BoTorch only); returns the regret after each answer."""
-    bounds = problem.bounds
+def initial_pairs(u: Utility, seed: int) -> list[Tensor]:
+    r"""The run's ``INITIAL_PAIRS`` random ``2 x d`` pairs of the box."""
     gen = torch.Generator().manual_seed(seed)
-    designs = torch.empty(0, problem.dim, dtype=torch.float64)  # n x d
-    comps = torch.empty(0, 2, dtype=torch.long)  # m x 2
-    covar, model, regret = None, None, []
-    for k in range(args.answers):
-        if k < args.initial_random:
-            pair = _uniform(bounds, 2, gen)  # 2 x d
-        else:
-            acqf = AnalyticExpectedUtilityOfBestOption(pref_model=model)
-            with _botorch_warnings():
-                pair, _ = optimize_acqf(
-                    acqf,
-                    bounds=bounds,
-                    q=2,
-                    num_restarts=args.num_restarts,
-                    raw_samples=args.raw_samples,
-                    options={"seed": seed * 1000 + k, "maxiter": args.maxiter},
-                )
-            pair = pair.detach()
-        winner = person.compare(pair[0], pair[1])
-        n = designs.shape[0]
-        designs = torch.cat([designs, pair])
-        comps = torch.cat([comps, torch.tensor([[n + winner, n + 1 - winner]])])
-        with _botorch_warnings():
-            if (k + 1) % args.refit_every == 0 or covar is None:
-                model = PairwiseGP(designs, comps)
-                mll = PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model)
-                try:
-                    fit_gpytorch_mll(mll)
-                except ModelFittingError:  # keep the default hyperparameters
-                    pass
-                covar = copy.deepcopy(model.covar_module)
-            else:
-                model = PairwiseGP(designs, comps, covar_module=copy.deepcopy(covar))
-            model.eval()
-            with torch.no_grad():
-                mean = model.posterior(designs).mean.reshape(-1)  # n
-        best = problem(designs[mean.argmax()]).item()
-        regret.append(max(problem.optimal_value - best, 0.0))
-    return regret
+    U = torch.rand(INITIAL_PAIRS, 2, u.dim, generator=gen, dtype=torch.float64)
+    return list(u.from_unit(U))
 
 
-def run_prefbo(
-    config: str,
-    problem: UtilityProblem,
-    person: SimulatedPerson,
-    args: argparse.Namespace,
+class BoTorchLoop:
+    r"""The reference: BoTorch's ``PairwiseGP`` + analytic EUBO, unit cube."""
+
+    def __init__(self, u: Utility, seed: int) -> None:
+        self.u, self.seed = u, seed
+        self.Z = torch.empty(0, u.dim, dtype=torch.float64)  # n x d, unit cube
+        self.comps = torch.empty(0, 2, dtype=torch.long)
+        self.model: PairwiseGP | None = None
+
+    def tell(self, pair: Tensor, winner: int) -> None:
+        n = self.Z.shape[0]
+        self.Z = torch.cat([self.Z, self.u.to_unit(pair)])
+        self.comps = torch.cat(
+            [self.comps, torch.tensor([[n + winner, n + 1 - winner]])]
+        )
+        self.model = PairwiseGP(self.Z, self.comps)
+        mll = PairwiseLaplaceMarginalLogLikelihood(self.model.likelihood, self.model)
+        try:
+            fit_gpytorch_mll(mll)
+        except ModelFittingError:  # keep the default hyperparameters
+            pass
+        self.model.eval()
+
+    def ask(self) -> Tensor:
+        acqf = AnalyticExpectedUtilityOfBestOption(pref_model=self.model)
+        cube = torch.zeros(2, self.u.dim, dtype=torch.float64)
+        cube[1] = 1
+        pair, _ = optimize_acqf(
+            acqf,
+            bounds=cube,
+            q=2,
+            num_restarts=4,
+            raw_samples=64,
+            options={"seed": self.seed * 1000 + self.comps.shape[0]},
+        )
+        return self.u.from_unit(pair.detach())
+
+    def best(self) -> Tensor:
+        with torch.no_grad():
+            mean = self.model.posterior(self.Z).mean.reshape(-1)
+        return self.u.from_unit(self.Z[mean.argmax()])
+
+
+class PrefboLoop:
+    r"""prefbo's ``PreferentialOptimizer`` with one configuration's settings."""
+
+    def __init__(self, u: Utility, seed: int, **kwargs: Any) -> None:
+        self.opt = PreferentialOptimizer(u.bounds, seed=seed, **kwargs)
+
+    def tell(self, pair: Tensor, winner: int) -> None:
+        self.opt.tell(winner, options=pair)
+
+    def ask(self) -> Tensor:
+        return self.opt.ask()
+
+    def best(self) -> Tensor:
+        return self.opt.best()[0]
+
+
+def run_one(
+    problem: str,
+    sigma: float,
     seed: int,
-) -> list[float]:
-    r"""A :class:`PreferentialOptimizer` run; the regret after each answer."""
-    model, strategy = config.split("-")
-    opt = PreferentialOptimizer(
-        problem.bounds,
-        model=model,
-        strategy=strategy,
-        seed=seed,
-        refit_every=args.refit_every,
-        initial_random=args.initial_random,
-        acqf_options={
-            "optimizer": args.eubo_optimizer,
-            "num_restarts": args.num_restarts,
-            "raw_samples": args.raw_samples,
-            "maxiter": args.maxiter,
-            "mc_samples": args.mc_samples,
-        },
-        model_options=SKEW_OPTIONS if model == "skew" else None,
-    )
-    regret = []
-    for _ in range(args.answers):
-        X = opt.ask()  # 2 x d
-        opt.tell(person.compare(X[0], X[1]))
-        x, _, _ = opt.best()
-        regret.append(max(problem.optimal_value - problem(x).item(), 0.0))
-    return regret
+    config: str,
+    answers: int = BUDGETS[-1],
+    trace: Callable[[int, Any, Tensor, int], None] | None = None,
+) -> dict[str, Any]:
+    r"""One run; the record stored (regret and cumulative seconds per answer).
+
+    ``trace(k, loop, pair, winner)`` is called after the ``k``-th answer (for
+    diagnostics; not timed).
+    """
+    u = Utility(problem)
+    person = SimulatedPerson(u, noise_std=sigma, seed=seed)
+    loop: Any
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if config == REFERENCE:
+            loop = BoTorchLoop(u, seed)
+        else:
+            loop = PrefboLoop(u, seed, **CONFIGS[config])
+        regret, seconds, elapsed = [], [], 0.0
+        first = initial_pairs(u, seed)
+        with _quiet():
+            for k in range(answers):
+                t0 = time.perf_counter()
+                pair = first[k] if k < len(first) else loop.ask()
+                t1 = time.perf_counter()
+                winner = person.compare(pair[0], pair[1])
+                t2 = time.perf_counter()
+                loop.tell(pair, winner)
+                x = loop.best()
+                elapsed += (t1 - t0) + (time.perf_counter() - t2)
+                regret.append(u.regret(x))
+                seconds.append(elapsed)
+                if trace is not None:
+                    trace(k + 1, loop, pair, winner)
+    return {
+        "problem": problem,
+        "sigma": sigma,
+        "seed": seed,
+        "config": config,
+        "regret": regret,
+        "seconds": seconds,
+    }
 
 
-def run(args: argparse.Namespace) -> dict:
-    r"""All runs: ``{(problem, noise, config): (regret seeds x answers, s/answer)}``."""
-    results = {}
-    for pname in args.problems:
-        problem = PROBLEMS[pname]()
-        spread = utility_spread(problem)
-        for noise in args.noises:
-            sigma = NOISES[noise] * spread
-            curves = {config: [] for config in args.configs}
-            seconds = dict.fromkeys(args.configs, 0.0)
-            # seeds outermost, configurations interleaved: a slow spell of a
-            # shared machine then lands on every configuration, not on one
-            # (each run is seeded on its own, so the order changes no result)
-            for seed in range(args.seeds):
-                for config in args.configs:
-                    person = SimulatedPerson(problem, noise_std=sigma, seed=seed)
-                    t0 = time.perf_counter()
-                    with torch.random.fork_rng(devices=[]):
-                        torch.manual_seed(seed)
-                        if config == REFERENCE:
-                            curve = run_botorch(problem, person, args, seed)
-                        else:
-                            with expected_fit_warnings(), _botorch_warnings():
-                                curve = run_prefbo(config, problem, person, args, seed)
-                    seconds[config] += time.perf_counter() - t0
-                    curves[config].append(curve)
-            for config in args.configs:
-                R = torch.tensor(curves[config], dtype=torch.float64)  # seeds x answers
-                per_answer = seconds[config] / (args.seeds * args.answers)
-                results[pname, noise, config] = (R, per_answer)
-                print(
-                    f"{pname:>13s} {noise:>5s} σ={sigma:.3f} {config:>14s}: final "
-                    f"regret median {R[:, -1].median().item():.4f}, "
-                    f"{per_answer:.3f} s/answer",
-                    flush=True,
-                )
-    return results
+# ---------------------------------------------------------------- store
+
+
+def load(store: Path) -> list[dict[str, Any]]:
+    r"""The records of a store (a torn last line is skipped)."""
+    if not store.exists():
+        return []
+    out = []
+    for line in store.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def key(rec: dict[str, Any]) -> tuple:
+    return rec["problem"], rec["sigma"], rec["seed"], rec["config"]
+
+
+def run(args: argparse.Namespace) -> None:
+    r"""Every missing run of this shard, seeds outermost, configurations
+    interleaved (a slow spell of the machine lands on all of them)."""
+    done = {key(r) for store in args.store for r in load(store)}
+    jobs = [
+        (p, s, seed, c)
+        for seed in SEED_SETS[args.seed_set]
+        for p in args.problems
+        for s in args.sigmas
+        for c in args.configs
+    ]
+    i, k = args.shard
+    mine = [j for n, j in enumerate(jobs) if n % k == i and j not in done]
+    print(f"{len(mine)} runs to do in shard {i}/{k}", flush=True)
+    for p, s, seed, c in mine:
+        t0 = time.perf_counter()
+        rec = run_one(p, s, seed, c, answers=args.answers)
+        with args.store[0].open("a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        print(
+            f"{p:>11s} σ={s:<5} seed {seed:>4d} {c:>10s}: regret@30 "
+            f"{rec['regret'][min(29, len(rec['regret']) - 1)]:.4f} @end "
+            f"{rec['regret'][-1]:.4f} ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+
+
+# ---------------------------------------------------------------- report
 
 
 def paired_test(diff: Tensor, draws: int = 2**16) -> tuple[float, float]:
-    r"""One-sided sign-flip permutation p-values for a paired mean difference.
-
-    Under the null, each seed's difference ``d_s`` (prefbo - reference, same
-    seed and person) is as likely to have either sign. Exact (all ``2^S`` sign
-    patterns) for ``S ≤ 16`` seeds, else ``draws`` seeded random patterns.
-
-    Args:
-        diff: ``S`` paired differences.
-        draws: Number of random sign patterns when ``S > 16``.
-
-    Returns:
-        ``(p_worse, p_better)``: the probabilities under the null of a mean
-        difference at least as large (resp. as small) as the observed one.
-    """
+    r"""One-sided sign-flip permutation p-values ``(p_worse, p_better)`` of a
+    paired mean difference (exact for at most 16 pairs, else ``draws`` seeded
+    random sign patterns)."""
     d = diff.to(torch.float64).flatten()
     S = d.numel()
     if S > 16:
         gen = torch.Generator().manual_seed(0)
         signs = torch.randint(0, 2, (draws, S), generator=gen).to(d) * 2 - 1
     else:
-        codes = torch.arange(2**S).unsqueeze(-1)  # 2^S x 1
-        bits = (codes >> torch.arange(S)) & 1  # 2^S x S
+        bits = (torch.arange(2**S).unsqueeze(-1) >> torch.arange(S)) & 1
         signs = bits.to(d) * 2 - 1
     means = (signs * d.abs()).mean(-1)
-    obs = d.mean()
-    tol = 1e-12 * (1.0 + d.abs().max())
-    p_worse = (means >= obs - tol).double().mean().item()
-    p_better = (means <= obs + tol).double().mean().item()
-    return p_worse, p_better
+    obs, tol = d.mean(), 1e-12 * (1.0 + d.abs().max())
+    return (
+        (means >= obs - tol).double().mean().item(),
+        (means <= obs + tol).double().mean().item(),
+    )
 
 
-def table(results: dict, args: argparse.Namespace) -> str:
-    r"""The markdown report."""
-    lines = [
-        "# Preferential BO: simple regret, prefbo vs BoTorch",
-        "",
-        f"Command: `python benchmarks/pbo_regret.py {' '.join(args.argv)}`".rstrip()
-        + f" — {args.seeds} seeds (0..{args.seeds - 1}), {args.answers} answers, "
-        f"{args.initial_random} random first, hyperparameters refitted every "
-        f"{args.refit_every} answers, optimize_acqf(num_restarts="
-        f"{args.num_restarts}, raw_samples={args.raw_samples}, maxiter="
-        f"{args.maxiter}), prefbo's EUBO maximiser {args.eubo_optimizer!r}, "
-        "single-threaded.",
-        "",
-        "Final regret: mean ± standard error over seeds. *≥ BoTorch*: fraction "
-        "of seeds whose final regret is at most the BoTorch reference's "
-        "(same seed, same person). *time ratio*: wall time per answer over "
-        "the reference's. *Δ final (paired)*: mean ± s.e. over seeds of "
-        "(final regret - the reference's on the same seed); *p worse* / "
-        "*p better*: one-sided sign-flip permutation p-values of that mean "
-        "(exact over all sign patterns). A configuration is called worse "
-        "(better) on a cell when p worse (p better) < 0.05.",
-        "",
-    ]
-    verdicts: dict[str, list[tuple[str, float, float, float]]] = {}
-    for pname in args.problems:
-        for noise in args.noises:
-            lines += [
-                f"## {pname}, noise {noise} (σ = {NOISES[noise]} · spread)",
-                "",
-                "| configuration | final regret | ≥ BoTorch | s/answer | time ratio "
-                "| Δ final (paired) | p worse | p better |",
-                "|---|---|---|---|---|---|---|---|",
-            ]
-            ref = results.get((pname, noise, REFERENCE))
-            for config in args.configs:
-                R, sec = results[pname, noise, config]
-                final = R[:, -1]
-                se = final.std().item() / math.sqrt(len(final)) if len(final) > 1 else 0
-                if ref is None or config == REFERENCE:
-                    frac = ratio = delta = p_w = p_b = "—"
-                else:
-                    frac = f"{(final <= ref[0][:, -1] + 1e-9).double().mean():.2f}"
-                    ratio = f"{sec / ref[1]:.2f}"
-                    d = final - ref[0][:, -1]
-                    d_se = d.std().item() / math.sqrt(len(d)) if len(d) > 1 else 0
-                    delta = f"{d.mean():+.4f} ± {d_se:.4f}"
-                    pw, pb = paired_test(d)
-                    verdicts.setdefault(config, []).append(
-                        (f"{pname}/{noise}", pw, pb, d.mean().item())
-                    )
-                    p_w, p_b = f"{pw:.3f}", f"{pb:.3f}"
-                lines.append(
-                    f"| {config} | {final.mean():.4f} ± {se:.4f} | {frac} | "
-                    f"{sec:.3f} | {ratio} | {delta} | {p_w} | {p_b} |"
+def _se(x: Tensor) -> float:
+    return x.std().item() / math.sqrt(x.numel()) if x.numel() > 1 else 0.0
+
+
+def cells(records: list[dict[str, Any]], seeds: Sequence[int]) -> dict:
+    r"""``{(problem, sigma, budget): {config: (regret S, s/answer S)}}`` over the
+    seeds every configuration of the cell has."""
+    by: dict[tuple, dict[str, dict[int, dict]]] = {}
+    for r in records:
+        if r["seed"] in seeds:
+            by.setdefault((r["problem"], r["sigma"]), {}).setdefault(r["config"], {})[
+                r["seed"]
+            ] = r
+    out: dict = {}
+    for (p, s), confs in by.items():
+        common = sorted(set.intersection(*(set(v) for v in confs.values())))
+        for b in BUDGETS:
+            row = {}
+            for c, runs in confs.items():
+                rs = [runs[seed] for seed in common if len(runs[seed]["regret"]) >= b]
+                if len(rs) != len(common) or not rs:
+                    continue
+                lo = b // 2 if b > BUDGETS[0] else 0  # answers 31-60 or 1-30
+                R = torch.tensor([r["regret"][b - 1] for r in rs], dtype=torch.float64)
+                T = torch.tensor(
+                    [
+                        (r["seconds"][b - 1] - (r["seconds"][lo - 1] if lo else 0))
+                        / (b - lo)
+                        for r in rs
+                    ],
+                    dtype=torch.float64,
                 )
-            lines.append("")
-    if verdicts:
-        lines += [
-            "## Paired verdicts (p < 0.05, one-sided)",
-            "",
-            "| configuration | worse than BoTorch on | better than BoTorch on "
-            "| lower mean on |",
-            "|---|---|---|---|",
-        ]
-        for config, cells in verdicts.items():
-            worse = [c for c, pw, _, _ in cells if pw < 0.05]
-            better = [c for c, _, pb, _ in cells if pb < 0.05]
-            lower = [c for c, _, _, mean in cells if mean < 0]
-            lines.append(
-                f"| {config} | {', '.join(worse) or 'none'} | "
-                f"{', '.join(better) or 'none'} | {len(lower)} of {len(cells)} |"
+                row[c] = (R, T)
+            if REFERENCE in row:
+                out[p, s, b] = row
+    return out
+
+
+def report(records: list[dict[str, Any]], seed_set: str) -> tuple[str, dict]:
+    r"""The markdown tables and the per-configuration verdicts."""
+    table = cells(records, SEED_SETS[seed_set])
+    lines = [
+        f"## Seed set `{seed_set}` (seeds {SEED_SETS[seed_set].start}-"
+        f"{SEED_SETS[seed_set].stop - 1})",
+        "",
+        "| problem | σ | answers | configuration | seeds | regret mean ± s.e. | "
+        "worst | stuck | Δ vs BoTorch (paired) | p worse | p better | time ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    verdict: dict[str, dict[str, Any]] = {}
+    for (p, s, b), row in sorted(table.items()):
+        Rref, Tref = row[REFERENCE]
+        threshold = 3 * Rref.median().item()
+        for c, (R, T) in row.items():
+            stuck = (R > threshold).double().mean().item()
+            cells_c = verdict.setdefault(
+                c, {"cells": 0, "lower": 0, "worse": [], "stuck_max": 0.0, "ratio": []}
             )
-        lines.append("")
+            if c == REFERENCE:
+                delta = pw = pb = ratio = "—"
+            else:
+                d = R - Rref
+                p_w, p_b = paired_test(d)
+                delta = f"{d.mean():+.4f} ± {_se(d):.4f}"
+                pw, pb = f"{p_w:.3f}", f"{p_b:.3f}"
+                r = T.mean().item() / Tref.mean().item()
+                ratio = f"{r:.2f}"
+                cells_c["cells"] += 1
+                cells_c["lower"] += int(R.mean() < Rref.mean())
+                if p_w < 0.05:
+                    cells_c["worse"].append(f"{p} σ={s} @{b}")
+                cells_c["ratio"].append((b, r))
+            cells_c["stuck_max"] = max(cells_c["stuck_max"], stuck)
+            cells_c.setdefault("stuck", []).append(((p, s, b), stuck))
+            lines.append(
+                f"| {p} | {s} | {b} | {c} | {R.numel()} | {R.mean():.4f} ± "
+                f"{_se(R):.4f} | {R.max():.4f} | {stuck:.2f} | {delta} | {pw} | "
+                f"{pb} | {ratio} |"
+            )
+    return "\n".join(lines), verdict
+
+
+def summary(verdict: dict[str, dict[str, Any]]) -> str:
+    r"""One line per configuration: the issue's acceptance figures."""
+    ref = dict(verdict.get(REFERENCE, {}).get("stuck", []))
+    lines = [
+        "| configuration | cells | lower mean than BoTorch | worse (p<0.05) on | "
+        "max stuck rate | stuck > half BoTorch's where BoTorch's > 10 % | "
+        "time ratio @30 (max) | time ratio @60 (max) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c, v in verdict.items():
+        if c == REFERENCE:
+            continue
+        bad = [
+            f"{p} σ={s} @{b}"
+            for (p, s, b), st in v["stuck"]
+            if ref.get((p, s, b), 0) > 0.10 and st > ref[p, s, b] / 2
+        ]
+        r30 = [r for b, r in v["ratio"] if b == BUDGETS[0]]
+        r60 = [r for b, r in v["ratio"] if b == BUDGETS[1]]
+        lines.append(
+            f"| {c} | {v['cells']} | {v['lower']} | {', '.join(v['worse']) or 'none'} "
+            f"| {v['stuck_max']:.2f} | {', '.join(bad) or 'none'} | "
+            f"{max(r30, default=math.nan):.2f} | {max(r60, default=math.nan):.2f} |"
+        )
     return "\n".join(lines)
 
 
-def plot(results: dict, args: argparse.Namespace, path: Path) -> None:
-    r"""Median regret and IQR vs answers: rows problems, columns noise levels."""
+def plot(records: list[dict[str, Any]], seed_set: str, path: Path) -> None:
+    r"""Median regret (and inter-quartile band) against answers, one panel per
+    problem and σ."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows, cols = len(args.problems), len(args.noises)
+    seeds = set(SEED_SETS[seed_set])
+    probs = [p for p in PROBLEMS if any(r["problem"] == p for r in records)]
+    sigmas = sorted({r["sigma"] for r in records})
     fig, axes = plt.subplots(
-        rows, cols, figsize=(5.5 * cols, 3.6 * rows), squeeze=False
+        len(probs),
+        len(sigmas),
+        figsize=(4.2 * len(sigmas), 3.0 * len(probs)),
+        squeeze=False,
     )
-    x = torch.arange(1, args.answers + 1).numpy()
-    for i, pname in enumerate(args.problems):
-        for j, noise in enumerate(args.noises):
+    for i, p in enumerate(probs):
+        for j, s in enumerate(sigmas):
             ax = axes[i][j]
-            for config in args.configs:
-                R = results[pname, noise, config][0]
+            for c in CONFIGS:
+                rs = [
+                    r["regret"]
+                    for r in records
+                    if r["problem"] == p
+                    and r["sigma"] == s
+                    and r["config"] == c
+                    and r["seed"] in seeds
+                ]
+                if not rs:
+                    continue
+                n = min(len(x) for x in rs)
+                R = torch.tensor([x[:n] for x in rs], dtype=torch.float64)
                 q = torch.quantile(R, torch.tensor([0.25, 0.5, 0.75]).double(), dim=0)
-                style = "k-" if config == REFERENCE else "-"
-                ax.plot(x, q[1].numpy(), style, lw=1.5, label=config)
+                x = range(1, n + 1)
+                ax.plot(
+                    x, q[1].numpy(), "k-" if c == REFERENCE else "-", lw=1.4, label=c
+                )
                 ax.fill_between(x, q[0].numpy(), q[2].numpy(), alpha=0.12)
             ax.set(
-                title=f"{pname}, {noise} noise",
-                xlabel="answers",
-                ylabel="simple regret",
+                title=f"{p}, σ = {s}", xlabel="answers", ylabel="regret", yscale="log"
             )
             ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, ncol=2)
+    axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     r"""Parse the command line."""
-    argv = list(argv) if argv is not None else None
     p = argparse.ArgumentParser(
         prog="python benchmarks/pbo_regret.py", description=__doc__.splitlines()[0]
     )
+    p.add_argument("--seed-set", choices=list(SEED_SETS), default="untuned")
     p.add_argument(
-        "--problems", nargs="+", default=list(DEFAULT_PROBLEMS), choices=list(PROBLEMS)
+        "--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS)
     )
-    p.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
-    p.add_argument("--noises", nargs="+", default=list(NOISES), choices=list(NOISES))
-    p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1")
-    p.add_argument("--answers", type=int, default=20)
-    p.add_argument("--initial-random", type=int, default=2)
-    p.add_argument("--refit-every", type=int, default=4)
-    p.add_argument("--num-restarts", type=int, default=2)
-    p.add_argument("--raw-samples", type=int, default=64)
-    p.add_argument("--maxiter", type=int, default=50)
-    p.add_argument("--mc-samples", type=int, default=64)
+    p.add_argument("--sigmas", nargs="+", type=float, default=list(SIGMAS))
     p.add_argument(
-        "--eubo-optimizer",
-        choices=["scipy", "torch"],
-        default="scipy",
-        help="prefbo loops' EUBO maximiser: optimize_acqf (the loop's default) "
-        "or prefbo.acquisition.maximize_eubo",
+        "--configs", nargs="+", default=[REFERENCE, "default"], choices=list(CONFIGS)
     )
-    p.add_argument("--output", type=Path, default=Path(__file__).parent / "results")
+    p.add_argument("--answers", type=int, default=BUDGETS[-1])
+    p.add_argument("--shard", default="0/1", help="i/k: every k-th run from the i-th")
     p.add_argument(
-        "--quick",
+        "--store",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="JSON-lines stores: runs append to the first, the report "
+        "reads all (default results/pbo_regret_<seed set>.jsonl)",
+    )
+    p.add_argument(
+        "--report",
         action="store_true",
-        help="Branin, 2 seeds, 6 answers (about a minute)",
+        help="write results/pbo_regret.md and the figure from the store",
     )
     args = p.parse_args(argv)
-    if args.quick:
-        args.problems, args.seeds, args.answers = ["Branin"], 2, 6
-        args.refit_every, args.raw_samples, args.maxiter = 3, 32, 30
-    if args.seeds < 1 or args.answers < 1 or args.refit_every < 1:
-        p.error("--seeds, --answers and --refit-every must be >= 1")
-    args.argv = sys.argv[1:] if argv is None else argv
+    i, k = (int(v) for v in args.shard.split("/"))
+    if not 0 <= i < k:
+        p.error("--shard must be i/k with 0 <= i < k")
+    args.shard = (i, k)
+    if args.store is None:
+        args.store = [RESULTS / f"pbo_regret_{args.seed_set}.jsonl"]
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> str:
-    r"""Run the benchmark; returns the markdown report (also written to disk)."""
+def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    t0 = time.perf_counter()
-    results = run(args)
-    text = table(results, args)
-    text += f"\nTotal wall time: {time.perf_counter() - t0:.0f} s.\n"
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "pbo_regret.md").write_text(text)
-    plot(results, args, args.output / "pbo_regret.png")
-    print(text)
-    return text
+    if not args.report:
+        run(args)
+        return
+    records = [r for store in args.store for r in load(store)]
+    text, verdict = report(records, args.seed_set)
+    out = RESULTS / f"pbo_regret_{args.seed_set}.md"
+    png = RESULTS / f"pbo_regret_{args.seed_set}.png"
+    plot(records, args.seed_set, png)
+    out.write_text(
+        f"# Preferential BO regret, seed set `{args.seed_set}`\n\n"
+        f"Stores: {', '.join(f'`{s.name}`' for s in args.store)}; figure: "
+        f"`{png.name}`. Setting and columns: the docstring of "
+        "`benchmarks/pbo_regret.py`.\n\n"
+        f"{summary(verdict)}\n\n{text}\n"
+    )
+    print(out.read_text())
 
 
 if __name__ == "__main__":

@@ -28,10 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from prefbo.loop.optimizer import (  # noqa: E402
-    PreferentialOptimizer,
-    expected_fit_warnings,
-)
+from prefbo.loop.optimizer import PreferentialOptimizer  # noqa: E402
 from prefbo.test_functions import Branin, SimulatedPerson  # noqa: E402
 
 SMOKE_TEST = bool(os.environ.get("SMOKE_TEST"))
@@ -81,8 +78,7 @@ for k in range(n_answers):
 # %%
 g = torch.linspace(0, 1, 30 if SMOKE_TEST else 80, dtype=torch.float64)
 grid = torch.stack(torch.meshgrid(g, g, indexing="xy"), -1)  # g x g x 2
-with torch.no_grad(), expected_fit_warnings():
-    post_mean = opt.model.posterior(grid.reshape(-1, 1, 2)).mean.reshape(grid.shape[:2])
+post_mean = opt.predict(grid.reshape(-1, 2))[0].reshape(grid.shape[:2])
 designs, comps = opt.data()
 
 fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))

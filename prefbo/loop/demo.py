@@ -29,7 +29,6 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.test_functions import Branin, SimulatedPerson, UtilityProblem
 
@@ -155,9 +154,8 @@ def plot(summary: dict, path: Path, grid_size: int = 60) -> None:
     g0 = torch.linspace(x0, x1, grid_size, dtype=torch.float64)
     g1 = torch.linspace(y0, y1, grid_size, dtype=torch.float64)
     grid = torch.stack(torch.meshgrid(g0, g1, indexing="xy"), dim=-1)  # g x g x 2
-    with torch.no_grad(), expected_fit_warnings():
-        mean = arm.model.posterior(grid.reshape(-1, 1, 2)).mean.reshape(grid.shape[:2])
-        rec = arm.model.posterior(arm.designs.unsqueeze(-2)).mean.reshape(-1).argmax()
+    mean = arm.opt.predict(grid.reshape(-1, 2))[0].reshape(grid.shape[:2])
+    rec = arm.opt.predict(arm.designs)[0].argmax()
     G0, G1 = grid[..., 0].numpy(), grid[..., 1].numpy()
     opt, X = problem.optimizers.numpy(), arm.designs.numpy()
 

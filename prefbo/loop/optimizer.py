@@ -378,9 +378,64 @@ class PreferentialOptimizer:
         return opt
 
     # ------------------------------------------------------------ model
+    def to_unit(self, X: Tensor) -> Tensor:
+        r"""Designs of the box as points of the unit cube (the models' inputs).
+
+        Args:
+            X: ``... x d`` designs of the box.
+
+        Returns:
+            ``(X - lower) / (upper - lower)``, float64.
+        """
+        lo, hi = self.bounds
+        return (X.to(lo) - lo) / (hi - lo)
+
+    def from_unit(self, Z: Tensor) -> Tensor:
+        r"""Points of the unit cube as designs of the box (inverse of
+        :meth:`to_unit`, kept inside the box against rounding).
+
+        Args:
+            Z: ``... x d`` points of ``[0, 1]^d``.
+
+        Returns:
+            ``lower + (upper - lower) Z``, float64.
+        """
+        lo, hi = self.bounds
+        return torch.minimum(torch.maximum(lo + (hi - lo) * Z.to(lo), lo), hi)
+
+    def _unit_data(self, tells: list[Answer] | None = None) -> tuple[Tensor, Tensor]:
+        designs, comps = pairs_from(self._tells if tells is None else tells)
+        return self.to_unit(designs), comps
+
+    def predict(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Posterior mean and standard deviation of the utility at designs.
+
+        Args:
+            X: ``n x d`` designs of the box.
+
+        Returns:
+            ``(mean, sd)``: two ``n`` float64 tensors.
+
+        Raises:
+            InputDataError: No answer was told yet.
+        """
+        model = self.model
+        if model is None:
+            raise InputDataError("predict() needs at least one answer; none was told.")
+        with torch.no_grad(), expected_fit_warnings():
+            post = model.posterior(self.to_unit(X).unsqueeze(-2))  # n x 1 x d
+            mean = post.mean.reshape(-1)
+            sd = post.variance.reshape(-1).clamp_min(0).sqrt()
+        return mean, sd
+
     @property
     def model(self) -> Any:
         r"""The model conditioned on every answer (``None`` before the first).
+
+        The model's inputs are the unit cube of the box (:meth:`to_unit`):
+        every model kind's default priors, like BoTorch's, are set for inputs
+        in ``[0, 1]^d``, so the same answers give the same model whatever the
+        box's units. :meth:`predict` takes designs of the box.
 
         Hyperparameters come from the fit at the latest multiple of
         ``refit_every`` answers (see ``warm_start_fits``), run under an RNG
@@ -391,7 +446,7 @@ class PreferentialOptimizer:
             return None
         if self._model is None:
             c = k - k % self.refit_every
-            designs, comps = self.data()
+            designs, comps = self._unit_data()
             fitted = self._fitted(c)
             # always rebuilt from the fitted kernel (and started at the fit's
             # approximation): never the fitted model itself, whose cached
@@ -413,7 +468,7 @@ class PreferentialOptimizer:
         if c == 0:
             if 0 not in self._fits:
                 with _seeded(self.seed * 7919), expected_fit_warnings():
-                    self._fits[0] = self._kind.build(*self.data())
+                    self._fits[0] = self._kind.build(*self._unit_data())
             return self._fits[0]
         if c in self._fits:
             return self._fits[c]
@@ -425,7 +480,7 @@ class PreferentialOptimizer:
             if self.warm_start_fits and count > step:
                 previous = self._fits[count - step]
             with _seeded(self.seed * 7919 + count), expected_fit_warnings():
-                designs, comps = pairs_from(self._tells[:count])
+                designs, comps = self._unit_data(self._tells[:count])
                 start = None if previous is None else previous.covar_module
                 fitted = self._kind.build_for_fit(designs, comps, start)
                 if previous is not None:
@@ -449,14 +504,10 @@ class PreferentialOptimizer:
             ``(design, mean, sd)``: a ``d`` float64 tensor and the posterior
             mean and standard deviation of the utility there.
         """
-        model = self.model
-        if model is None:
+        if not self._tells:
             raise InputDataError("best() needs at least one answer; none was told.")
         designs, _ = self.data()
-        with torch.no_grad(), expected_fit_warnings():
-            post = model.posterior(designs.unsqueeze(-2))  # n x 1 x d
-            mean = post.mean.reshape(-1)  # n
-            sd = post.variance.reshape(-1).clamp_min(0).sqrt()  # n
+        mean, sd = self.predict(designs)  # n, n
         i = int(mean.argmax())
         return designs[i].clone(), float(mean[i]), float(sd[i])
 
@@ -477,18 +528,21 @@ class PreferentialOptimizer:
         if k < self.initial_random or not self._strategy.uses_model:
             new = self._uniform(n_new, step_seed)
         else:
+            cube = torch.zeros_like(self.bounds)
+            cube[1] = 1.0
             question = Question(
                 model=self.model,
-                bounds=self.bounds,
-                fixed=fixed,
+                bounds=cube,
+                fixed=None if fixed is None else self.to_unit(fixed),
                 num_new=n_new,
                 seed=step_seed % _options.SEED_MOD,
                 options=self.acqf_options,
-                best=lambda: self.best()[0],
+                best=lambda: self.to_unit(self.best()[0]),
             )
             with _seeded(step_seed), expected_fit_warnings():
                 new = self._strategy.acquire(question)
-            check_new_options(new, n_new, self.bounds, self.strategy)
+            check_new_options(new, n_new, cube, self.strategy)
+            new = self.from_unit(new)
         if fixed is None:
             return new
         return torch.cat([fixed.unsqueeze(0), new])  # q x d

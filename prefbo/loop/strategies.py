@@ -59,9 +59,12 @@ from prefbo.loop.registry import Registry
 class Question:
     r"""What a strategy chooses the new options of one question from.
 
+    Everything is in the model's coordinates, the unit cube of the
+    optimiser's box (the optimiser maps the new options back to the box).
+
     Attributes:
         model: The model conditioned on every answer so far.
-        bounds: ``2 x d`` float64 box ``[lower, upper]``.
+        bounds: ``2 x d`` float64 unit cube ``[0, 1]^d``.
         fixed: ``d`` kept winner, the question's first option, or ``None``.
         num_new: Options to choose: ``q``, or ``q - 1`` beside ``fixed``.
         seed: Seed of this question's random choices, in ``[0, 2**31 - 1)``
