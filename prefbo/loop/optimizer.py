@@ -41,6 +41,7 @@ from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer, check_answer, check_new_options, pairs_from
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.model_kinds import get_model_kind
+from prefbo.loop.repeats import not_worth_asking
 from prefbo.loop.replay import replay
 from prefbo.loop.session import SessionLog, check_json_config
 from prefbo.loop.strategies import Question, get_strategy
@@ -187,6 +188,9 @@ class PreferentialOptimizer:
         self._kind = kind(self.model_options, self.seed)
         self.metadata = dict(metadata or {})
         self.failed_fits = 0
+        # questions the strategy could not make worth asking (see
+        # prefbo.loop.repeats), replaced by uniformly random options
+        self.random_fallbacks = 0
         self._tells: list[Answer] = []
         self._pending: Tensor | None = None
         self._model = None
@@ -530,18 +534,31 @@ class PreferentialOptimizer:
         else:
             cube = torch.zeros_like(self.bounds)
             cube[1] = 1.0
+            model = self.model
+            asked = [self.to_unit(t.options) for t in self._tells]
+            unit_fixed = None if fixed is None else self.to_unit(fixed).unsqueeze(0)
+
+            def allowed(new: Tensor) -> bool:
+                X = new if unit_fixed is None else torch.cat([unit_fixed, new])
+                return not not_worth_asking(model, X, asked)
+
             question = Question(
-                model=self.model,
+                model=model,
                 bounds=cube,
                 fixed=None if fixed is None else self.to_unit(fixed),
                 num_new=n_new,
                 seed=step_seed % _options.SEED_MOD,
                 options=self.acqf_options,
                 best=lambda: self.to_unit(self.best()[0]),
+                allowed=allowed,
             )
             with _seeded(step_seed), expected_fit_warnings():
                 new = self._strategy.acquire(question)
             check_new_options(new, n_new, cube, self.strategy)
+            if not allowed(new):
+                # the strategy found nothing worth asking: a random question
+                self.random_fallbacks += 1
+                new = self.to_unit(self._uniform(n_new, step_seed))
             new = self.from_unit(new)
         if fixed is None:
             return new

@@ -71,6 +71,10 @@ class Question:
             (the torch RNG is also seeded by it).
         options: The optimiser's ``acqf_options``.
         best: Returns the ``d`` told design with the highest posterior mean.
+        allowed: Whether the ``num_new x d`` new options (after ``fixed``)
+            may be asked: ``False`` for a repeat of an earlier question that
+            the model has resolved (:mod:`prefbo.loop.repeats`). A strategy
+            returns the best allowed options it finds.
     """
 
     model: Model
@@ -80,6 +84,7 @@ class Question:
     seed: int
     options: dict[str, Any]
     best: Callable[[], Tensor]
+    allowed: Callable[[Tensor], bool] = lambda new: True
 
 
 class Strategy:
@@ -124,8 +129,56 @@ class Strategy:
                 )
 
     def acquire(self, question: Question) -> Tensor:
-        r"""The ``num_new x d`` new options (detached), after ``fixed`` if any."""
+        r"""The ``num_new x d`` new options (detached), after ``fixed`` if any,
+        that ``question.allowed``."""
         raise NotImplementedError
+
+
+def first_allowed(
+    question: Question, candidates: Tensor, values: Tensor
+) -> Tensor | None:
+    r"""The allowed candidate of highest value, or ``None``.
+
+    Args:
+        question: The question (its ``allowed``).
+        candidates: ``b x num_new x d`` candidate new options.
+        values: ``b`` values (higher is better).
+    """
+    for i in values.argsort(descending=True).tolist():
+        if question.allowed(candidates[i]):
+            return candidates[i]
+    return None
+
+
+def sobol_fallback(
+    question: Question,
+    score: Callable[[Tensor], Tensor],
+    prefix: Tensor | None = None,
+    num: int = 1024,
+) -> Tensor:
+    r"""The allowed new options of highest ``score`` among ``num`` scrambled
+    Sobol draws (seeded by the question), for when every optimised candidate
+    is a resolved repeat.
+
+    Args:
+        question: The question.
+        score: Values of ``b x num_new x d`` candidates (``b``).
+        prefix: ``k x d`` options every candidate starts with (e.g. the
+            current best), or ``None``.
+        num: Number of candidates.
+    """
+    d = question.bounds.shape[-1]
+    k = 0 if prefix is None else prefix.shape[0]
+    m = question.num_new - k
+    sobol = SobolEngine(m * d, scramble=True, seed=question.seed)
+    lo, hi = question.bounds
+    cand = lo + (hi - lo) * sobol.draw(num).to(lo).reshape(num, m, d)
+    if prefix is not None:
+        cand = torch.cat([prefix.expand(num, k, d), cand], dim=-2)
+    with torch.no_grad():
+        values = score(cand)
+    found = first_allowed(question, cand, values)
+    return cand[int(values.argmax())] if found is None else found
 
 
 class _FixedFirst(AcquisitionFunction):
@@ -158,7 +211,7 @@ class AcquisitionStrategy(Strategy):
         acqf, fixed = self.acquisition(question)
         if fixed is not None:
             acqf = _FixedFirst(acqf, fixed)
-        cand, _ = optimize_acqf(
+        cand, values = optimize_acqf(
             acqf,
             bounds=question.bounds,
             q=question.num_new,
@@ -169,8 +222,11 @@ class AcquisitionStrategy(Strategy):
             # (gen_candidates_scipy's iterates, to rounding; qEUBO, BALD and
             # the fixed-first wrapper go to gen_candidates_scipy itself)
             gen_candidates=gen_candidates_eubo,
+            return_best_only=False,
         )
-        return cand.detach()
+        cand, values = cand.detach(), values.detach()  # restarts x num_new x d
+        found = first_allowed(question, cand, values)
+        return sobol_fallback(question, acqf) if found is None else found
 
 
 class EUBO(AcquisitionStrategy):
@@ -198,8 +254,10 @@ class EUBO(AcquisitionStrategy):
             num_restarts=o["num_restarts"],
             num_steps=o["maxiter"],
             seed=question.seed,
-        )
-        return new.detach()
+        ).detach()
+        if question.allowed(new):
+            return new
+        return sobol_fallback(question, self.acquisition(question)[0])
 
 
 class QEUBO(AcquisitionStrategy):
@@ -235,17 +293,26 @@ class MaxValueEntropy(Strategy):
         lo, hi = bounds
         candidates = lo + (hi - lo) * sobol.draw(512).to(bounds)  # 512 x d
         acqf = qMaxValueEntropy(question.model, candidate_set=candidates)
-        x, _ = optimize_acqf(
+        x, values = optimize_acqf(
             acqf,
             bounds=bounds,
             q=1,
             num_restarts=o["num_restarts"],
             raw_samples=o["raw_samples"],
             options=acqf_scipy_options(o, seed),
+            return_best_only=False,
         )
+        x, values = x.detach(), values.detach()  # restarts x 1 x d
+        if question.fixed is None:  # the current best against the new design
+            best = question.best().expand_as(x)
+            x = torch.cat([best, x], dim=-2)  # restarts x 2 x d
+        found = first_allowed(question, x, values)
+        if found is not None:
+            return found
         if question.fixed is not None:
-            return x.detach()
-        return torch.cat([question.best().unsqueeze(0), x.detach()])  # 2 x d
+            return sobol_fallback(question, acqf)
+        prefix = question.best().unsqueeze(0)
+        return sobol_fallback(question, lambda X: acqf(X[..., 1:, :]), prefix)
 
 
 class Thompson(Strategy):
@@ -253,21 +320,29 @@ class Thompson(Strategy):
     posterior samples maximised by batched ascent)."""
 
     requires = {"pathwise_samples": "pathwise samples"}
+    max_draws = 4  # Thompson draws tried when the first repeats a resolved question
 
     def acquire(self, question):  # noqa: D102
         o, fixed = question.options, question.fixed
-        cand = thompson_batch(
-            question.model,
-            question.bounds,
-            question.num_new if fixed is not None else question.num_new - 1,
-            raw_samples=o["raw_samples"],
-            num_restarts=o["num_restarts"],
-            num_steps=o["maxiter"],
-            seed=question.seed,
-        )
-        if fixed is None:
-            cand = torch.cat([question.best().unsqueeze(0), cand])  # q x d
-        return cand.detach()
+        k = question.num_new if fixed is not None else question.num_new - 1
+        best = None if fixed is not None else question.best().unsqueeze(0)
+        for draw in range(self.max_draws):
+            cand = thompson_batch(
+                question.model,
+                question.bounds,
+                k,
+                raw_samples=o["raw_samples"],
+                num_restarts=o["num_restarts"],
+                num_steps=o["maxiter"],
+                seed=question.seed + draw,
+            ).detach()
+            if best is not None:
+                cand = torch.cat([best, cand])  # q x d
+            if draw == 0:
+                first = cand
+            if question.allowed(cand):
+                return cand
+        return first  # every draw repeats a resolved question: the first
 
 
 class Random(Strategy):
