@@ -578,39 +578,3 @@ def test_answers_of_the_wrong_type_are_type_errors():
     with pytest.raises(InputDataError, match=r"got answer=-1"):
         opt.tell(-1)
     assert opt.history == []
-
-
-@pytest.mark.parametrize("model, strategy", [("ep", "eubo"), ("laplace", "ts")])
-def test_box_units_do_not_change_the_questions(model, strategy):
-    # the same person on the unit square and on Branin's usual box
-    # [-5, 10] x [0, 15]: the models see the unit cube, so the questions are
-    # the same up to the map between the boxes (and the rounding of it)
-    box = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], dtype=torch.float64)
-    p = Branin()
-    kw = dict(model=model, strategy=strategy, acqf_options=SMALL, seed=5)
-    unit = PreferentialOptimizer(BOUNDS, **kw)
-    wide = PreferentialOptimizer(box, **kw)
-    for _ in range(5):
-        X, Y = unit.ask(), wide.ask()
-        torch.testing.assert_close(wide.to_unit(Y), X, atol=1e-6, rtol=0)
-        assert ((Y >= box[0]) & (Y <= box[1])).all()
-        a = int(p(X).argmax())
-        unit.tell(a)
-        wide.tell(a)
-    xu, mu, su = unit.best()
-    xw, mw, sw = wide.best()
-    torch.testing.assert_close(wide.to_unit(xw), xu, atol=1e-6, rtol=0)
-    assert mw == pytest.approx(mu, abs=1e-5) and sw == pytest.approx(su, abs=1e-5)
-    mean, sd = wide.predict(wide.from_unit(torch.rand(4, 2, dtype=torch.float64)))
-    assert mean.shape == sd.shape == (4,) and (sd > 0).all()
-
-
-def test_unit_cube_maps_round_trip_inside_the_box():
-    box = torch.tensor([[-5.0, 1e-3], [10.0, 2e-3]], dtype=torch.float64)
-    opt = PreferentialOptimizer(box)
-    Z = torch.tensor([[0.0, 1.0], [1.0, 0.0], [0.3, 0.7]], dtype=torch.float64)
-    X = opt.from_unit(Z)
-    assert ((X >= box[0]) & (X <= box[1])).all()
-    torch.testing.assert_close(opt.to_unit(X), Z, atol=1e-12, rtol=0)
-    with pytest.raises(InputDataError, match="predict"):
-        opt.predict(X)
