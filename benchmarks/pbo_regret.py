@@ -281,7 +281,7 @@ def run(args: argparse.Namespace) -> None:
     done = {key(r) for store in args.store for r in load(store)}
     jobs = [
         (p, s, seed, c)
-        for seed in SEED_SETS[args.seed_set]
+        for seed in list(SEED_SETS[args.seed_set])[: args.seeds]
         for p in args.problems
         for s in args.sigmas
         for c in args.configs
@@ -329,7 +329,11 @@ def _se(x: Tensor) -> float:
     return x.std().item() / math.sqrt(x.numel()) if x.numel() > 1 else 0.0
 
 
-def cells(records: list[dict[str, Any]], seeds: Sequence[int]) -> dict:
+def cells(
+    records: list[dict[str, Any]],
+    seeds: Sequence[int],
+    budgets: Sequence[int] = BUDGETS,
+) -> dict:
     r"""``{(problem, sigma, budget): {config: (regret S, s/answer S)}}`` over the
     seeds every configuration of the cell has."""
     by: dict[tuple, dict[str, dict[int, dict]]] = {}
@@ -341,13 +345,13 @@ def cells(records: list[dict[str, Any]], seeds: Sequence[int]) -> dict:
     out: dict = {}
     for (p, s), confs in by.items():
         common = sorted(set.intersection(*(set(v) for v in confs.values())))
-        for b in BUDGETS:
+        for n, b in enumerate(budgets):
+            lo = budgets[n - 1] if n else 0  # time per answer over (lo, b]
             row = {}
             for c, runs in confs.items():
                 rs = [runs[seed] for seed in common if len(runs[seed]["regret"]) >= b]
                 if len(rs) != len(common) or not rs:
                     continue
-                lo = b // 2 if b > BUDGETS[0] else 0  # answers 31-60 or 1-30
                 R = torch.tensor([r["regret"][b - 1] for r in rs], dtype=torch.float64)
                 T = torch.tensor(
                     [
@@ -363,9 +367,13 @@ def cells(records: list[dict[str, Any]], seeds: Sequence[int]) -> dict:
     return out
 
 
-def report(records: list[dict[str, Any]], seed_set: str) -> tuple[str, dict]:
+def report(
+    records: list[dict[str, Any]],
+    seed_set: str,
+    budgets: Sequence[int] = BUDGETS,
+) -> tuple[str, dict]:
     r"""The markdown tables and the per-configuration verdicts."""
-    table = cells(records, SEED_SETS[seed_set])
+    table = cells(records, SEED_SETS[seed_set], budgets)
     lines = [
         f"## Seed set `{seed_set}` (seeds {SEED_SETS[seed_set].start}-"
         f"{SEED_SETS[seed_set].stop - 1})",
@@ -407,13 +415,16 @@ def report(records: list[dict[str, Any]], seed_set: str) -> tuple[str, dict]:
     return "\n".join(lines), verdict
 
 
-def summary(verdict: dict[str, dict[str, Any]]) -> str:
-    r"""One line per configuration: the issue's acceptance figures."""
+def summary(
+    verdict: dict[str, dict[str, Any]], budgets: Sequence[int] = BUDGETS
+) -> str:
+    r"""One line per configuration: the acceptance figures (stuck rates,
+    paired verdicts, time ratios at the first and last budget)."""
     ref = dict(verdict.get(REFERENCE, {}).get("stuck", []))
     lines = [
         "| configuration | cells | lower mean than BoTorch | worse (p<0.05) on | "
         "max stuck rate | stuck > half BoTorch's where BoTorch's > 10 % | "
-        "time ratio @30 (max) | time ratio @60 (max) |",
+        f"time ratio @{budgets[0]} (max) | time ratio @{budgets[-1]} (max) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for c, v in verdict.items():
@@ -424,8 +435,8 @@ def summary(verdict: dict[str, dict[str, Any]]) -> str:
             for (p, s, b), st in v["stuck"]
             if ref.get((p, s, b), 0) > 0.10 and st > ref[p, s, b] / 2
         ]
-        r30 = [r for b, r in v["ratio"] if b == BUDGETS[0]]
-        r60 = [r for b, r in v["ratio"] if b == BUDGETS[1]]
+        r30 = [r for b, r in v["ratio"] if b == budgets[0]]
+        r60 = [r for b, r in v["ratio"] if b == budgets[-1]]
         lines.append(
             f"| {c} | {v['cells']} | {v['lower']} | {', '.join(v['worse']) or 'none'} "
             f"| {v['stuck_max']:.2f} | {', '.join(bad) or 'none'} | "
@@ -497,6 +508,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--configs", nargs="+", default=[REFERENCE, "default"], choices=list(CONFIGS)
     )
     p.add_argument("--answers", type=int, default=BUDGETS[-1])
+    p.add_argument(
+        "--budgets",
+        type=int,
+        nargs="+",
+        default=list(BUDGETS),
+        help="answer counts reported (each at most --answers)",
+    )
+    p.add_argument(
+        "--seeds", type=int, default=None, help="only the first N of the seed set"
+    )
+    p.add_argument(
+        "--output", type=Path, default=RESULTS, help="folder of the report's files"
+    )
     p.add_argument("--shard", default="0/1", help="i/k: every k-th run from the i-th")
     p.add_argument(
         "--store",
@@ -515,6 +539,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     i, k = (int(v) for v in args.shard.split("/"))
     if not 0 <= i < k:
         p.error("--shard must be i/k with 0 <= i < k")
+    if max(args.budgets) > args.answers or min(args.budgets) < 1:
+        p.error("--budgets must lie in [1, --answers]")
     args.shard = (i, k)
     if args.store is None:
         args.store = [RESULTS / f"pbo_regret_{args.seed_set}.jsonl"]
@@ -522,24 +548,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> str | None:
+    r"""Run (or, with ``--report``, report); the report's text."""
     args = parse_args(argv)
     if not args.report:
         run(args)
-        return
+        return None
     records = [r for store in args.store for r in load(store)]
-    text, verdict = report(records, args.seed_set)
-    out = RESULTS / f"pbo_regret_{args.seed_set}.md"
-    png = RESULTS / f"pbo_regret_{args.seed_set}.png"
+    budgets = sorted(args.budgets)
+    text, verdict = report(records, args.seed_set, budgets)
+    args.output.mkdir(parents=True, exist_ok=True)
+    out = args.output / f"pbo_regret_{args.seed_set}.md"
+    png = args.output / f"pbo_regret_{args.seed_set}.png"
     plot(records, args.seed_set, png)
     out.write_text(
         f"# Preferential BO regret, seed set `{args.seed_set}`\n\n"
         f"Stores: {', '.join(f'`{s.name}`' for s in args.store)}; figure: "
         f"`{png.name}`. Setting and columns: the docstring of "
         "`benchmarks/pbo_regret.py`.\n\n"
-        f"{summary(verdict)}\n\n{text}\n"
+        f"{summary(verdict, budgets)}\n\n{text}\n"
     )
     print(out.read_text())
+    return out.read_text()
 
 
 if __name__ == "__main__":

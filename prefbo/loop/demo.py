@@ -30,10 +30,15 @@ import torch
 from torch import Tensor
 
 from prefbo.loop.optimizer import PreferentialOptimizer
+from prefbo.loop.repeats import (
+    MIN_INFORMATION,
+    REPEAT_TOL,
+    answer_information,
+    repeats,
+)
 from prefbo.test_functions import Branin, SimulatedPerson, UtilityProblem
 
 MODELS = ("ep", "laplace")
-REPEAT_ATOL = 0.02  # two questions closer than this (max-norm) count as a repeat
 
 
 @dataclass
@@ -47,6 +52,7 @@ class Arm:
     regret: list[float] = field(default_factory=list)
     best_utility: list[float] = field(default_factory=list)
     repeats: int = 0  # questions (near-)identical to an earlier one
+    resolved_repeats: int = 0  # of those, ones the model had already resolved
 
     @property
     def model(self):
@@ -65,12 +71,19 @@ class Arm:
 
 
 def _ask(arm: Arm) -> Tensor:
-    r"""The optimiser's next question, counted as a repeat if it is one."""
+    r"""The optimiser's next question, counted as a repeat if it is one (and
+    as a resolved repeat if its answer carries under ``MIN_INFORMATION``
+    nats under the model before it, see :mod:`prefbo.loop.repeats`)."""
     X = arm.opt.ask()  # 2 x d
-    for p in (X, X.flip(0)):
-        if any(float((a - p).abs().max()) <= REPEAT_ATOL for a in arm.asked):
-            arm.repeats += 1
-            break
+    to_unit = arm.opt.to_unit
+    if repeats(to_unit(X), [to_unit(A) for A in arm.asked], REPEAT_TOL):
+        arm.repeats += 1
+        model = arm.opt.model
+        if (
+            model is not None
+            and answer_information(model, to_unit(X)) < MIN_INFORMATION
+        ):
+            arm.resolved_repeats += 1
     arm.asked.append(X)
     return X
 
@@ -137,6 +150,7 @@ def run(args: argparse.Namespace) -> dict:
         "best_utility": {k: a.best_utility for k, a in arms.items()},
         "failed_fits": {k: a.opt.failed_fits for k, a in arms.items()},
         "repeated_questions": {k: a.repeats for k, a in arms.items()},
+        "resolved_repeats": {k: a.resolved_repeats for k, a in arms.items()},
         "_arms": arms,
         "_problem": problem,
     }
@@ -297,10 +311,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
         f"EUBO {final['eubo']:.4f}  vs  random {final['random']:.4f} "
         f"(one run, seed {args.seed}; many seeds: benchmarks/pbo_regret.py)"
     )
-    reps = summary["repeated_questions"]
+    reps, done = summary["repeated_questions"], summary["resolved_repeats"]
     print(
-        f"questions repeating an earlier one (within {REPEAT_ATOL}): "
-        f"EUBO {reps['eubo']}  random {reps['random']}"
+        f"questions repeating an earlier one (within {REPEAT_TOL}): EUBO "
+        f"{reps['eubo']} ({done['eubo']} the model had resolved)  random "
+        f"{reps['random']} ({done['random']} resolved)"
     )
     print(
         f"wrote {args.output / 'demo.png'} and "

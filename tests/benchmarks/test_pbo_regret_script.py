@@ -1,55 +1,94 @@
-"""``benchmarks/pbo_regret.py``: a tiny run writes a finite table and a PNG."""
+"""``benchmarks/pbo_regret.py``: problems, a tiny stored run, the report's figures."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
+import torch
 
 
-def test_tiny_run_writes_the_table_and_the_plot(load_benchmark, tmp_path):
+@pytest.mark.parametrize("name", ["Branin", "Hartmann6", "Rosenbrock4"])
+def test_utilities_are_standardised_over_the_box(load_benchmark, name):
     bench = load_benchmark("pbo_regret")
-    argv = ["--problems", "Branin", "--seeds", "2", "--answers", "3"]
-    argv += ["--configs", "botorch-eubo", "laplace-eubo", "laplace-random"]
-    argv += ["--noises", "low", "--raw-samples", "16", "--maxiter", "10"]
-    text = bench.main(argv + ["--output", str(tmp_path)])
-    assert (tmp_path / "pbo_regret.md").read_text() == text
-    assert (tmp_path / "pbo_regret.png").stat().st_size > 1000
-    body = text.split("## Paired verdicts")[0]
-    rows = [r for r in body.splitlines() if r.startswith("| ") and "---" not in r]
-    rows = rows[1:]  # header
-    assert [r.split(" | ")[0] for r in rows] == [
-        "| botorch-eubo",
-        "| laplace-eubo",
-        "| laplace-random",
-    ]
-    for row in rows:
-        cells = [c.strip() for c in row.strip("| ").split(" | ")]
-        mean, se = (float(v) for v in cells[1].split(" ± "))
-        assert math.isfinite(mean) and mean >= 0 and math.isfinite(se)
-        assert math.isfinite(float(cells[3])) and float(cells[3]) > 0
-        if cells[0] != "botorch-eubo":
-            assert 0.0 <= float(cells[2]) <= 1.0
-            assert math.isfinite(float(cells[4]))
-            delta, _ = (float(v) for v in cells[5].split(" ± "))
-            p_worse, p_better = float(cells[6]), float(cells[7])
-            assert 0 < p_worse <= 1 and 0 < p_better <= 1
-            assert p_worse + p_better >= 1  # the observed mean counts in both
-    verdicts = text.split("## Paired verdicts")[1]
-    assert "| laplace-eubo |" in verdicts and "| laplace-random |" in verdicts
+    u = bench.Utility(name)
+    # other uniform points than the standardisation's: mean 0, sd 1 (to
+    # the accuracy of 20,000 points on heavy-tailed Hartmann6, Rosenbrock4)
+    gen = torch.Generator().manual_seed(123)
+    U = torch.rand(20_000, u.dim, generator=gen, dtype=torch.float64)
+    v = u(u.from_unit(U))
+    assert v.mean().item() == pytest.approx(0.0, abs=0.05)
+    assert v.std().item() == pytest.approx(1.0, abs=0.1)
+    # BoTorch's optimisers reach the optimal value; nothing exceeds it
+    x_star = u.f.optimizers.to(torch.float64)
+    assert u.regret(x_star[0]) == pytest.approx(0.0, abs=1e-4)  # 6 digits
+    assert v.max().item() <= u.optimal_value + 1e-9
+    torch.testing.assert_close(u.to_unit(u.from_unit(U[:5])), U[:5])
 
 
-def test_noise_is_scaled_by_the_spread(load_benchmark):
+def test_tiny_run_stores_resumes_and_reports(load_benchmark, tmp_path):
     bench = load_benchmark("pbo_regret")
-    from prefbo.test_functions import Hartmann6
+    store = tmp_path / "runs.jsonl"
+    argv = ["--seed-set", "tuning", "--seeds", "2", "--problems", "Branin"]
+    argv += ["--sigmas", "0.1", "--answers", "6", "--budgets", "5", "6"]
+    argv += ["--configs", "botorch", "default", "--store", str(store)]
+    bench.main(argv)
+    records = bench.load(store)
+    assert len(records) == 4
+    for r in records:
+        assert len(r["regret"]) == len(r["seconds"]) == 6
+        assert all(x >= 0 and math.isfinite(x) for x in r["regret"])
+        assert r["seconds"] == sorted(r["seconds"])
+    # the first 4 answers are the same random pairs for both loops
+    by = {(r["seed"], r["config"]): r for r in records}
+    for seed in (0, 1):
+        assert by[seed, "botorch"]["regret"][3] == pytest.approx(
+            by[seed, "default"]["regret"][3], abs=0.35
+        )
+    bench.main(argv)  # resumed: nothing to do
+    assert len(bench.load(store)) == 4
+    text = bench.main(argv + ["--report", "--output", str(tmp_path)])
+    assert (tmp_path / "pbo_regret_tuning.png").stat().st_size > 1000
+    rows = [r for r in text.splitlines() if r.startswith("| Branin | 0.1 |")]
+    assert len(rows) == 4  # 2 budgets x 2 configurations
 
-    assert bench.utility_spread(Hartmann6()) == pytest.approx(1.0, abs=0.05)
+
+def _record(problem, seed, config, final):
+    return {
+        "problem": problem,
+        "sigma": 0.1,
+        "seed": seed,
+        "config": config,
+        "regret": [final] * 4,
+        "seconds": [1.0, 2.0, 3.0, 4.0] if config == "botorch" else [0.1] * 4,
+    }
+
+
+def test_report_counts_stuck_seeds_against_three_botorch_medians(load_benchmark):
+    bench = load_benchmark("pbo_regret")
+    ref = [0.1, 0.1, 0.2, 0.2, 0.3]  # median 0.2: stuck above 0.6
+    mine = [0.05, 0.61, 0.59, 0.7, 0.1]
+    records = [_record("Branin", s, "botorch", r) for s, r in enumerate(ref)]
+    records += [_record("Branin", s, "default", r) for s, r in enumerate(mine)]
+    text, verdict = bench.report(records, "tuning", budgets=(2, 4))
+    row = [r for r in text.splitlines() if "| 4 | default |" in r][0]
+    cells = [c.strip() for c in row.strip("| ").split(" | ")]
+    assert cells[7] == "0.40"  # 2 of 5 above 0.6
+    assert float(cells[6]) == pytest.approx(0.7)  # the worst seed
+    v = verdict["default"]
+    assert v["stuck_max"] == pytest.approx(0.4)
+    # time per answer: answers 3-4 at budget 4, 1-2 at budget 2
+    assert dict(v["ratio"])[4] == pytest.approx(0.0 / 1.0)
+    assert dict(v["ratio"])[2] == pytest.approx((0.1 / 2) / (2.0 / 2))
+    line = bench.summary(verdict, budgets=(2, 4)).splitlines()[-1]
+    assert line.startswith("| default | 2 | 0 |")
+    json.dumps(verdict)  # plain data
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_paired_test_matches_scipy_exact_permutation(load_benchmark, seed):
     stats = pytest.importorskip("scipy.stats")
-    import torch
 
     bench = load_benchmark("pbo_regret")
     d = torch.randn(9, generator=torch.Generator().manual_seed(seed)) + 0.3
@@ -66,8 +105,6 @@ def test_paired_test_matches_scipy_exact_permutation(load_benchmark, seed):
 
 
 def test_paired_test_extremes(load_benchmark):
-    import torch
-
     bench = load_benchmark("pbo_regret")
     p_worse, p_better = bench.paired_test(torch.ones(5))
     assert p_worse == pytest.approx(1 / 32) and p_better == 1.0
