@@ -43,6 +43,7 @@ class FittedModels:
     answers ``_tells``, the model kind ``_kind`` and the fit settings)."""
 
     bounds: Tensor
+    unit_cube: bool
     seed: int
     refit_every: int
     warm_start_fits: bool
@@ -82,9 +83,27 @@ class FittedModels:
         lo, hi = self.bounds
         return torch.minimum(torch.maximum(lo + (hi - lo) * Z.to(lo), lo), hi)
 
-    def _unit_data(self, tells: list[Answer] | None = None) -> tuple[Tensor, Tensor]:
+    def _to_model(self, X: Tensor) -> Tensor:
+        r"""Designs of the box as the models' inputs (the unit cube, or the
+        box itself without ``unit_cube``)."""
+        return self.to_unit(X) if self.unit_cube else X.to(self.bounds)
+
+    def _from_model(self, Z: Tensor) -> Tensor:
+        r"""The models' inputs as designs of the box (inverse of
+        :meth:`_to_model`)."""
+        return self.from_unit(Z) if self.unit_cube else Z
+
+    def _model_box(self) -> Tensor:
+        r"""The ``2 x d`` box of the models' inputs."""
+        if not self.unit_cube:
+            return self.bounds
+        cube = torch.zeros_like(self.bounds)
+        cube[1] = 1.0
+        return cube
+
+    def _model_data(self, tells: list[Answer] | None = None) -> tuple[Tensor, Tensor]:
         designs, comps = pairs_from(self._tells if tells is None else tells)
-        return self.to_unit(designs), comps
+        return self._to_model(designs), comps
 
     def predict(self, X: Tensor) -> tuple[Tensor, Tensor]:
         r"""Posterior mean and standard deviation of the utility at designs.
@@ -102,7 +121,7 @@ class FittedModels:
         if model is None:
             raise InputDataError("predict() needs at least one answer; none was told.")
         with torch.no_grad(), expected_fit_warnings():
-            post = model.posterior(self.to_unit(X).unsqueeze(-2))  # n x 1 x d
+            post = model.posterior(self._to_model(X).unsqueeze(-2))  # n x 1 x d
             mean = post.mean.reshape(-1)
             sd = post.variance.reshape(-1).clamp_min(0).sqrt()
         return mean, sd
@@ -111,10 +130,11 @@ class FittedModels:
     def model(self) -> Any:
         r"""The model conditioned on every answer (``None`` before the first).
 
-        The model's inputs are the unit cube of the box (:meth:`to_unit`):
-        every model kind's default priors, like BoTorch's, are set for inputs
-        in ``[0, 1]^d``, so the same answers give the same model whatever the
-        box's units. :meth:`predict` takes designs of the box.
+        The model's inputs are the unit cube of the box (:meth:`to_unit`;
+        the box itself if ``unit_cube`` is off): every model kind's default
+        priors, like BoTorch's, are set for inputs in ``[0, 1]^d``, so the
+        same answers give the same model whatever the box's units.
+        :meth:`predict` takes designs of the box.
 
         Hyperparameters come from the fit at the latest multiple of
         ``refit_every`` answers (see ``warm_start_fits``), run under an RNG
@@ -125,7 +145,7 @@ class FittedModels:
             return None
         if self._model is None:
             c = k - k % self.refit_every
-            designs, comps = self._unit_data()
+            designs, comps = self._model_data()
             fitted = self._fitted(c)
             # always rebuilt from the fitted kernel (and started at the fit's
             # approximation): never the fitted model itself, whose cached
@@ -147,7 +167,7 @@ class FittedModels:
         if c == 0:
             if 0 not in self._fits:
                 with seeded(self.seed * 7919), expected_fit_warnings():
-                    self._fits[0] = self._kind.build(*self._unit_data())
+                    self._fits[0] = self._kind.build(*self._model_data())
             return self._fits[0]
         if c in self._fits:
             return self._fits[c]
@@ -159,7 +179,7 @@ class FittedModels:
             if self.warm_start_fits and count > step:
                 previous = self._fits[count - step]
             with seeded(self.seed * 7919 + count), expected_fit_warnings():
-                designs, comps = self._unit_data(self._tells[:count])
+                designs, comps = self._model_data(self._tells[:count])
                 start = None if previous is None else previous.covar_module
                 fitted = self._kind.build_for_fit(designs, comps, start)
                 if previous is not None:

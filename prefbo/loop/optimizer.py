@@ -39,7 +39,7 @@ from prefbo.loop.answers import Answer, check_answer, check_new_options
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import FittedModels, seeded
 from prefbo.loop.model_kinds import get_model_kind
-from prefbo.loop.repeats import not_worth_asking
+from prefbo.loop.repeats import identical_options, not_worth_asking
 from prefbo.loop.replay import replay
 from prefbo.loop.session import SessionLog, check_json_config
 from prefbo.loop.strategies import Question, get_strategy
@@ -64,6 +64,8 @@ class PreferentialOptimizer(FittedModels):
         initial_random: int = 2,
         *,
         warm_start_fits: bool = True,
+        unit_cube: bool = True,
+        avoid_resolved: bool = True,
         fit_options: dict[str, Any] | None = None,
         acqf_options: dict[str, Any] | None = None,
         model_options: dict[str, Any] | None = None,
@@ -112,6 +114,13 @@ class PreferentialOptimizer(FittedModels):
                 depends on the answers alone, so a resumed session recomputes
                 it exactly). ``False``: every refit starts at the model's
                 default hyperparameters.
+            unit_cube: The models see the unit cube of the box (every
+                default prior is set for inputs in ``[0, 1]^d``). ``False``:
+                the box's own units, as logs written before this setting.
+            avoid_resolved: Never ask a repeat or near-copy of a question
+                whose answer the model no longer needs
+                (:mod:`prefbo.loop.repeats`). ``False``: only identical
+                options are refused, as logs written before this setting.
             fit_options: scipy L-BFGS-B ``options`` of the Laplace and EP
                 hyperparameter refits (``fit_gpytorch_mll``'s
                 ``optimizer_kwargs["options"]``); default ``{"maxfun": 30,
@@ -150,7 +159,12 @@ class PreferentialOptimizer(FittedModels):
         check_bounds(bounds)
         _options.check_setting_types(
             log_path,
-            flags={"keep_winner": keep_winner, "warm_start_fits": warm_start_fits},
+            flags={
+                "keep_winner": keep_winner,
+                "warm_start_fits": warm_start_fits,
+                "unit_cube": unit_cube,
+                "avoid_resolved": avoid_resolved,
+            },
             dicts={"model_options": model_options, "metadata": metadata},
         )
         kind = get_model_kind(model)
@@ -180,6 +194,7 @@ class PreferentialOptimizer(FittedModels):
         self._pending: Tensor | None = None
         self._model = None
         self.warm_start_fits = bool(warm_start_fits)
+        self.unit_cube, self.avoid_resolved = bool(unit_cube), bool(avoid_resolved)
         self.fit_options = _options.fit_options(fit_options)
         # answers -> the model fitted on the first that many (0: the defaults):
         # its kernel and approximation start the next fit and the models
@@ -205,6 +220,8 @@ class PreferentialOptimizer(FittedModels):
             "seed": self.seed,
             "initial_random": self.initial_random,
             "warm_start_fits": self.warm_start_fits,
+            "unit_cube": self.unit_cube,
+            "avoid_resolved": self.avoid_resolved,
             "fit_options": self.fit_options,
             "acqf_options": self.acqf_options,
             "model_options": self.model_options,
@@ -379,34 +396,35 @@ class PreferentialOptimizer(FittedModels):
         if k < self.initial_random or not self._strategy.uses_model:
             new = self._uniform(n_new, step_seed)
         else:
-            cube = torch.zeros_like(self.bounds)
-            cube[1] = 1.0
+            box = self._model_box()
             model = self.model
-            asked = [self.to_unit(t.options) for t in self._tells]
-            unit_fixed = None if fixed is None else self.to_unit(fixed).unsqueeze(0)
+            asked = [self._to_model(t.options) for t in self._tells]
+            first = None if fixed is None else self._to_model(fixed).unsqueeze(0)
 
             def allowed(new: Tensor) -> bool:
-                X = new if unit_fixed is None else torch.cat([unit_fixed, new])
+                X = new if first is None else torch.cat([first, new])
+                if not self.avoid_resolved:
+                    return not identical_options(X)
                 return not not_worth_asking(model, X, asked)
 
             question = Question(
                 model=model,
-                bounds=cube,
-                fixed=None if fixed is None else self.to_unit(fixed),
+                bounds=box,
+                fixed=None if first is None else first[0],
                 num_new=n_new,
                 seed=step_seed % _options.SEED_MOD,
                 options=self.acqf_options,
-                best=lambda: self.to_unit(self.best()[0]),
+                best=lambda: self._to_model(self.best()[0]),
                 allowed=allowed,
             )
             with seeded(step_seed), expected_fit_warnings():
                 new = self._strategy.acquire(question)
-            check_new_options(new, n_new, cube, self.strategy)
+            check_new_options(new, n_new, box, self.strategy)
             if not allowed(new):
                 # the strategy found nothing worth asking: a random question
                 self.random_fallbacks += 1
-                new = self.to_unit(self._uniform(n_new, step_seed))
-            new = self.from_unit(new)
+                new = self._to_model(self._uniform(n_new, step_seed))
+            new = self._from_model(new)
         if fixed is None:
             return new
         return torch.cat([fixed.unsqueeze(0), new])  # q x d

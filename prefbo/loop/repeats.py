@@ -87,13 +87,17 @@ def near_copies(X: Tensor, tol: float = REPEAT_TOL) -> bool:
     return bool((gap <= tol).any())
 
 
+def identical_options(X: Tensor) -> bool:
+    r"""Whether two options of the ``q x d`` question ``X`` are the same design
+    (an answer about a design and itself says nothing)."""
+    return near_copies(X, tol=0.0)
+
+
 def not_worth_asking(model: Model, X: Tensor, asked: list[Tensor]) -> bool:
     r"""Whether the question ``X`` is one the loop must not ask: two identical
     options, or a repeat or near-copy whose answer the model no longer needs
     (see the module docstring)."""
-    gap = (X.unsqueeze(-2) - X.unsqueeze(-3)).abs().amax(-1)  # q x q
-    gap.fill_diagonal_(float("inf"))
-    if bool((gap == 0).any()):
+    if identical_options(X):
         return True
     if not (repeats(X, asked) or near_copies(X)):
         return False

@@ -45,3 +45,29 @@ def test_unit_cube_maps_round_trip_inside_the_box():
     torch.testing.assert_close(opt.to_unit(X), Z, atol=1e-12, rtol=0)
     with pytest.raises(InputDataError, match="predict"):
         opt.predict(X)
+
+
+def test_logs_from_before_the_unit_cube_resume_on_the_box_as_written(tmp_path):
+    from prefbo.loop.session import encode_record, read_session_log
+
+    box = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], dtype=torch.float64)
+    path = tmp_path / "old.jsonl"
+    opt = PreferentialOptimizer(box, strategy="random", log_path=path)
+    for _ in range(3):
+        opt.ask()
+        opt.tell(0)
+    header, _ = read_session_log(path)
+    del header["config"]["unit_cube"]
+    del header["config"]["avoid_resolved"]
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(encode_record(header) + "".join(lines[1:]))
+    opt.close()
+    resumed = PreferentialOptimizer.resume(path, read_only=True)
+    assert resumed.unit_cube is False and resumed.avoid_resolved is False
+    designs, _ = resumed.data()
+    # the model sees the designs in the box's units, as the old loop did
+    torch.testing.assert_close(resumed.model.datapoints, designs)
+    fresh = PreferentialOptimizer(box, strategy="random")
+    assert fresh.unit_cube and fresh.avoid_resolved
+    fresh.tell(0, options=designs[:2])
+    torch.testing.assert_close(fresh.model.datapoints, fresh.to_unit(designs[:2]))

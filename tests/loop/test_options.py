@@ -61,6 +61,7 @@ def test_configs_of_older_logs_get_the_behaviour_they_were_written_with():
     config = upgrade_config(old)
     assert old == {"seed": 0, "acqf_options": {"maxiter": 5}}  # not edited
     assert config["warm_start_fits"] is False
+    assert config["unit_cube"] is False and config["avoid_resolved"] is False
     assert config["fit_options"] == {"maxfun": 15000, "ftol": SCIPY_FTOL}
     assert config["acqf_options"] == {"optimizer": "scipy", "ftol": None, "maxiter": 5}
     new = {"warm_start_fits": True, "fit_options": {"maxfun": 30, "ftol": 1e-6}}
