@@ -40,6 +40,39 @@ def _outside_box(options: Tensor, bounds: Tensor) -> str | None:
     )
 
 
+def check_designs(name: str, X: Any, bounds: Tensor) -> Tensor:
+    r"""``n x d`` designs of the box: a real tensor, finite and inside it.
+
+    Args:
+        name: The argument's name (for messages).
+        X: What was passed.
+        bounds: ``2 x d`` box ``[lower, upper]``.
+
+    Returns:
+        ``X`` as float64.
+
+    Raises:
+        InputTypeError: ``X`` is not a real floating or integer tensor.
+        InputDataError: ``X`` is not ``n x d``, or has an entry that is not
+            finite or outside the box (named).
+    """
+    if not isinstance(X, Tensor) or X.dtype == torch.bool or X.is_complex():
+        what = type(X).__name__ if not isinstance(X, Tensor) else str(X.dtype)
+        raise InputTypeError(f"{name} must be a real torch.Tensor; got {what}.")
+    d = bounds.shape[-1]
+    if X.ndim != 2 or X.shape[-1] != d:
+        raise InputDataError(
+            f"{name} must have shape n x {d} (designs of the box); got "
+            f"{tuple(X.shape)}."
+        )
+    X = X.to(bounds)
+    outside = _outside_box(X, bounds)
+    if outside is not None:
+        outside = outside.replace("option", "row", 1)
+        raise InputDataError(f"{name} must lie in the box bounds; {outside}.")
+    return X
+
+
 def check_question(options: Tensor, bounds: Tensor) -> None:
     r"""A told ``q x d`` question: finite, inside the box, options distinct.
 

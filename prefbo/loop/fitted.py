@@ -19,7 +19,7 @@ from botorch.exceptions.errors import ModelFittingError
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError
-from prefbo.loop.answers import Answer, pairs_from
+from prefbo.loop.answers import Answer, check_designs, pairs_from
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.options import SEED_MOD
 
@@ -62,7 +62,8 @@ class FittedModels:
         r"""Designs of the box as points of the unit cube (the models' inputs).
 
         Args:
-            X: ``... x d`` designs of the box.
+            X: ``... x d`` designs (a tensor; not checked: designs outside the
+                box map outside the cube).
 
         Returns:
             ``(X - lower) / (upper - lower)``, float64.
@@ -72,7 +73,8 @@ class FittedModels:
 
     def from_unit(self, Z: Tensor) -> Tensor:
         r"""Points of the unit cube as designs of the box (inverse of
-        :meth:`to_unit`, kept inside the box against rounding).
+        :meth:`to_unit` on the cube; the result is clamped to the box, which
+        also moves points given outside the cube onto its faces).
 
         Args:
             Z: ``... x d`` points of ``[0, 1]^d``.
@@ -109,14 +111,18 @@ class FittedModels:
         r"""Posterior mean and standard deviation of the utility at designs.
 
         Args:
-            X: ``n x d`` designs of the box.
+            X: ``n x d`` designs of the box (a tensor).
 
         Returns:
             ``(mean, sd)``: two ``n`` float64 tensors.
 
         Raises:
-            InputDataError: No answer was told yet.
+            InputTypeError: ``X`` is not a real tensor.
+            InputDataError: No answer was told yet, or ``X`` is not ``n x d``
+                or has a design that is not finite or outside the box (where
+                the model knows nothing but its prior).
         """
+        X = check_designs("X", X, self.bounds)
         model = self.model
         if model is None:
             raise InputDataError("predict() needs at least one answer; none was told.")

@@ -144,8 +144,9 @@ class PreferentialOptimizer(FittedModels):
 
         Raises:
             InputTypeError: ``q``, ``refit_every``, ``seed`` or
-                ``initial_random`` is not an int, ``keep_winner`` or
-                ``warm_start_fits`` not a bool, ``model`` or ``strategy`` not
+                ``initial_random`` is not an int, ``keep_winner``,
+                ``warm_start_fits``, ``unit_cube`` or ``avoid_resolved`` not a
+                bool, ``model`` or ``strategy`` not
                 a str, ``bounds`` not numbers, ``log_path`` not a path, or an
                 option of the wrong type (named).
             InputDataError: An unknown model kind, strategy or option key, or

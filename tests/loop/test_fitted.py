@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.test_functions import Branin
 
@@ -71,3 +71,22 @@ def test_logs_from_before_the_unit_cube_resume_on_the_box_as_written(tmp_path):
     assert fresh.unit_cube and fresh.avoid_resolved
     fresh.tell(0, options=designs[:2])
     torch.testing.assert_close(fresh.model.datapoints, fresh.to_unit(designs[:2]))
+
+
+def test_predict_checks_its_designs():
+    box = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], dtype=torch.float64)
+    opt = PreferentialOptimizer(box, strategy="random")
+    opt.tell(0, options=torch.tensor([[0.0, 1.0], [5.0, 9.0]], dtype=torch.float64))
+    with pytest.raises(InputDataError, match=r"X must lie in the box.*row 0 has x"):
+        opt.predict(torch.tensor([[20.0, 1.0]]))
+    with pytest.raises(InputDataError, match=r"X must have shape n x 2.*\(2, 3\)"):
+        opt.predict(torch.zeros(2, 3))
+    with pytest.raises(InputDataError, match=r"X must have shape n x 2.*\(2,\)"):
+        opt.predict(torch.zeros(2))
+    with pytest.raises(InputDataError, match=r"row 0 has x\[1\] = nan"):
+        opt.predict(torch.tensor([[1.0, float("nan")]]))
+    with pytest.raises(InputTypeError, match="X must be a real torch.Tensor; got list"):
+        opt.predict([[0.0, 1.0]])
+    mean, sd = opt.predict(torch.tensor([[0, 1], [5, 9]]))  # integers are designs
+    assert mean.dtype == sd.dtype == torch.float64
+    assert mean[0] > mean[1]  # the told winner
