@@ -389,7 +389,15 @@ def report(
         for c, (R, T) in row.items():
             stuck = (R > threshold).double().mean().item()
             cells_c = verdict.setdefault(
-                c, {"cells": 0, "lower": 0, "worse": [], "stuck_max": 0.0, "ratio": []}
+                c,
+                {
+                    "cells": 0,
+                    "lower": 0,
+                    "worse": [],
+                    "stuck_max": 0.0,
+                    "stuck": [],
+                    "ratio": [],
+                },
             )
             if c == REFERENCE:
                 delta = pw = pb = ratio = "—"
@@ -406,7 +414,7 @@ def report(
                     cells_c["worse"].append(f"{p} σ={s} @{b}")
                 cells_c["ratio"].append((b, r))
             cells_c["stuck_max"] = max(cells_c["stuck_max"], stuck)
-            cells_c.setdefault("stuck", []).append(((p, s, b), stuck))
+            cells_c["stuck"].append(((p, s, b), stuck))
             lines.append(
                 f"| {p} | {s} | {b} | {c} | {R.numel()} | {R.mean():.4f} ± "
                 f"{_se(R):.4f} | {R.max():.4f} | {stuck:.2f} | {delta} | {pw} | "

@@ -26,8 +26,8 @@ class Answer:
     answer: int
 
 
-def _outside_box(options: Tensor, bounds: Tensor) -> str | None:
-    r"""``"option i has x[j] = v outside [lo, hi]"`` for the first entry of
+def _outside_box(options: Tensor, bounds: Tensor, row: str = "option") -> str | None:
+    r"""``"<row> i has x[j] = v outside [lo, hi]"`` for the first entry of
     ``options`` that is not finite or not in the box, else ``None``."""
     lo, hi = bounds
     bad = ~torch.isfinite(options) | (options < lo) | (options > hi)
@@ -35,7 +35,7 @@ def _outside_box(options: Tensor, bounds: Tensor) -> str | None:
         return None
     i, j = (int(v) for v in bad.nonzero()[0])
     return (
-        f"option {i} has x[{j}] = {float(options[i, j])!r} outside "
+        f"{row} {i} has x[{j}] = {float(options[i, j])!r} outside "
         f"[{float(lo[j])!r}, {float(hi[j])!r}]"
     )
 
@@ -66,9 +66,8 @@ def check_designs(name: str, X: Any, bounds: Tensor) -> Tensor:
             f"{tuple(X.shape)}."
         )
     X = X.to(bounds)
-    outside = _outside_box(X, bounds)
+    outside = _outside_box(X, bounds, row="row")
     if outside is not None:
-        outside = outside.replace("option", "row", 1)
         raise InputDataError(f"{name} must lie in the box bounds; {outside}.")
     return X
 

@@ -123,11 +123,14 @@ class FittedModels:
                 the model knows nothing but its prior).
         """
         X = check_designs("X", X, self.bounds)
-        model = self.model
-        if model is None:
+        if not self._tells:
             raise InputDataError("predict() needs at least one answer; none was told.")
+        return self._mean_sd(self._to_model(X))
+
+    def _mean_sd(self, Z: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Posterior mean and sd of the utility at ``n x d`` model inputs."""
         with torch.no_grad(), expected_fit_warnings():
-            post = model.posterior(self._to_model(X).unsqueeze(-2))  # n x 1 x d
+            post = self.model.posterior(Z.unsqueeze(-2))  # n x 1 x d
             mean = post.mean.reshape(-1)
             sd = post.variance.reshape(-1).clamp_min(0).sqrt()
         return mean, sd
@@ -211,7 +214,7 @@ class FittedModels:
         """
         if not self._tells:
             raise InputDataError("best() needs at least one answer; none was told.")
-        designs, _ = self.data()
-        mean, sd = self.predict(designs)  # n, n
+        designs, _ = self.data()  # told, so checked at tell
+        mean, sd = self._mean_sd(self._to_model(designs))  # n, n
         i = int(mean.argmax())
         return designs[i].clone(), float(mean[i]), float(sd[i])

@@ -421,11 +421,11 @@ class PreferentialOptimizer(FittedModels):
             with seeded(step_seed), expected_fit_warnings():
                 new = self._strategy.acquire(question)
             check_new_options(new, n_new, box, self.strategy)
-            if not allowed(new):
-                # the strategy found nothing worth asking: a random question
+            if allowed(new):
+                new = self._from_model(new)
+            else:  # the strategy found nothing worth asking: a random question
                 self.random_fallbacks += 1
-                new = self._to_model(self._uniform(n_new, step_seed))
-            new = self._from_model(new)
+                new = self._uniform(n_new, step_seed)
         if fixed is None:
             return new
         return torch.cat([fixed.unsqueeze(0), new])  # q x d

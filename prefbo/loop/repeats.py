@@ -46,18 +46,15 @@ def repeats(X: Tensor, asked: list[Tensor], tol: float = REPEAT_TOL) -> bool:
         ``True`` if some earlier question has the same number of options and
         every option of ``X`` lies within ``tol`` of a distinct one of it.
     """
-    for A in asked:
-        if A.shape != X.shape:
-            continue
-        close = (X.unsqueeze(-2) - A.unsqueeze(-3)).abs().amax(-1) <= tol  # q x q
-        q = X.shape[0]
-        if any(all(close[i, p[i]] for i in range(q)) for p in _perms(q)):
-            return True
-    return False
-
-
-def _perms(q: int) -> list[tuple[int, ...]]:
-    return list(itertools.permutations(range(q)))
+    same = [A for A in asked if A.shape == X.shape]
+    if not same:
+        return False
+    A = torch.stack(same)  # a x q x d
+    close = (X.unsqueeze(-2) - A.unsqueeze(-3)).abs().amax(-1) <= tol  # a x q x q
+    rows = torch.arange(X.shape[0])
+    perms = torch.tensor(list(itertools.permutations(range(X.shape[0]))))  # p x q
+    matched = close[:, rows, perms].all(-1)  # a x p: option i ~ option perm[i]
+    return bool(matched.any())
 
 
 def answer_information(model: Model, X: Tensor) -> float:

@@ -303,16 +303,14 @@ class MaxValueEntropy(Strategy):
             return_best_only=False,
         )
         x, values = x.detach(), values.detach()  # restarts x 1 x d
-        if question.fixed is None:  # the current best against the new design
-            best = question.best().expand_as(x)
-            x = torch.cat([best, x], dim=-2)  # restarts x 2 x d
-        found = first_allowed(question, x, values)
+        if question.fixed is not None:
+            found = first_allowed(question, x, values)
+            return sobol_fallback(question, acqf) if found is None else found
+        best = question.best().unsqueeze(0)  # the current best against the new
+        found = first_allowed(question, torch.cat([best.expand_as(x), x], -2), values)
         if found is not None:
             return found
-        if question.fixed is not None:
-            return sobol_fallback(question, acqf)
-        prefix = question.best().unsqueeze(0)
-        return sobol_fallback(question, lambda X: acqf(X[..., 1:, :]), prefix)
+        return sobol_fallback(question, lambda X: acqf(X[..., 1:, :]), best)
 
 
 class Thompson(Strategy):
