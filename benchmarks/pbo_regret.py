@@ -214,18 +214,23 @@ def run_one(
     config: str,
     answers: int = BUDGETS[-1],
     trace: Callable[[int, Any, Tensor, int], None] | None = None,
+    make_loop: Callable[[Utility, int], Any] | None = None,
 ) -> dict[str, Any]:
     r"""One run; the record stored (regret and cumulative seconds per answer).
 
     ``trace(k, loop, pair, winner)`` is called after the ``k``-th answer (for
-    diagnostics; not timed).
+    diagnostics; not timed). ``make_loop(u, seed)``, if given, builds the
+    loop instead of ``config``'s (which then only names the record); the
+    loop has ``tell(pair, winner)``, ``ask()`` and ``best()``.
     """
     u = Utility(problem)
     person = SimulatedPerson(u, noise_std=sigma, seed=seed)
     loop: Any
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if config == REFERENCE:
+        if make_loop is not None:
+            loop = make_loop(u, seed)
+        elif config == REFERENCE:
             loop = BoTorchLoop(u, seed)
         else:
             loop = PrefboLoop(u, seed, **CONFIGS[config])

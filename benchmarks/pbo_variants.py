@@ -1,0 +1,302 @@
+r"""Changes of the loop's default, measured against it in the regret benchmark.
+
+The setting is ``benchmarks/pbo_regret.py``'s (BoTorch's problems
+standardised over their box, the simulated person's noise σ in those units,
+the same 4 random pairs first); only the *tuning* seeds are meant for it.
+Each variant changes one thing of ``PreferentialOptimizer``'s default:
+
+- ``default``: nothing (the reference of the comparison);
+- ``os-lognormal-30``, ``os-lognormal-100``: the EP kernel's outputscale
+  prior ``LogNormal(log 30, 1.5)`` (constraint ``(0.005, 200)``) or
+  ``LogNormal(log 100, 2)`` (constraint ``(0.005, 2000)``) instead of
+  BoTorch's ``SmoothedBox(0.01, 100)``; lengthscales as BoTorch's;
+- ``recommend-mean-minus-sd``: the recommendation is the told design of
+  highest posterior mean minus one posterior standard deviation;
+- ``outputscale-grid-mixture``: four EP models whose outputscales are fixed
+  at 1, 10, 100 and 1,000 (lengthscales fitted, warm-started along the
+  answers), weighted after every answer by their evidence (plus the
+  lengthscale prior); the question maximises the weighted sum of their EUBO
+  values (EUBO is linear in the posterior, so this is the mixture's EUBO)
+  with BoTorch's ``optimize_acqf`` (4 restarts, 128 raw samples); the
+  recommendation is the told design of highest mixture mean;
+- ``eubo-optimize-acqf-control``: the same questioning with the default's
+  model alone (one fitted outputscale): the control of the mixture.
+
+Runs are appended to a JSON-lines store (default
+``results/pbo_regret_tuning_variants.jsonl``; a rerun skips what it holds).
+``--compare`` prints, per cell, the geometric mean over the seeds run by
+both of ``(r + 0.001) / (r_default + 0.001)`` after 30 and 60 answers (below
+1: the variant is better), and per variant the count of runs above 3x the
+default's median regret of their cell. Findings:
+``results/pbo_regret_diagnosis.md``, sections 6 and 7.
+
+Run single-threaded, e.g.::
+
+    OMP_NUM_THREADS=1 python benchmarks/pbo_variants.py \
+        --variants default os-lognormal-30 --seeds 20
+    python benchmarks/pbo_variants.py --compare
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from botorch.acquisition import AcquisitionFunction
+from botorch.optim import optimize_acqf
+from botorch.utils.transforms import t_batch_mode_transform
+from gpytorch.constraints import GreaterThan, Interval
+from gpytorch.kernels import RBFKernel, ScaleKernel
+from gpytorch.priors import GammaPrior, LogNormalPrior
+from torch import Tensor
+
+from prefbo.acquisition import FastAnalyticEUBO
+from prefbo.mlls import PairwiseEPMLL
+
+sys.path.insert(0, str(Path(__file__).parent))
+import pbo_regret  # noqa: E402
+
+STORE = pbo_regret.RESULTS / "pbo_regret_tuning_variants.jsonl"
+BASE = "default"
+GRID = (1.0, 10.0, 100.0, 1000.0)
+BUDGETS = (30, 60)
+
+
+def _kernel(dim: int, outputscale_prior: Any = None, constraint: Any = None):
+    r"""BoTorch's ``ScaleKernel(RBFKernel(ARD))`` lengthscales (``Gamma(2.4,
+    2.7)``, starting at its mode) with another outputscale prior."""
+    return ScaleKernel(
+        RBFKernel(
+            ard_num_dims=dim,
+            lengthscale_prior=GammaPrior(2.4, 2.7),
+            lengthscale_constraint=GreaterThan(
+                1e-4, transform=None, initial_value=1.4 / 2.7
+            ),
+            dtype=torch.float64,
+        ),
+        outputscale_prior=outputscale_prior,
+        outputscale_constraint=constraint,
+        dtype=torch.float64,
+    )
+
+
+def fixed_outputscale_kernel(dim: int, outputscale: float) -> ScaleKernel:
+    r"""The kernel with its outputscale fixed (not fitted) at ``outputscale``."""
+    k = _kernel(dim, constraint=GreaterThan(1e-6))
+    k.outputscale = outputscale
+    k.raw_outputscale.requires_grad_(False)
+    return k
+
+
+def lognormal_loop(median: float, scale: float, upper: float):
+    r"""A loop factory: the default with a log-normal outputscale prior."""
+
+    def make(u: pbo_regret.Utility, seed: int) -> pbo_regret.PrefboLoop:
+        prior = LogNormalPrior(math.log(median), scale)
+        con = Interval(0.005, upper, initial_value=1.0)
+        kernel = _kernel(u.dim, prior, con)
+        return pbo_regret.PrefboLoop(u, seed, model_options={"covar_module": kernel})
+
+    return make
+
+
+class MeanMinusSdLoop(pbo_regret.PrefboLoop):
+    r"""The default, recommending the told design of highest ``mean - sd``."""
+
+    def best(self) -> Tensor:  # noqa: D102
+        designs, _ = self.opt.data()
+        mean, sd = self.opt.predict(designs)
+        return designs[int((mean - sd).argmax())].clone()
+
+
+class MixtureEUBO(AcquisitionFunction):
+    r"""``sum_k w_k EUBO_k(x1, x2)``: the EUBO of a mixture of posteriors."""
+
+    def __init__(self, models: Sequence[Any], weights: Sequence[float]) -> None:
+        super().__init__(model=models[0])
+        self.members = [FastAnalyticEUBO(m) for m in models]
+        self.weights = list(weights)
+
+    @t_batch_mode_transform(expected_q=2)
+    def forward(self, X: Tensor) -> Tensor:  # noqa: D102
+        return sum(w * f(X) for w, f in zip(self.weights, self.members))
+
+
+def evidence(model: Any) -> float:
+    r"""A fitted pairwise model's evidence plus its hyperparameters' log prior."""
+    model.train()
+    with torch.no_grad():
+        out = model(*model.train_inputs)
+        value = float(PairwiseEPMLL(model.likelihood, model)(out, model.train_targets))
+    model.eval()
+    return value
+
+
+class MixtureLoop:
+    r"""Loops of fixed outputscales (``grid``; ``None``: the default's single
+    fitted model), weighted by evidence, asked through :class:`MixtureEUBO`."""
+
+    def __init__(self, u: pbo_regret.Utility, seed: int, grid=GRID) -> None:
+        self.u, self.seed, self.answers = u, seed, 0
+        make = pbo_regret.PreferentialOptimizer
+        if grid is None:
+            self.opts = [make(u.bounds, seed=seed)]
+        else:
+            self.opts = [
+                make(
+                    u.bounds,
+                    seed=seed,
+                    model_options={"covar_module": fixed_outputscale_kernel(u.dim, g)},
+                )
+                for g in grid
+            ]
+        self.weights = [1.0 / len(self.opts)] * len(self.opts)
+
+    def tell(self, pair: Tensor, winner: int) -> None:  # noqa: D102
+        for opt in self.opts:
+            opt.tell(winner, options=pair)
+        self.answers += 1
+        log_ev = torch.tensor([evidence(opt.model) for opt in self.opts])
+        self.weights = torch.softmax(log_ev, 0).tolist()
+
+    def ask(self) -> Tensor:  # noqa: D102
+        acqf = MixtureEUBO([opt.model for opt in self.opts], self.weights)
+        cube = torch.zeros(2, self.u.dim, dtype=torch.float64)
+        cube[1] = 1
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed * 1000 + self.answers)
+            pair, _ = optimize_acqf(
+                acqf, bounds=cube, q=2, num_restarts=4, raw_samples=128
+            )
+        return self.u.from_unit(pair.detach())
+
+    def best(self) -> Tensor:  # noqa: D102
+        designs, _ = self.opts[0].data()
+        mean = sum(
+            w * opt.predict(designs)[0] for w, opt in zip(self.weights, self.opts)
+        )
+        return designs[int(mean.argmax())].clone()
+
+
+VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
+    BASE: lambda u, seed: pbo_regret.PrefboLoop(u, seed),
+    "os-lognormal-30": lognormal_loop(30.0, 1.5, 200.0),
+    "os-lognormal-100": lognormal_loop(100.0, 2.0, 2000.0),
+    "recommend-mean-minus-sd": lambda u, seed: MeanMinusSdLoop(u, seed),
+    "outputscale-grid-mixture": lambda u, seed: MixtureLoop(u, seed),
+    "eubo-optimize-acqf-control": lambda u, seed: MixtureLoop(u, seed, grid=None),
+}
+
+
+def run(args: argparse.Namespace) -> None:
+    r"""Every missing run of this shard, seeds outermost, variants interleaved."""
+    done = {pbo_regret.key(r) for r in pbo_regret.load(args.store)}
+    jobs = [
+        (p, s, seed, v)
+        for seed in list(pbo_regret.SEED_SETS["tuning"])[: args.seeds]
+        for p in args.problems
+        for s in args.sigmas
+        for v in args.variants
+    ]
+    i, k = args.shard
+    mine = [j for n, j in enumerate(jobs) if n % k == i and j not in done]
+    for p, s, seed, v in mine:
+        rec = pbo_regret.run_one(p, s, seed, v, args.answers, make_loop=VARIANTS[v])
+        rec["regret"] = [round(x, 5) for x in rec.pop("regret")]
+        rec.pop("seconds")  # not timed interleaved with the reference
+        with args.store.open("a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        print(
+            f"{p:>11s} σ={s:<5} seed {seed:>3d} {v}: {rec['regret'][-1]:.4f}",
+            flush=True,
+        )
+
+
+def compare(records: list[dict[str, Any]], budgets=BUDGETS) -> str:
+    r"""The comparison table of the store's records against ``default``."""
+    cells: dict[tuple, dict[str, dict[int, list[float]]]] = {}
+    for r in records:
+        cell = cells.setdefault((r["problem"], r["sigma"]), {})
+        cell.setdefault(r["config"], {})[r["seed"]] = r["regret"]
+    variants = sorted({r["config"] for r in records} - {BASE})
+    lines = [
+        "| problem | σ | "
+        + " | ".join(f"{v} ({'/'.join(map(str, budgets))})" for v in variants)
+        + " |",
+        "|---|---|" + "---|" * len(variants),
+    ]
+    above = {v: [0] * len(budgets) for v in [BASE, *variants]}
+    runs = {v: [0] * len(budgets) for v in above}
+    for (problem, sigma), cell in sorted(cells.items()):
+        base = cell.get(BASE, {})
+        row = f"| {problem} | {sigma} |"
+        for v in variants:
+            seeds = sorted(set(base) & set(cell.get(v, {})))
+            ratios = []
+            for b in budgets:
+                logs = [
+                    math.log((cell[v][s][b - 1] + 1e-3) / (base[s][b - 1] + 1e-3))
+                    for s in seeds
+                    if len(cell[v][s]) >= b and len(base[s]) >= b
+                ]
+                ratios.append(f"{math.exp(sum(logs) / len(logs)):.2f}" if logs else "—")
+            row += f" {' / '.join(ratios)} ({len(seeds)}) |"
+        lines.append(row)
+        for j, b in enumerate(budgets):
+            values = [x[b - 1] for x in base.values() if len(x) >= b]
+            if not values:
+                continue
+            limit = 3 * statistics.median(values)
+            for v in above:
+                mine = [x[b - 1] for x in cell.get(v, {}).values() if len(x) >= b]
+                above[v][j] += sum(x > limit for x in mine)
+                runs[v][j] += len(mine)
+    lines.append("")
+    lines += [
+        f"- `{v}`: runs above 3x the default's median of their cell: "
+        + ", ".join(
+            f"{n} of {t} after {b} answers"
+            for n, t, b in zip(above[v], runs[v], budgets)
+        )
+        for v in above
+    ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:  # noqa: D103
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS)
+    )
+    p.add_argument("--problems", nargs="+", default=list(pbo_regret.PROBLEMS))
+    p.add_argument("--sigmas", nargs="+", type=float, default=list(pbo_regret.SIGMAS))
+    p.add_argument("--seeds", type=int, default=20, help="the first N tuning seeds")
+    p.add_argument("--answers", type=int, default=BUDGETS[-1])
+    p.add_argument(
+        "--shard", type=lambda s: tuple(map(int, s.split("/"))), default=(0, 1)
+    )
+    p.add_argument("--store", type=Path, default=STORE)
+    p.add_argument("--compare", action="store_true", help="print the table")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> str | None:
+    r"""Run the variants (or, with ``--compare``, return the table)."""
+    args = parse_args(argv)
+    if not args.compare:
+        run(args)
+        return None
+    text = compare(pbo_regret.load(args.store))
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
