@@ -27,6 +27,7 @@ hyperparameters tried by the line search) makes the line search back off
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -180,11 +181,36 @@ def fit_mll_scipy(
 
     Returns:
         BoTorch's ``OptimizationResult`` (``fval``: the negative MLL).
+
+    A model whose parameters are of lower precision than float64 (float32,
+    float16, bfloat16) is fitted on a float64 copy and its parameters are
+    then set to the copy's (rounded to their own dtype), unless
+    ``parameters`` or ``closure`` are given (they belong to the model
+    itself). In float32 the evidence changes by less than its own rounding
+    long before its maximum on flat surfaces, and L-BFGS-B then stops as
+    converged ("relative reduction of f"); ``callback`` then receives the
+    copy's parameters.
     """
     if not isinstance(mll, MarginalLogLikelihood):
         raise InputTypeError(
             f"mll must be a gpytorch MarginalLogLikelihood; got {type(mll).__name__}."
         )
+    if parameters is None and closure is None and _below_float64(mll):
+        twin = copy.deepcopy(mll).double()
+        result = fit_mll_scipy(
+            twin,
+            bounds=bounds,
+            closure_kwargs=closure_kwargs,
+            method=method,
+            options=options,
+            callback=callback,
+            timeout_sec=timeout_sec,
+        )
+        fitted = dict(twin.named_parameters())
+        with torch.no_grad():
+            for name, param in mll.named_parameters():
+                param.copy_(fitted[name].to(param.dtype))
+        return result
     _parameters, _bounds = get_parameters_and_bounds(mll)
     bounds = _bounds if bounds is None else {**_bounds, **bounds}
     if parameters is None:
@@ -228,6 +254,15 @@ def fit_mll_scipy(
     )
     write_back()  # the optimiser's final point, not its last evaluation
     return result
+
+
+def _below_float64(mll: MarginalLogLikelihood) -> bool:
+    r"""Whether a trained floating parameter of ``mll`` is of lower
+    precision than float64."""
+    return any(
+        p.requires_grad and p.is_floating_point() and torch.finfo(p.dtype).bits < 64
+        for p in mll.parameters()
+    )
 
 
 def custom_fit(

@@ -279,3 +279,38 @@ def test_prefbo_fits_a_periodic_kernel_where_botorch_fits():
     loss, _ = _loss_and_grads(mll)
     assert math.isfinite(loss)
     assert torch.isfinite(model.posterior(X).mean).all()
+
+
+@pytest.mark.parametrize(
+    "model_cls, mll_cls",
+    [(PairwiseLaplaceGP, PairwiseLaplaceMLL), (PairwiseEPGP, PairwiseEPMLL)],
+)
+def test_float32_model_is_fitted_in_float64_and_keeps_its_dtype(model_cls, mll_cls):
+    X, comp = _data()
+    m32 = model_cls(X.float(), comp)
+    m64 = model_cls(X, comp)
+    fit_mll_scipy(mll_cls(m32.likelihood, m32))
+    fit_mll_scipy(mll_cls(m64.likelihood, m64))
+    # the float32 model's parameters stay float32, at the float64 fit's
+    # optimum (the same optimiser path, rounded)
+    for (name, p32), (_, p64) in zip(m32.named_parameters(), m64.named_parameters()):
+        assert p32.dtype == torch.float32, name
+        torch.testing.assert_close(p32, p64.float(), rtol=1e-5, atol=1e-6)
+    assert m32.datapoints.dtype == torch.float32
+    m32.train()
+    with torch.no_grad():
+        out = m32(*m32.train_inputs)
+        assert torch.isfinite(mll_cls(m32.likelihood, m32)(out, m32.train_targets))
+
+
+def test_float32_fit_with_its_own_closure_runs_on_the_model_itself():
+    X, comp = _data()
+    model = PairwiseLaplaceGP(X.float(), comp)
+    mll = PairwiseLaplaceMLL(model.likelihood, model)
+    params = {n: p for n, p in mll.named_parameters() if p.requires_grad}
+    closure = get_loss_closure_with_grads(mll, parameters=params)
+    seen = []
+    fit_mll_scipy(mll, closure=closure, callback=lambda p, r: seen.append(p))
+    # the callback saw the model's own float32 parameters, not a copy's
+    assert seen and all(p.dtype == torch.float32 for p in seen[0].values())
+    assert seen[0][OS] is dict(mll.named_parameters())[OS]
