@@ -12,6 +12,8 @@ Each variant changes one thing of ``PreferentialOptimizer``'s default:
   BoTorch's ``SmoothedBox(0.01, 100)``; lengthscales as BoTorch's;
 - ``recommend-mean-minus-sd``: the recommendation is the told design of
   highest posterior mean minus one posterior standard deviation;
+- ``resolved-repeats-allowed``: ``avoid_resolved=False`` (questions that
+  repeat an earlier one the model has resolved are asked, too);
 - ``outputscale-grid-mixture``: four EP models whose outputscales are fixed
   at 1, 10, 100 and 1,000 (lengthscales fitted, warm-started along the
   answers), weighted after every answer by their evidence (plus the
@@ -190,6 +192,9 @@ VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
     "os-lognormal-30": lognormal_loop(30.0, 1.5, 200.0),
     "os-lognormal-100": lognormal_loop(100.0, 2.0, 2000.0),
     "recommend-mean-minus-sd": lambda u, seed: MeanMinusSdLoop(u, seed),
+    "resolved-repeats-allowed": lambda u, seed: pbo_regret.PrefboLoop(
+        u, seed, avoid_resolved=False
+    ),
     "outputscale-grid-mixture": lambda u, seed: MixtureLoop(u, seed),
     "eubo-optimize-acqf-control": lambda u, seed: MixtureLoop(u, seed, grid=None),
 }
