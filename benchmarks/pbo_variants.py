@@ -10,6 +10,9 @@ Each variant changes one thing of ``PreferentialOptimizer``'s default:
   prior ``LogNormal(log 30, 1.5)`` (constraint ``(0.005, 200)``) or
   ``LogNormal(log 100, 2)`` (constraint ``(0.005, 2000)``) instead of
   BoTorch's ``SmoothedBox(0.01, 100)``; lengthscales as BoTorch's;
+- ``os-box-10000``: BoTorch's box prior on the outputscale widened to
+  ``SmoothedBox(0.01, 10^4)`` (at σ = 0.01 the fits sat at the box's end,
+  100, where the truth is about 10^4);
 - ``recommend-mean-minus-sd``: the recommendation is the told design of
   highest posterior mean minus one posterior standard deviation;
 - ``resolved-repeats-allowed``: ``avoid_resolved=False`` (questions that
@@ -60,6 +63,7 @@ from gpytorch.priors import GammaPrior, LogNormalPrior
 from torch import Tensor
 
 from prefbo.acquisition import FastAnalyticEUBO
+from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.mlls import PairwiseEPMLL
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -104,6 +108,19 @@ def lognormal_loop(median: float, scale: float, upper: float):
         prior = LogNormalPrior(math.log(median), scale)
         con = Interval(0.005, upper, initial_value=1.0)
         kernel = _kernel(u.dim, prior, con)
+        return pbo_regret.PrefboLoop(u, seed, model_options={"covar_module": kernel})
+
+    return make
+
+
+def box_loop(lower: float, upper: float):
+    r"""A loop factory: the default with the outputscale's box prior
+    ``SmoothedBox(lower, upper)`` (constraint ``(lower / 2, 2 upper)``)."""
+
+    def make(u: pbo_regret.Utility, seed: int) -> pbo_regret.PrefboLoop:
+        kernel = default_preference_covar_module(
+            u.dim, outputscale_bounds=(lower, upper)
+        )
         return pbo_regret.PrefboLoop(u, seed, model_options={"covar_module": kernel})
 
     return make
@@ -191,6 +208,7 @@ VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
     BASE: lambda u, seed: pbo_regret.PrefboLoop(u, seed),
     "os-lognormal-30": lognormal_loop(30.0, 1.5, 200.0),
     "os-lognormal-100": lognormal_loop(100.0, 2.0, 2000.0),
+    "os-box-10000": box_loop(0.01, 1e4),
     "recommend-mean-minus-sd": lambda u, seed: MeanMinusSdLoop(u, seed),
     "resolved-repeats-allowed": lambda u, seed: pbo_regret.PrefboLoop(
         u, seed, avoid_resolved=False
