@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from prefbo.exceptions import UnsupportedError
 from prefbo.inference.laplacian import comparison_laplacian, laplacian_matmul
 
 
@@ -67,7 +68,21 @@ class GaussianApproximation:
 
     @property
     def chol_post(self) -> Tensor:
-        r"""``batch_shape x n x n`` lower factor ``C`` of ``A = I + Lᵀ Ŵ L``."""
+        r"""``batch_shape x n x n`` lower factor ``C`` of ``A = I + Lᵀ Ŵ L``.
+
+        Raises:
+            UnsupportedError: For a stiff curvature, whose state holds
+                ``P = I - A⁻¹`` instead: ``A`` formed in floating point
+                loses ``I`` to rounding (use :meth:`projected_reduction`,
+                :meth:`covariance_root` or :meth:`posterior_covariance`).
+        """
+        if self._chol_post is None and self._projector is not None:
+            raise UnsupportedError(
+                "this approximation's curvature is stiff: it holds P = I - A⁻¹, "
+                "not the factor C of A = I + LᵀŴL, which would lose the prior to "
+                "rounding; use projected_reduction(), covariance_root() or "
+                "posterior_covariance()."
+            )
         if self._chol_post is None:
             L = self.chol_prior
             A = L.transpose(-1, -2) @ laplacian_matmul(
@@ -78,7 +93,11 @@ class GaussianApproximation:
         return self._chol_post
 
     def predictive_factors(self) -> Tensor:
-        r"""``batch_shape x 2 x n x n`` stack of ``L`` and ``L C`` (cached)."""
+        r"""``batch_shape x 2 x n x n`` stack of ``L`` and ``L C`` (cached).
+
+        Raises:
+            UnsupportedError: For a stiff curvature (see :attr:`chol_post`).
+        """
         if self._pred_factors is None:
             self._pred_factors = torch.stack(
                 [self.chol_prior, self.chol_prior @ self.chol_post], dim=-3

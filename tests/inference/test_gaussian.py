@@ -1,7 +1,10 @@
 import pytest
 import torch
 
+from prefbo import PairwiseLaplaceGP
+from prefbo.exceptions import UnsupportedError
 from prefbo.inference.gaussian import GaussianApproximation
+from prefbo.likelihoods import PairwiseProbitLikelihood
 
 
 def _approximation(n=6, m=9, batch_shape=(), seed=0, **tkwargs):
@@ -74,3 +77,27 @@ def test_float32_agrees_with_float64(tkwargs):
     torch.testing.assert_close(
         state.posterior_covariance().double(), expected, rtol=rtol, atol=rtol
     )
+
+
+def test_a_stiff_state_refuses_the_factor_it_does_not_hold():
+    # contradicting answers at noise 1e-8: the curvature is ~1e16 and the
+    # state holds P = I - A⁻¹ instead of C; forming A = I + LᵀŴL would lose
+    # the prior's I to rounding, so C (and [L, L C]) are refused by name
+    torch.manual_seed(0)
+    model = PairwiseLaplaceGP(
+        torch.rand(3, 2, dtype=torch.float64),
+        torch.tensor([[0, 1], [1, 0]]),
+        likelihood=PairwiseProbitLikelihood(noise_std=1e-8),
+    )
+    state = model.approximation
+    assert state.projected_reduction() is not None  # the stiff form
+    with pytest.raises(UnsupportedError, match="stiff.*projected_reduction"):
+        _ = state.chol_post
+    with pytest.raises(UnsupportedError, match="stiff.*projected_reduction"):
+        state.predictive_factors()
+    # what the stiff form does provide is exact: Σ within [0, K] on its diagonal
+    S = state.posterior_covariance()
+    K = state.chol_prior @ state.chol_prior.mT
+    assert (S.diagonal() >= -1e-12).all() and (
+        S.diagonal() <= K.diagonal() + 1e-12
+    ).all()
