@@ -280,19 +280,29 @@ def key(rec: dict[str, Any]) -> tuple:
     return rec["problem"], rec["sigma"], rec["seed"], rec["config"]
 
 
-def run(args: argparse.Namespace) -> None:
-    r"""Every missing run of this shard, seeds outermost, configurations
-    interleaved (a slow spell of the machine lands on all of them)."""
-    done = {key(r) for store in args.store for r in load(store)}
+def pending(
+    args: argparse.Namespace, seed_set: str, configs: Sequence[str], done: set
+) -> list[tuple[str, float, int, str]]:
+    r"""This shard's runs (``args.problems`` x ``args.sigmas`` x the first
+    ``args.seeds`` of ``seed_set`` x ``configs``) whose key is not in
+    ``done``: seeds outermost, configurations interleaved (a slow spell of
+    the machine lands on all of them)."""
     jobs = [
         (p, s, seed, c)
-        for seed in list(SEED_SETS[args.seed_set])[: args.seeds]
+        for seed in list(SEED_SETS[seed_set])[: args.seeds]
         for p in args.problems
         for s in args.sigmas
-        for c in args.configs
+        for c in configs
     ]
     i, k = args.shard
-    mine = [j for n, j in enumerate(jobs) if n % k == i and j not in done]
+    return [j for n, j in enumerate(jobs) if n % k == i and j not in done]
+
+
+def run(args: argparse.Namespace) -> None:
+    r"""Every missing run of this shard (:func:`pending`)."""
+    done = {key(r) for store in args.store for r in load(store)}
+    mine = pending(args, args.seed_set, args.configs, done)
+    i, k = args.shard
     print(f"{len(mine)} runs to do in shard {i}/{k}", flush=True)
     for p, s, seed, c in mine:
         t0 = time.perf_counter()

@@ -219,18 +219,10 @@ VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
 
 
 def run(args: argparse.Namespace) -> None:
-    r"""Every missing run of this shard, seeds outermost, variants interleaved."""
+    r"""Every missing run of this shard on the tuning seeds
+    (``pbo_regret.pending``: seeds outermost, variants interleaved)."""
     done = {pbo_regret.key(r) for r in pbo_regret.load(args.store)}
-    jobs = [
-        (p, s, seed, v)
-        for seed in list(pbo_regret.SEED_SETS["tuning"])[: args.seeds]
-        for p in args.problems
-        for s in args.sigmas
-        for v in args.variants
-    ]
-    i, k = args.shard
-    mine = [j for n, j in enumerate(jobs) if n % k == i and j not in done]
-    for p, s, seed, v in mine:
+    for p, s, seed, v in pbo_regret.pending(args, "tuning", args.variants, done):
         rec = pbo_regret.run_one(p, s, seed, v, args.answers, make_loop=VARIANTS[v])
         rec["regret"] = [round(x, 5) for x in rec.pop("regret")]
         rec.pop("seconds")  # not timed interleaved with the reference
