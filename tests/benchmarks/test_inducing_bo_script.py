@@ -1,51 +1,142 @@
-"""``benchmarks/inducing_bo.py``: a tiny end-to-end run writes its report."""
+"""``benchmarks/inducing_bo.py``: problems, the anchored-CVR control, a tiny
+resumable run and its report."""
 
 from __future__ import annotations
 
+import json
 import math
-import re
 
 import pytest
+import torch
+
+TINY = (
+    "--seeds 0-1 --rounds 2 --batch-size 5 --num-init 30 --inducing 8 "
+    "--adam-steps 5 --raw-samples 16 --num-restarts 2 --ts-steps 3 "
+    "--problems hartmann6 --methods cvr,cvr_anchored,ent_0.5,ent_0.002,gir"
+).split()
 
 
 def test_problems_are_negated_and_their_optima_attained(load_benchmark):
     bench = load_benchmark("inducing_bo")
-    import torch
-
-    f, optimum = bench.make_problem("ackley5")
-    assert optimum == 0.0
-    assert float(f(torch.full((1, 5), 0.5, dtype=torch.float64))) == pytest.approx(
-        0.0, abs=1e-12
-    )
-    f, optimum = bench.make_problem("hartmann6")
-    x_star = torch.tensor(
-        [[0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573]],
-        dtype=torch.float64,
-    )
-    assert optimum == pytest.approx(3.32237, abs=1e-4)
-    assert float(f(x_star)) == pytest.approx(optimum, abs=1e-4)
-    assert (f(torch.rand(100, 6, dtype=torch.float64)) <= optimum).all()
+    for name, dim in (("ackley5", 5), ("hartmann6", 6)):
+        f, optimum, x_star = bench.make_problem(name)
+        assert x_star.shape == (1, dim)
+        assert float(f(x_star)) == pytest.approx(optimum, abs=1e-4)
+        assert (f(torch.rand(200, dim, dtype=torch.float64)) <= optimum + 1e-9).all()
+    assert bench.make_problem("ackley5")[1] == 0.0
+    assert bench.make_problem("hartmann6")[1] == pytest.approx(3.32237, abs=1e-4)
+    test = bench.test_set("ackley5")
+    assert len(test["top"]) == int(0.05 * len(test["X"]))
+    assert float(test["f"][test["top"]].min()) >= float(test["f"].quantile(0.94))
 
 
-def test_tiny_run_writes_table_and_plot(load_benchmark, tmp_path):
+class _Mean:
+    """A stand-in model whose posterior mean is a given function."""
+
+    num_outputs = 1
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def posterior(self, X):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(mean=self.fn(X).unsqueeze(-1))
+
+
+def _brute_force_cvr(K: torch.Tensor, chosen: list[int], m: int) -> list[int]:
+    """Greedy maximal conditional variance from an explicit kernel matrix."""
+    chosen = list(chosen)
+    while len(chosen) < m:
+        Kzz = K[chosen][:, chosen]
+        Kxz = K[:, chosen]
+        var = K.diag() - (Kxz @ torch.linalg.solve(Kzz, Kxz.T)).diag()
+        var[chosen] = -math.inf
+        chosen.append(int(var.argmax()))
+    return chosen
+
+
+def test_anchored_cvr_starts_at_the_best_mean_then_is_cvr(load_benchmark):
     bench = load_benchmark("inducing_bo")
-    out, png = tmp_path / "report.md", tmp_path / "regret.png"
-    argv = (
-        "--seeds 1 --rounds 1 --batch-size 8 --num-init 48 --inducing 10 "
-        "--adam-steps 5 --raw-samples 32 --num-restarts 2 --ts-steps 5 "
-        "--pref-init 10"
-    ).split()
-    text = bench.main(argv + ["--output", str(out), "--plot", str(png)])
-    assert out.read_text() == text
-    assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
-    rows = [line for line in text.splitlines() if line.startswith("| ")][1:]
-    assert len(rows) == 2 * len(bench.ALLOCATORS) + len(bench.PREFERENCE_METHODS)
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        regret = float(cells[3].split("±")[0])
-        assert math.isfinite(regret) and regret >= 0
-        assert math.isfinite(float(cells[4]))
-        if cells[5] != "–":
-            assert math.isfinite(float(cells[5])) and float(cells[5]) >= 0
-    assert len(re.findall(r"^- .*M = 10: ENT-DPP", text, flags=re.M)) == 2
-    assert "branin preference: Thompson pairs" in text
+    g = torch.Generator().manual_seed(3)
+    X = torch.rand(40, 3, generator=g, dtype=torch.float64)
+    kernel = bench._new_kernel(3)
+    kernel.base_kernel.lengthscale = 0.3
+    model = _Mean(lambda Z: -((Z - 0.7) ** 2).sum(-1))
+    idx = bench.select("cvr_anchored", X, kernel, 10, model)[0].tolist()
+    best = int(model.fn(X).argmax())
+    assert idx[0] == best
+    with torch.no_grad():
+        K = kernel(X).to_dense()
+    assert idx == _brute_force_cvr(K, [best], 10)
+    # plain CVR starts at X[0]: every prior variance ties
+    assert bench.select("cvr", X, kernel, 10, model)[0].tolist() == _brute_force_cvr(
+        K, [0], 10
+    )
+
+
+def test_entropy_dpp_alpha_one_selects_cvr_and_reports_its_quality(load_benchmark):
+    bench = load_benchmark("inducing_bo")
+    X = torch.rand(
+        30, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
+    kernel = bench._new_kernel(2)
+    model = _Mean(lambda Z: Z.sum(-1))
+    max_samples = torch.tensor([2.0, 2.5], dtype=torch.float64)
+    from prefbo.inducing import EntropyDPP
+
+    ent = EntropyDPP(model, alpha=1.0, max_samples=max_samples)
+    cvr = bench.select("cvr", X, kernel, 6, model)[0]
+    assert torch.equal(ent.select_indices(X, kernel, 6)[0], cvr)
+    with pytest.raises(ValueError, match="unknown method 'nope'"):
+        bench.select("nope", X, kernel, 6, model)
+
+
+def test_tiny_run_resumes_and_writes_its_report(load_benchmark, tmp_path):
+    bench = load_benchmark("inducing_bo")
+    paths = [
+        "--store", str(tmp_path / "runs.jsonl"),
+        "--output", str(tmp_path / "report.md"),
+        "--plot", str(tmp_path / "plot.png"),
+    ]  # fmt: skip
+    bench.main(TINY + paths + ["--shard", "0/2"])
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    runs = [json.loads(x) for x in lines if '"kind": "run"' in x]
+    assert len(runs) == 5  # every other of 2 seeds x 5 methods
+    text = bench.main(TINY + paths)
+    records = bench.load_store(tmp_path / "runs.jsonl")
+    runs = [r for r in records if r["kind"] == "run"]
+    assert len(runs) == 10 and len({(r["seed"], r["method"]) for r in runs}) == 10
+    panels = [r for r in records if r["kind"] == "panel"]
+    assert sorted((p["seed"], p["round"]) for p in panels) == [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+    ]
+    assert set(panels[0]["scores"]) == {
+        "cvr", "cvr_anchored", "ent_0.5", "ent_0.002", "gir", "elbo_learned", "exact_gp"
+    }  # fmt: skip
+    by = {(r["seed"], r["method"]): r for r in runs}
+    for run in runs:
+        assert len(run["rounds"]) == 2
+        for rec in run["rounds"]:
+            assert 0 <= rec["diff_cvr"] <= 8 and 0 <= rec["diff_anchored"] <= 8
+            assert math.isfinite(rec["rmse_top"]) and rec["regret"] >= 0
+        if run["method"] == "cvr":
+            assert all(rec["diff_cvr"] == 0 for rec in run["rounds"])
+        if run["method"].startswith("ent_"):
+            assert all(0 < rec["q_min"] <= 1 for rec in run["rounds"])
+    # a run that picks CVR's points reproduces CVR's run: same random numbers
+    for s in (0, 1):
+        for method in ("cvr_anchored", "ent_0.5", "gir"):
+            rounds = by[(s, method)]["rounds"]
+            if rounds[0]["diff_cvr"] == 0:
+                assert rounds[0]["regret"] == by[(s, "cvr")]["rounds"][0]["regret"]
+    assert "| hartmann6 | 8 | CVR | 2 |" in text
+    assert "ENT-DPP α=0.5 − CVR | 2 |" in text
+    assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
+    # nothing is pending: a third call only rewrites the report
+    n = len((tmp_path / "runs.jsonl").read_text().splitlines())
+    bench.main(TINY + paths)
+    assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == n
