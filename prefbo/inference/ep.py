@@ -35,6 +35,7 @@ from prefbo.exceptions import (
     NumericalError,
     UnsupportedError,
 )
+from prefbo.inference.anderson import ANDERSON_FROM, Anderson
 from prefbo.inference.cholesky import jittered_cholesky, row_major
 from prefbo.inference.evidence import evidence_kernel_gradient
 from prefbo.inference.gaussian import GaussianApproximation
@@ -47,6 +48,7 @@ from prefbo.inference.laplacian import (
     pair_quadratic,
     scatter_pairs,
 )
+from prefbo.inference.stiff import is_stiff, stiff_projector, stiff_solve
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, PairwiseProbitLikelihood
 from prefbo.utils.checks import check_float, check_int, check_nonneg_float
 from prefbo.utils.normal import probit_terms
@@ -119,12 +121,63 @@ def _initial_sites(init, comps: Tensor, dtype, device) -> tuple[Tensor, Tensor]:
     return tau, nu
 
 
-def _gaussian(L, Kinv, tau, nu, comps, index, precision, with_logdet=True):
-    r"""``μ``, ``Σ``, the factor used and ``log|I + K W|`` (``None`` unless
-    ``with_logdet``: only the evidence needs it) for sites ``(τ̃, ν̃)``;
-    ``index``: the comparisons' :func:`laplacian_index`."""
+# the cap on 1 + τ̃_k |h_k|² of the projector form: EP's sites at a probit
+# scale s reach τ̃ ~ 1/s², and a cavity is the precision the other sites
+# give, so capping them at Laplace's 1/ε (s ≈ 1e-8) would move the cavities;
+# below ε^(-3/2) (s ≈ 1e-12) the rounding in the projector stays at ε^¼
+_EP_MAX_CONDITION = {torch.float64: 2.0**78, torch.float32: 2.0**34}
+
+
+@dataclass(eq=False)
+class _Moments:
+    r"""``q = N(μ, Σ)`` for given sites and what the sweep reads from it.
+
+    Attributes:
+        mu, S: ``μ`` and ``Σ``.
+        info: Cholesky status (``0``: factorised).
+        logdet: ``log|I + Lᵀ W L|`` or ``None`` (only the evidence needs it).
+        b: ``Dᵀ ν̃``.
+        alpha: ``K⁻¹ μ``.
+        C: The formed system's factor, ``None`` for a stiff ``τ̃``.
+        projector, factors: :func:`~prefbo.inference.stiff.stiff_projector`'s
+            ``P`` and factors for a stiff ``τ̃`` (else ``None``); the factors
+            carry every ``Δ_k``'s variance and cavity precision.
+    """
+
+    mu: Tensor
+    S: Tensor
+    info: Tensor
+    logdet: Tensor | None
+    b: Tensor
+    alpha: Tensor
+    C: Tensor | None = None
+    projector: Tensor | None = None
+    factors: tuple | None = None
+
+
+def _gaussian(L, Kinv, tau, nu, comps, index, precision, prior_diag, with_logdet=True):
+    r"""The :class:`_Moments` of sites ``(τ̃, ν̃)``; ``index``: the
+    comparisons' :func:`laplacian_index`, ``prior_diag`` the diagonal of ``K``.
+
+    A stiff ``τ̃`` (:func:`~prefbo.inference.stiff.is_stiff`: an answer at a
+    tiny probit scale contradicted by others) takes the projector form of
+    :mod:`prefbo.inference.stiff`, in which the prior's ``I`` is not lost:
+    ``μ = Σ Dᵀν̃ = L A⁻¹ Hᵀ ν̃`` by :func:`stiff_solve` (``ν̃`` of the size
+    of ``τ̃``), ``Σ = L (I - P) Lᵀ`` and ``α = L⁻ᵀ A⁻¹ Hᵀ ν̃``."""
     n = L.shape[-1]
     b = scatter_pairs(nu, comps, n)  # Dᵀ ν̃
+    if is_stiff(tau, comps, prior_diag):
+        max_condition = _EP_MAX_CONDITION.get(L.dtype, _EP_MAX_CONDITION[torch.float32])
+        P, logdet, factors = stiff_projector(L, tau, comps, max_condition)
+        p = stiff_solve(P, factors, nu, torch.zeros_like(b))  # A⁻¹ Hᵀ ν̃
+        mu = (L @ p.unsqueeze(-1)).squeeze(-1)
+        F = L - L @ P
+        S = F @ L.mT
+        alpha = torch.linalg.solve_triangular(L.mT, p.unsqueeze(-1), upper=True)
+        info = torch.zeros(b.shape[:-1], dtype=torch.int32, device=b.device)
+        return _Moments(
+            mu, 0.5 * (S + S.mT), info, logdet, b, alpha.squeeze(-1), None, P, factors
+        )
     if precision:
         C, info = cholesky_plus_laplacian(Kinv, tau, index)
         S = row_major(torch.cholesky_inverse(C))
@@ -140,15 +193,24 @@ def _gaussian(L, Kinv, tau, nu, comps, index, precision, with_logdet=True):
         if precision:
             logdet = logdet + 2 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
     mu = (S @ b.unsqueeze(-1)).squeeze(-1)
-    return mu, S, C, info, logdet, b
+    # α = K⁻¹ μ = Dᵀν̃ - W μ, since (K⁻¹ + W) μ = Dᵀ ν̃
+    alpha = b - scatter_pairs(tau * pair_diff(mu, comps), comps, n)
+    return _Moments(mu, S, info, logdet, b, alpha, C)
 
 
-def _cavities(mu, S, tau, nu, comps, index):
-    r"""Cavity precisions and shifts on every ``Δ_k``, and their validity."""
-    m_k = pair_diff(mu, comps)
-    v_raw = pair_quadratic(S, comps, index)
-    v_k = v_raw.clamp_min(torch.finfo(S.dtype).tiny)
-    tau_c = 1.0 / v_k - tau
+def _cavities(q: _Moments, tau, nu, comps, index):
+    r"""Cavity precisions and shifts on every ``Δ_k``, and their validity.
+
+    The cavity precision is ``1/(d_kᵀ Σ d_k) - τ̃_k``; for a stiff ``τ̃``
+    both terms are of the size of ``τ̃``, and the projector's factors give
+    it (and ``d_kᵀ Σ d_k``) without that subtraction."""
+    m_k = pair_diff(q.mu, comps)
+    tiny = torch.finfo(q.S.dtype).tiny
+    if q.factors is None:
+        v_k = pair_quadratic(q.S, comps, index).clamp_min(tiny)
+        tau_c = 1.0 / v_k - tau
+    else:
+        v_k, tau_c = q.factors[3].clamp_min(tiny), q.factors[4]
     nu_c = m_k / v_k - nu
     # a site with no direction (a padding row [i, i]) carries no information
     valid = (tau_c > 0) & (comps[..., 0] != comps[..., 1])
@@ -215,9 +277,15 @@ def run_ep(
         form: ``"whitened"`` (``I + Lᵀ W L``, stable for any ``K``),
             ``"precision"`` (``K⁻¹ + W``, cheaper) or ``"auto"`` (precision in
             float64 when the diagonal of ``L`` spans at most 6 decades).
+            Whatever the form, a sweep whose site precisions are stiff
+            (contradicting answers at a tiny probit scale, where ``τ̃``
+            reaches ``1/s²``) takes the projector form of
+            :mod:`prefbo.inference.stiff`, whose variances stay between 0
+            and the prior's.
         anderson_memory: Sweeps remembered by the Anderson acceleration of
-            the site updates (see :class:`_Anderson`; 0: plain damped sweeps).
-            Default 5.
+            the site updates (see
+            :class:`~prefbo.inference.anderson.Anderson`; 0: plain damped
+            sweeps). Default 5.
 
     Returns:
         The :class:`EPState` (detached from autograd), with the EP evidence.
@@ -259,63 +327,6 @@ def run_ep(
         )
 
 
-# sweeps before the acceleration starts: a warm start (a fit's next
-# evaluation) converges in a few plain sweeps, which the acceleration's own
-# ~20 small ops per sweep would only slow down
-_ANDERSON_FROM = 4
-
-
-class _Anderson:
-    r"""Anderson acceleration (type II) of the damped parallel-EP map.
-
-    Parallel EP converges linearly, and slowly where answers share designs
-    (a contraction of ~0.75 per sweep on the PBO loop's data: 70 sweeps from
-    zero sites to ``1e-9``). From sweep ``_ANDERSON_FROM`` on, with the last
-    ``memory`` sweeps' sites ``x_j`` and their images ``g_j = x_j + step·Δ_j``,
-    the next sites are ``g - ΔG γ``, ``γ`` the least-squares fit of the latest
-    residual by the residual differences ``ΔF`` (scaled like the stopping
-    test). EP's site precisions are non-negative by construction, so a proposal
-    with a negative one or a non-finite value is not taken (the
-    plain damped step is, and the history restarts), so every iterate is a
-    proper EP state; the stopping test is the plain sweep's change as before,
-    so the fixed point and its tolerance are unchanged.
-    """
-
-    def __init__(self, memory: int) -> None:
-        self.memory = memory
-        self.last: tuple[Tensor, Tensor] | None = None  # (f, g) of the last sweep
-        self.dF: list[Tensor] = []  # differences of consecutive (f, g)
-        self.dG: list[Tensor] = []
-
-    def extrapolate(self, tau, nu, d_tau, d_nu, step, converged):
-        m = tau.shape[-1]
-        g = torch.cat([tau, nu], -1)  # the damped step's sites, batch x 2m
-        d = torch.cat([d_tau, d_nu], -1) * step.unsqueeze(-1)
-        f = d / (1.0 + (g - d).abs())
-        last, self.last = self.last, (f, g)
-        if last is None:
-            return tau, nu
-        self.dF.append(f - last[0])
-        self.dG.append(g - last[1])
-        if len(self.dF) > self.memory:
-            del self.dF[0], self.dG[0]
-        dF, dG = torch.stack(self.dF, -1), torch.stack(self.dG, -1)  # b x 2m x k
-        dFt = dF.transpose(-1, -2)
-        A = dFt @ dF  # batch x k x k
-        ridge = 1e-10 * A.diagonal(dim1=-2, dim2=-1).sum(-1, keepdim=True) + 1e-300
-        A.diagonal(dim1=-2, dim2=-1).add_(ridge)
-        C, info = torch.linalg.cholesky_ex(A)
-        gamma = torch.cholesky_solve(dFt @ f.unsqueeze(-1), C)
-        x = g - (dG @ gamma).squeeze(-1)
-        ok = (
-            (info == 0) & ~converged & (x[..., :m].amin(-1) >= 0) & x.isfinite().all(-1)
-        )
-        if not bool(ok.all()):  # restart the history from this sweep
-            self.dF, self.dG = [], []
-        x = torch.where(ok.unsqueeze(-1), x, g)
-        return x[..., :m], x[..., m:]
-
-
 def _run_ep(
     L, comparisons, likelihood, init, max_iter, tol, damping, precision, anderson_memory
 ):
@@ -327,24 +338,25 @@ def _run_ep(
     comps = comparisons.expand(batch + comparisons.shape[-2:])
     Kinv = row_major(torch.cholesky_inverse(L)) if precision else None
     index = laplacian_index(comps, n)
+    prior_diag = (L * L).sum(-1)  # diag K, for the stiffness test
     tau, nu = _initial_sites(init, comps, dtype, L.device)
     converged = torch.zeros(batch, dtype=torch.bool, device=L.device)
     step = torch.full(
         batch, 1.0 if damping is None else damping, dtype=dtype, device=L.device
     )
     last_change = torch.full(batch, float("inf"), dtype=dtype, device=L.device)
-    anderson = _Anderson(anderson_memory) if anderson_memory > 0 else None
+    anderson = Anderson(anderson_memory) if anderson_memory > 0 else None
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
-        mu, S, _, info, _, _ = _gaussian(
-            L, Kinv, tau, nu, comps, index, precision, with_logdet=False
+        q = _gaussian(
+            L, Kinv, tau, nu, comps, index, precision, prior_diag, with_logdet=False
         )
-        if bool((info > 0).any()):
+        if bool((q.info > 0).any()):
             raise NumericalError(
                 "EP: the approximate posterior precision is not positive definite; "
                 "check the kernel hyperparameters."
             )
-        tau_c, nu_c, valid = _cavities(mu, S, tau, nu, comps, index)
+        tau_c, nu_c, valid = _cavities(q, tau, nu, comps, index)
         vc = 1.0 / tau_c
         mc = nu_c * vc
         root = (s2 + vc).sqrt()
@@ -367,7 +379,7 @@ def _run_ep(
         converged = change <= tol
         if bool(converged.all()):
             break
-        if anderson is not None and it >= _ANDERSON_FROM:
+        if anderson is not None and it >= ANDERSON_FROM:
             tau, nu = anderson.extrapolate(tau, nu, d_tau, d_nu, step, converged)
     if not bool(converged.all()):
         warnings.warn(
@@ -377,8 +389,8 @@ def _run_ep(
             ConvergenceWarning,
             stacklevel=3,
         )
-    mu, S, C, _, logdet, b = _gaussian(L, Kinv, tau, nu, comps, index, precision)
-    tau_c, nu_c, valid = _cavities(mu, S, tau, nu, comps, index)
+    q = _gaussian(L, Kinv, tau, nu, comps, index, precision, prior_diag)
+    tau_c, nu_c, valid = _cavities(q, tau, nu, comps, index)
     vc = 1.0 / tau_c
     mc = nu_c * vc
     logZ_hat = torch.special.log_ndtr(mc / (s2 + vc).sqrt())
@@ -389,29 +401,29 @@ def _run_ep(
         + 0.5 * nu_c**2 / tau_c
     )
     evidence = (
-        -0.5 * logdet
-        + 0.5 * (b * mu).sum(-1)
+        -0.5 * q.logdet
+        + 0.5 * (q.b * q.mu).sum(-1)
         + torch.where(valid, site, torch.zeros_like(site)).sum(-1)
     )
-    # α = K⁻¹ μ = Dᵀν̃ - W μ, since (K⁻¹ + W) μ = Dᵀ ν̃
-    alpha = b - scatter_pairs(tau * pair_diff(mu, comps), comps, n)
     state = EPState(
-        mode=mu,
+        mode=q.mu,
         chol_prior=L,
-        alpha=alpha,
+        alpha=q.alpha,
         curvature=tau,
         comparisons=comps,
         log_likelihood=torch.where(valid, logZ_hat, torch.zeros_like(site)).sum(-1),
         evidence=evidence,
         converged=converged,
         iterations=it,
-        form="precision" if precision else "whitened",
+        form="precision" if precision and q.factors is None else "whitened",
         site_nu=nu,
         invalid_cavities=(~valid).sum(-1),
     )
-    state._post_cov = S
-    if not precision:
-        state._chol_post = C
+    state._post_cov = q.S
+    if q.factors is not None:
+        state._projector, state._stiff_factors = q.projector, q.factors
+    elif not precision:
+        state._chol_post = q.C
     return state
 
 
@@ -432,7 +444,11 @@ class EPEvidence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):  # noqa: D102
         state: EPState = ctx.state
-        M = evidence_kernel_gradient(state, state.curvature)
+        if state._projector is not None:  # stiff: ααᵀ - R, R = L⁻ᵀ P L⁻¹
+            a = state.alpha
+            M = state.projected_reduction() + a.unsqueeze(-1) * a.unsqueeze(-2)
+        else:
+            M = evidence_kernel_gradient(state, state.curvature)
         return (0.5 * grad_out)[..., None, None] * M, None, None, None, None, None
 
 

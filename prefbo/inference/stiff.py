@@ -1,4 +1,4 @@
-r"""The Laplace/EP Newton system when the likelihood curvature is stiff.
+r"""The Laplace Newton system and EP's moments when the curvature is stiff.
 
 The whitened system ``A = I + Lᵀ W L`` with ``W = Dᵀ diag(ω) D`` is formed and
 factorised explicitly in the usual case. When the curvature of a comparison
@@ -36,6 +36,10 @@ identity ``A⁻¹ Hᵀ = Hᵀ M⁻¹ Ω⁻¹ = Q₁ R⁻ᵀ diag(a) Ω⁻¹``, s
 ``Ω⁻¹`` is held at ``ε/|h_k|²`` (``Σ`` moves by ``O(ε)``) and ``log det A``
 gets ``log(c_k ε)`` back for each such comparison that is independent of the
 ones before it (a repeated or cyclic one adds nothing as ``ω`` grows).
+
+EP (:mod:`prefbo.inference.ep`) reads the same factors: its site precisions
+are the ``ω``, and a site's cavity precision ``1 / h_kᵀ A₋ₖ⁻¹ h_k`` comes
+from the row norms of ``Q`` without the cancelling ``1/q_k - ω_k``.
 """
 
 from __future__ import annotations
@@ -75,8 +79,11 @@ def is_stiff(omega: Tensor, comparisons: Tensor, prior_diag: Tensor) -> bool:
 
 
 def stiff_projector(
-    chol_prior: Tensor, omega: Tensor, comparisons: Tensor
-) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor, Tensor]]:
+    chol_prior: Tensor,
+    omega: Tensor,
+    comparisons: Tensor,
+    max_condition: float | None = None,
+) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
     r"""``P = I - A⁻¹`` and ``log det A`` for ``A = I + Lᵀ Dᵀ diag(ω) D L``
     without forming ``A`` (see the module docstring).
 
@@ -84,12 +91,20 @@ def stiff_projector(
         chol_prior: ``batch x n x n`` lower factor ``L`` of ``K``.
         omega: ``batch x m`` curvatures ``ω ≥ 0`` (``+inf`` allowed).
         comparisons: ``batch x m x 2`` long ``[w, l]`` rows.
+        max_condition: The cap on ``c_k = 1 + ω_k |h_k|²`` (default
+            ``1/ε``, i.e. ``b_k ≥ √ε``). A finite curvature below the cap is
+            used as it is; rounding in ``Y``'s ``Hᵀ`` block then perturbs the
+            directions that nearly dependent comparisons leave free by
+            ``O(ε / b_k)`` relatively (``O(√ε)`` at the default, ``ε^¼`` at
+            ``ε^(-3/2)``).
 
     Returns:
         ``P`` (``batch x n x n``, symmetric, eigenvalues in ``[0, 1]``),
-        ``log det A`` (``batch``) and the factors ``(Q₁, R, ω / a, q)`` for
-        :func:`stiff_solve`, ``q_k = h_kᵀ A⁻¹ h_k`` (``batch x m``) accurate
-        also where it is tiny.
+        ``log det A`` (``batch``) and the factors ``(Q₁, R, ω / a, q, τ₋)``:
+        the first three for :func:`stiff_solve`; ``q_k = h_kᵀ A⁻¹ h_k``, the
+        variance of ``f_w - f_l``, and ``τ₋_k = 1 / h_kᵀ A₋ₖ⁻¹ h_k``, its
+        precision without comparison ``k`` (an EP cavity), both
+        ``batch x m`` and accurate also where ``q_k`` is tiny.
     """
     L = chol_prior
     n, m = L.shape[-1], omega.shape[-1]
@@ -104,7 +119,7 @@ def stiff_projector(
     c = 1.0 + omega * h2
     # M's Ω⁻¹ is kept at ≥ ε/|h|² (b ≥ √ε), which moves Σ by O(ε) only;
     # below that, rounding in the Hᵀ block of Y would outweigh b
-    c_max = 1.0 / torch.finfo(L.dtype).eps
+    c_max = 1.0 / torch.finfo(L.dtype).eps if max_condition is None else max_condition
     capped = c > c_max
     c_q = c.clamp_max(c_max)
     omega_q = torch.where(capped, (c_q - 1.0) / h2, omega)
@@ -122,27 +137,41 @@ def stiff_projector(
     extra = torch.where(independent, c.log() - c_q.log(), torch.zeros_like(c))
     logdet = (c_q.log() + extra).sum(-1) + 2 * r.log().sum(-1)
     scale = torch.where(omega > 0, omega / a, torch.ones_like(omega))
-    return P, logdet, (Q1, R, scale, _pair_variances(Q, n, omega, H, P, L))
+    q, loo = _pair_variances(Q, n, omega, omega_q, H, P)
+    return P, logdet, (Q1, R, scale, q, loo)
 
 
 def _pair_variances(
-    Q: Tensor, n: int, omega: Tensor, H: Tensor, P: Tensor, L: Tensor
-) -> Tensor:
-    r"""``q_k = h_kᵀ A⁻¹ h_k`` (the Laplace variance of ``f_w - f_l``).
+    Q: Tensor, n: int, omega: Tensor, omega_q: Tensor, H: Tensor, P: Tensor
+) -> tuple[Tensor, Tensor]:
+    r"""``q_k = h_kᵀ A⁻¹ h_k`` (the Laplace variance of ``f_w - f_l``) and
+    ``τ₋_k = 1 / h_kᵀ A₋ₖ⁻¹ h_k`` (its precision without comparison ``k``).
 
     For a stiff comparison ``q_k ≈ 1/ω_k``: from ``P`` it would cancel to
     nothing; the columns of ``Y`` give it with relative accuracy,
     ``q_k = (1 - |Q₂[k]|²) / ω_k`` (``Q₂`` the last ``m`` rows of ``Q``: the
-    rows of the orthogonal completion have unit norm). Elsewhere
+    rows of the orthogonal completion have unit norm), since
+    ``|Q₂[k]|² = (M⁻¹)_kk / ω_k = 1 / (1 + ω_k h_kᵀ A₋ₖ⁻¹ h_k)``; the same
+    identity gives ``τ₋_k = ω_k |Q₂[k]|² / (1 - |Q₂[k]|²)`` without the
+    cancelling ``1/q_k - ω_k`` (``ω`` as capped in ``M``). Elsewhere
     (``ω_k |h_k|² ≤ 1``) ``h_kᵀ (I - P) h_k`` is used, accurate to
     ``O(ε |h_k|²)`` (absolutely: the difference of a soft comparison that
-    stiff ones pin comes out near ``ε``, not at its true size)."""
+    stiff ones pin comes out near ``ε``, not at its true size), and
+    ``τ₋_k = 1/q_k - ω_k``, which cancels by at most half there."""
     q2 = Q[..., n:, :].square().sum(-1)  # batch x m
     stiff = omega * (H * H).sum(-1) > 1.0
-    from_q = (1.0 - q2) / torch.where(stiff, omega, torch.ones_like(omega))
+    ones = torch.ones_like(omega)
+    from_q = (1.0 - q2) / torch.where(stiff, omega, ones)
     HP = (H.unsqueeze(-2) @ P).squeeze(-2)
     from_p = (H * H).sum(-1) - (HP * H).sum(-1)
-    return torch.where(stiff, from_q, from_p)
+    q = torch.where(stiff, from_q, from_p)
+    tiny = torch.finfo(q.dtype).tiny
+    loo = torch.where(
+        stiff,
+        omega_q * q2 / (1.0 - q2).clamp_min(tiny),
+        1.0 / q.clamp_min(tiny) - omega,
+    )
+    return q, loo
 
 
 def stiff_solve(
@@ -152,7 +181,7 @@ def stiff_solve(
 
     Args:
         P: ``batch x n x n`` projector ``I - A⁻¹``.
-        factors: ``(Q₁, R, ω / a, q)`` (``q`` unused here).
+        factors: ``(Q₁, R, ω / a, …)`` (the rest unused here).
         gamma: ``batch x m`` per-comparison gradients ``γ``.
         v: ``batch x n``.
 
