@@ -261,13 +261,27 @@ def probe_points(case: Case, X: Tensor) -> Tensor:
 
 
 def check_fixed_hyperparameters(case: Case) -> None:
-    r"""Check 1 of the module docstring on ``case``."""
+    r"""Check 1 of the module docstring on ``case``. A float32 case is
+    compared with BoTorch's float64 model of the same data: BoTorch's own
+    float32 mode can be off by more than the tolerance (0.6 % on a 350-design
+    Matérn-½ case, where prefbo's float32 mean is within 4e-7 of float64)."""
     X, comp, k = build(case)
     # a tight fsolve, so that BoTorch's mode is as exact as prefbo's
     bt = botorch_model(case, X, comp, k, xtol=1e-12, maxfev=10_000)
     if bt is None:
         return
     pb = prefbo_model(case, X, comp, k)
+    if not case.float64:
+        bt = botorch_model(
+            case,
+            X.double(),
+            comp,
+            kernel(case, torch.float64),
+            xtol=1e-12,
+            maxfev=10_000,
+        )
+        if bt is None:
+            return
     Xt = probe_points(case, X)
     with torch.no_grad(), prefbo_warnings_allowed():
         mean_pb = pb.posterior(Xt).mean
@@ -280,7 +294,7 @@ def check_fixed_hyperparameters(case: Case) -> None:
             except Exception:  # noqa: BLE001 -- e.g. BoTorch's NotPSDError
                 return
             atol = 1e-6 if case.float64 else 2e-3 * (1 + mean_bt.abs().max().item())
-            torch.testing.assert_close(mean_pb, mean_bt, rtol=0, atol=atol)
+            torch.testing.assert_close(mean_pb.to(mean_bt), mean_bt, rtol=0, atol=atol)
 
 
 def prefbo_evidence(model: PairwiseLaplaceGP) -> float:
@@ -334,6 +348,20 @@ SLOW = settings(FAST, max_examples=300)
 @example(case=Case(d=3, n=30, m=60, duplicates=10, repeats=5, atol=1e-10))
 @example(case=Case(d=4, n=40, m=80, graph="star", float64=False, kernel=0.5))
 @example(case=Case(d=2, n=20, m=19, graph="chain", placement="box", priors=False))
+@example(  # BoTorch's float32 mode is 0.6 % off its float64 one here
+    case=Case(
+        d=9,
+        n=350,
+        m=1,
+        float64=False,
+        placement="box",
+        kernel=0.5,
+        priors=False,
+        outputscale=3.0,
+        lengthscale=0.05,
+        seed=3,
+    )
+)
 def test_posterior_mean_agrees_at_fixed_hyperparameters(case):
     check_fixed_hyperparameters(case)
 
