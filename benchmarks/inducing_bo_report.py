@@ -245,7 +245,8 @@ def own_accuracy_table(runs: dict, labels: dict) -> list[str]:
 
 def plot(runs: dict, labels: dict, args, path: Path) -> None:
     r"""Per cell: regret curves (median, IQR), the α sweep's paired difference
-    to CVR and to anchored CVR, and picks differing from CVR per round."""
+    to CVR and to anchored CVR, and ENT-DPP's picks differing from anchored
+    CVR's and CVR's per round."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -255,7 +256,7 @@ def plot(runs: dict, labels: dict, args, path: Path) -> None:
     fig, axes = plt.subplots(
         len(cells), 3, figsize=(14, 3.8 * len(cells)), squeeze=False
     )
-    shown = ["cvr", "cvr_anchored", "ent_0.5", "ent_0.05", "gir"]
+    shown = ["cvr", "cvr_anchored", "ent_0.5", "ent_0.002", "gir"]
     for row, ((problem, m), per_method) in zip(axes, cells, strict=True):
         ax = row[0]
         for method in [k for k in shown if k in per_method]:
@@ -279,8 +280,8 @@ def plot(runs: dict, labels: dict, args, path: Path) -> None:
         ax.legend(fontsize=7)
         ents = sorted((float(k[4:]), k) for k in per_method if k.startswith("ent_"))
         for ref, colour, shift in (
-            ("cvr", "C0", -0.004),
-            ("cvr_anchored", "C1", 0.004),
+            ("cvr", "C0", 0.93),
+            ("cvr_anchored", "C1", 1.07),
         ):
             xs, ys, es = [], [], []
             for alpha, key in ents:
@@ -288,9 +289,11 @@ def plot(runs: dict, labels: dict, args, path: Path) -> None:
                 if len(seeds) < 2:
                     continue
                 s = paired(final(per_method, key, seeds), final(per_method, ref, seeds))
-                xs.append(alpha + shift)
+                xs.append(alpha * shift)
                 ys.append(s["mean"])
                 es.append(s["se"])
+            if not xs:
+                continue
             row[1].errorbar(
                 xs,
                 ys,
@@ -300,19 +303,30 @@ def plot(runs: dict, labels: dict, args, path: Path) -> None:
                 capsize=3,
                 label=f"ENT-DPP − {labels.get(ref, ref)}",
             )
+        drawn = bool(row[1].lines)
         row[1].axhline(0, color="k", lw=0.8)
-        row[1].set(title="final regret, paired difference (mean ± s.e.)", xlabel="α")
-        row[1].legend(fontsize=7)
-        for alpha, key in ents:
+        row[1].set(
+            title="ENT-DPP final regret − reference, paired",
+            xlabel="α",
+            xscale="log" if drawn else "linear",
+        )
+        if drawn:
+            row[1].legend(fontsize=7)
+        for i, (alpha, key) in enumerate(ents):
             seeds = sorted(per_method[key])
             rounds = len(per_method[key][seeds[0]]["rounds"])
-            mean_diff = [
-                sum(per_method[key][s]["rounds"][r]["diff_cvr"] for s in seeds)
-                / len(seeds)
-                for r in range(rounds)
-            ]
-            row[2].plot(range(rounds), mean_diff, "o-", label=f"α = {alpha:g}")
-        row[2].set(title=f"ENT-DPP picks ≠ CVR's (of M = {m})", xlabel="round")
+            for field, style in (("diff_anchored", "o-"), ("diff_cvr", ":")):
+                mean_diff = [
+                    sum(per_method[key][s]["rounds"][r][field] for s in seeds)
+                    / len(seeds)
+                    for r in range(rounds)
+                ]
+                label = f"α = {alpha:g}" if field == "diff_anchored" else None
+                row[2].plot(range(rounds), mean_diff, style, color=f"C{i}", label=label)
+        row[2].set(
+            title=f"picks of {m} ≠ anchored CVR (—), ≠ CVR (···)",
+            xlabel="round",
+        )
         row[2].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -341,7 +355,9 @@ def build(records: list[dict], args, argv: list[str] | None, labels: dict) -> st
     if args.output.exists():
         found = HAND.search(args.output.read_text())
         hand = found.group(0) if found else ""
-    cmd = " ".join(sys.argv[1:] if argv is None else argv)
+    cmd = " ".join(
+        a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"
+    )
     pairs = [
         ("ent_0.5", "cvr"),
         ("ent_0.5", "cvr_anchored"),

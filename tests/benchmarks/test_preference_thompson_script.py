@@ -16,3 +16,10 @@ def test_quick_run_writes_its_report(load_benchmark, tmp_path):
         regret = float(row.strip("|").split("|")[1].split("±")[0])
         assert math.isfinite(regret) and regret >= 0
     assert "Thompson lower on" in text
+    # a run depends on its seed only: the same command gives the same figures
+    again = bench.main(["--quick", "--output", str(tmp_path / "again.md")])
+
+    def figures(report: str) -> str:
+        return report.split("Set-up")[1].split("Run time")[0]
+
+    assert figures(again) == figures(text)
