@@ -192,6 +192,21 @@ class EntropyDPP(GreedyDPPAllocator):
     the input maximising ``q_z² · var(z | chosen)`` is added. ``α = 1`` is
     exactly :class:`ConditionalVarianceReduction` (the model is still
     evaluated, so prefer CVR then).
+
+    How much the quality does: only quality ratios matter, and the log-ratio
+    of the best to the worst input is ``(1 - α)/(α m)`` times the spread of
+    the single-point gains ``IG_z``. While the samples of the maximum lie far
+    above the posterior mean at most inputs (a BO run that has not found the
+    maximum), the gains spread over about a tenth of a nat, so at the default
+    ``α = 0.5`` and ``m ≥ 50`` all qualities lie within 1 % of each other and
+    the quality term is inert: the greedy selects CVR started from the input
+    of highest posterior mean (its first pick, since a stationary kernel's
+    prior variances tie), give or take a point per call. The quality reshapes
+    the set only when ``(1 - α)/(α m)`` times the spread is of order one,
+    i.e. ``α`` near the spread divided by ``m`` (0.002-0.01 for ``m = 50``).
+    ``benchmarks/results/inducing_bo.md`` measures both regimes in BO runs,
+    and BoTorch's ``GreedyImprovementReduction`` (an improvement-based
+    quality) beside them.
     """
 
     def __init__(
@@ -209,7 +224,8 @@ class EntropyDPP(GreedyDPPAllocator):
         Args:
             model: The model of the previous BO step: any one-output BoTorch
                 model (regression or preference) evaluated on the raw inputs.
-            alpha: Trade-off ``α ∈ (0, 1]``; 1 is CVR.
+            alpha: Trade-off ``α ∈ (0, 1]``; 1 is CVR. The quality matters only
+                for ``α`` of order (spread of ``IG``)/``m`` (see above).
             num_max_samples: Thompson samples of the maximum (``≥ 2``), for
                 ``max_value_method="thompson"``.
             max_samples: Optional precomputed ``num_samples [x batch_shape]``
