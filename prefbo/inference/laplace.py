@@ -329,15 +329,15 @@ class _NewtonRun:
         r"""First-order (implicit-function) prediction of the new mode from the
         previous state: ``f̂ + (I + K W)⁻¹ δK α = f̂ + r - Σ W r`` with
         ``r = K_new α_old - f̂_old`` (``= δK α_old``) and ``Σ``, ``W`` the old
-        ones."""
+        ones (in the new ``K``'s dtype and device, like every warm start)."""
         L, batch, n, comps = self.L, self.batch, self.n, self.comps
         fo = prev.mode.to(L).expand(batch + (n,))
         if from_state:
             r = f0 - fo
         else:
             r = _mv(L, _mv(self.Lt, prev.alpha.to(L).expand(batch + (n,)))) - fo
-        Wr = scatter_pairs(prev.curvature * pair_diff(r, comps), comps, n)
-        return fo + r - _mv(prev._post_cov, Wr)
+        Wr = scatter_pairs(prev.curvature.to(L) * pair_diff(r, comps), comps, n)
+        return fo + r - _mv(prev._post_cov.to(L), Wr)
 
     # --------------------------------------------------------- iteration
     def iterate(self, it: _Iterate, max_iter: int) -> _Iterate | None:

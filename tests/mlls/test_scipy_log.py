@@ -314,3 +314,25 @@ def test_float32_fit_with_its_own_closure_runs_on_the_model_itself():
     # the callback saw the model's own float32 parameters, not a copy's
     assert seen and all(p.dtype == torch.float32 for p in seen[0].values())
     assert seen[0][OS] is dict(mll.named_parameters())[OS]
+
+
+@pytest.mark.parametrize(
+    "model_cls, mll_cls",
+    [(PairwiseLaplaceGP, PairwiseLaplaceMLL), (PairwiseEPGP, PairwiseEPMLL)],
+)
+def test_float32_model_whose_evidence_was_evaluated_fits(model_cls, mll_cls):
+    # the evaluation leaves a float32 state to warm-start from; the float64
+    # copy that is fitted carries it along, and the warm start must take it
+    # in the copy's dtype (the Laplace mode's first-order prediction did not)
+    X, comp = _data()
+    model = model_cls(X.float(), comp)
+    fresh = model_cls(X.float(), comp)
+    model.train()
+    mll = mll_cls(model.likelihood, model)
+    with torch.no_grad():
+        mll(model(*model.train_inputs), model.train_targets)
+    fit_gpytorch_mll(mll)
+    fit_gpytorch_mll(mll_cls(fresh.likelihood, fresh))
+    for (name, p), (_, q) in zip(model.named_parameters(), fresh.named_parameters()):
+        assert p.dtype == torch.float32, name
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
