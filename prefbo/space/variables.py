@@ -1,0 +1,347 @@
+r"""The variables of a study's search space, each between a person's view and
+the model's unit-cube columns.
+
+A person sees values (a sweetness of 3.5, 12 servings, the font "serif"); the
+models see real columns in ``[0, 1]``. Each variable maps one to the other:
+
+- :class:`Continuous`: one column, linear in the value, or in its logarithm
+  with ``log=True`` (a learning rate between 1e-4 and 1e-1: equal ratios are
+  equal steps);
+- :class:`Integer`: one column, the integers ``lower … upper`` at equal steps
+  (``log=True``: at equal steps of their logarithm); a column between two of
+  them decodes to the nearest;
+- :class:`Ordinal`: one column, ordered values (numbers or labels) at equal
+  steps, whatever their spacing;
+- :class:`Categorical`: one column per choice, one-hot. Decoding takes the
+  largest column (the first of equal ones).
+
+Why one-hot for categories: every prefbo model takes any GPyTorch kernel on the
+unit cube, and a stationary ARD kernel on a one-hot block gives each pair of
+choices its own similarity (``exp(-(1/ℓ_a² + 1/ℓ_b²)/2)`` for an RBF with
+per-column lengthscales), as rich as BoTorch's ``CategoricalKernel`` (one
+lengthscale per variable) and usable by the Laplace, EP, skew and variational
+models alike, while the acquisition optimisers fix the block at each choice in
+turn (no relaxation ever decodes off the one-hot corners unseen).
+
+Every method checks its input: a wrong type raises
+:class:`~prefbo.exceptions.InputTypeError`, a value outside the variable
+:class:`~prefbo.exceptions.InputDataError`, each naming the variable.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.utils.checks import describe
+
+Value = float | int | str
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name:
+        raise InputTypeError(
+            f"a variable's name must be a non-empty str; got {describe(name)}."
+        )
+    return name
+
+
+def _real(name: str, what: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputTypeError(
+            f"{name}: {what} must be a finite number; got {describe(value)}."
+        )
+    value = float(value)
+    if not math.isfinite(value):
+        raise InputDataError(f"{name}: {what} must be a finite number; got {value!r}.")
+    return value
+
+
+def _unit(name: str, column: object) -> float:
+    r"""A model column of ``name``, a finite real in ``[0, 1]``."""
+    u = _real(name, "a model column", column)
+    if not 0.0 <= u <= 1.0:
+        raise InputDataError(f"{name}: a model column must lie in [0, 1]; got {u!r}.")
+    return u
+
+
+class Variable:
+    r"""One variable: its name, its ``width`` (model columns) and the maps.
+
+    Subclasses define :meth:`encode` (value to columns), :meth:`decode`
+    (columns to the nearest value), :attr:`levels` (the number of values, or
+    ``None`` for a continuum), :meth:`values` (all of them, when finite) and
+    :meth:`to_dict` (the JSON form read by :func:`variable_from_dict`).
+    """
+
+    kind = ""
+    width = 1
+    levels: int | None = None
+
+    def __init__(self, name: str) -> None:
+        self.name = _check_name(name)
+
+    def encode(self, value: object) -> list[float]:  # noqa: D102
+        raise NotImplementedError
+
+    def decode(self, columns: Sequence[float]) -> Value:  # noqa: D102
+        raise NotImplementedError
+
+    def values(self) -> list[Value]:
+        r"""Every value, in order (finite variables only)."""
+        raise InputDataError(
+            f"{self.name}: a continuous variable has no finite list of values."
+        )
+
+    def to_dict(self) -> dict[str, Any]:  # noqa: D102
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items() if k != "type")
+        return f"{type(self).__name__}({body})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.to_dict() == self.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+
+class _Scaled(Variable):
+    r"""A number between ``lower`` and ``upper``, mapped linearly or on a log scale."""
+
+    def __init__(
+        self, name: str, lower: object, upper: object, log: bool = False
+    ) -> None:
+        super().__init__(name)
+        self.lower = _real(self.name, "lower", lower)
+        self.upper = _real(self.name, "upper", upper)
+        if not isinstance(log, bool):
+            raise InputTypeError(
+                f"{self.name}: log must be a bool; got {describe(log)}."
+            )
+        if not self.lower < self.upper:
+            raise InputDataError(
+                f"{self.name}: lower < upper is needed; got lower={self.lower!r}, "
+                f"upper={self.upper!r}."
+            )
+        if log and self.lower <= 0:
+            raise InputDataError(
+                f"{self.name}: a log scale needs lower > 0; got lower={self.lower!r}."
+            )
+        self.log = log
+
+    def _to_unit(self, value: float) -> float:
+        if not self.lower <= value <= self.upper:
+            raise InputDataError(
+                f"{self.name}: the value must lie in [{self.lower:g}, {self.upper:g}]; "
+                f"got {value!r}."
+            )
+        if self.log:
+            u = math.log(value / self.lower) / math.log(self.upper / self.lower)
+        else:
+            u = (value - self.lower) / (self.upper - self.lower)
+        return min(max(u, 0.0), 1.0)
+
+    def _from_unit(self, u: float) -> float:
+        if self.log:
+            value = self.lower * (self.upper / self.lower) ** u
+        else:
+            value = self.lower + u * (self.upper - self.lower)
+        return min(max(value, self.lower), self.upper)
+
+
+class Continuous(_Scaled):
+    r"""A real value in ``[lower, upper]`` (``log=True``: on a log scale).
+
+    Example:
+        >>> Continuous("rate", 1e-4, 1e-1, log=True).encode(1e-2)
+        [0.666...]
+    """
+
+    kind = "continuous"
+
+    def encode(self, value: object) -> list[float]:  # noqa: D102
+        return [self._to_unit(_real(self.name, "the value", value))]
+
+    def decode(self, columns: Sequence[float]) -> float:  # noqa: D102
+        return self._from_unit(_unit(self.name, columns[0]))
+
+    def to_dict(self) -> dict[str, Any]:  # noqa: D102
+        d: dict[str, Any] = {"type": self.kind, "name": self.name}
+        d.update(lower=self.lower, upper=self.upper)
+        if self.log:
+            d["log"] = True
+        return d
+
+
+class Integer(_Scaled):
+    r"""An integer in ``lower … upper`` (``log=True``: steps equal in ratio)."""
+
+    kind = "integer"
+
+    def __init__(
+        self, name: str, lower: object, upper: object, log: bool = False
+    ) -> None:
+        for what, v in (("lower", lower), ("upper", upper)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise InputTypeError(
+                    f"{name}: {what} must be an int; got {describe(v)}."
+                )
+        super().__init__(name, lower, upper, log)
+        self.lower, self.upper = int(lower), int(upper)  # type: ignore[call-overload]
+        self.levels = self.upper - self.lower + 1
+
+    def encode(self, value: object) -> list[float]:  # noqa: D102
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise InputTypeError(
+                f"{self.name}: the value must be an int; got {describe(value)}."
+            )
+        return [self._to_unit(float(value))]
+
+    def decode(self, columns: Sequence[float]) -> int:  # noqa: D102
+        # the nearest integer in the model's columns (not in the value's)
+        x = self._from_unit(_unit(self.name, columns[0]))
+        below, above = math.floor(x), math.ceil(x)
+        u = _unit(self.name, columns[0])
+        near = min((below, above), key=lambda v: (abs(self._to_unit(float(v)) - u), v))
+        return int(near)
+
+    def values(self) -> list[Value]:  # noqa: D102
+        return list(range(self.lower, self.upper + 1))
+
+    def to_dict(self) -> dict[str, Any]:  # noqa: D102
+        d: dict[str, Any] = {"type": self.kind, "name": self.name}
+        d.update(lower=self.lower, upper=self.upper)
+        if self.log:
+            d["log"] = True
+        return d
+
+
+def _choices(name: str, what: str, values: object) -> list[Value]:
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise InputTypeError(f"{name}: {what} must be a list; got {describe(values)}.")
+    out = list(values)
+    for v in out:
+        if isinstance(v, bool) or not isinstance(v, (str, numbers.Real)):
+            raise InputTypeError(
+                f"{name}: each of the {what} must be a str or a number; got "
+                f"{describe(v)}."
+            )
+        if isinstance(v, numbers.Real) and not math.isfinite(float(v)):
+            raise InputDataError(f"{name}: the {what} must be finite; got {v!r}.")
+    if len(out) < 2 or len(set(out)) != len(out):
+        raise InputDataError(
+            f"{name}: at least two distinct {what} are needed; got {out!r}."
+        )
+    return out
+
+
+class _Listed(Variable):
+    r"""A variable with a list of allowed values."""
+
+    what = "values"
+
+    def __init__(self, name: str, values: object) -> None:
+        super().__init__(name)
+        self._values = _choices(self.name, self.what, values)
+        self.levels = len(self._values)
+
+    def index(self, value: object) -> int:
+        r"""The position of ``value`` in the list (typed errors otherwise)."""
+        if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)):
+            raise InputTypeError(
+                f"{self.name}: the value must be one of {self._values!r}; got "
+                f"{describe(value)}."
+            )
+        try:
+            return self._values.index(value)
+        except ValueError:
+            raise InputDataError(
+                f"{self.name}: the value must be one of {self._values!r}; got "
+                f"{value!r}."
+            ) from None
+
+    def values(self) -> list[Value]:  # noqa: D102
+        return list(self._values)
+
+    def to_dict(self) -> dict[str, Any]:  # noqa: D102
+        return {"type": self.kind, "name": self.name, self.what: list(self._values)}
+
+
+class Ordinal(_Listed):
+    r"""Ordered values (numbers or labels), one column at equal steps."""
+
+    kind = "ordinal"
+
+    def encode(self, value: object) -> list[float]:  # noqa: D102
+        return [self.index(value) / (self.levels - 1)]
+
+    def decode(self, columns: Sequence[float]) -> Value:  # noqa: D102
+        u = _unit(self.name, columns[0])
+        return self._values[int(math.floor(u * (self.levels - 1) + 0.5))]
+
+
+class Categorical(_Listed):
+    r"""Unordered choices, one-hot (one column per choice)."""
+
+    kind = "categorical"
+    what = "choices"
+
+    def __init__(self, name: str, choices: object) -> None:
+        super().__init__(name, choices)
+        self.width = self.levels
+
+    def encode(self, value: object) -> list[float]:  # noqa: D102
+        columns = [0.0] * self.width
+        columns[self.index(value)] = 1.0
+        return columns
+
+    def decode(self, columns: Sequence[float]) -> Value:  # noqa: D102
+        if len(columns) != self.width:
+            raise InputDataError(
+                f"{self.name}: {self.width} model columns are needed; got "
+                f"{len(columns)}."
+            )
+        u = [_unit(self.name, c) for c in columns]
+        return self._values[u.index(max(u))]
+
+
+KINDS: dict[str, type[Variable]] = {
+    cls.kind: cls for cls in (Continuous, Integer, Ordinal, Categorical)
+}
+
+
+def variable_from_dict(entry: object) -> Variable:
+    r"""A variable from its JSON form (:meth:`Variable.to_dict`).
+
+    An entry without ``"type"`` but with ``"lower"`` and ``"upper"`` is a
+    continuous variable (the form of ``space.json`` files before the other
+    kinds existed).
+
+    Raises:
+        InputTypeError: ``entry`` is not a dict, or a field has the wrong type.
+        InputDataError: An unknown ``type``, missing or extra fields.
+    """
+    if not isinstance(entry, dict):
+        raise InputTypeError(
+            f"a variable must be a JSON object; got {describe(entry)}."
+        )
+    fields = dict(entry)
+    kind = fields.pop("type", "continuous")
+    if kind not in KINDS:
+        raise InputDataError(
+            f"a variable's type must be one of {sorted(KINDS)}; got {kind!r} in "
+            f"{entry!r}."
+        )
+    try:
+        return KINDS[kind](**fields)
+    except TypeError as e:
+        if isinstance(e, InputTypeError):
+            raise
+        raise InputDataError(
+            f"a {kind} variable's fields do not fit: {entry!r} ({e})."
+        ) from e
