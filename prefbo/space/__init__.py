@@ -1,18 +1,21 @@
 r"""Search spaces of preference studies: continuous (linear or log), integer,
-ordinal and categorical variables, and their unit-cube encoding."""
+ordinal and categorical variables, finite item pools described by features,
+and their unit-cube encoding."""
 
-from prefbo.space.space import MAX_GRID, Space
+from prefbo.space.pool import ItemPool
+from prefbo.space.space import KINDS, MAX_GRID, Space, variable_from_dict
 from prefbo.space.variables import (
     Categorical,
     Continuous,
     Integer,
     Ordinal,
     Variable,
-    variable_from_dict,
 )
 
 __all__ = [
+    "KINDS",
     "MAX_GRID",
+    "ItemPool",
     "Categorical",
     "Continuous",
     "Integer",

@@ -33,8 +33,53 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.space.variables import Variable, variable_from_dict
+from prefbo.space.pool import ItemPool
+from prefbo.space.variables import (
+    Categorical,
+    Continuous,
+    Integer,
+    Ordinal,
+    Variable,
+)
 from prefbo.utils.checks import check_int, check_seed, describe
+
+#: The variable classes by their JSON ``"type"``.
+KINDS: dict[str, type[Variable]] = {
+    cls.kind: cls for cls in (Continuous, Integer, Ordinal, Categorical, ItemPool)
+}
+
+
+def variable_from_dict(entry: object) -> Variable:
+    r"""A variable from its JSON form (:meth:`Variable.to_dict`).
+
+    An entry without ``"type"`` but with ``"lower"`` and ``"upper"`` is a
+    continuous variable (the form of ``space.json`` files before the other
+    kinds existed).
+
+    Raises:
+        InputTypeError: ``entry`` is not a dict, or a field has the wrong type.
+        InputDataError: An unknown ``type``, missing or extra fields.
+    """
+    if not isinstance(entry, dict):
+        raise InputTypeError(
+            f"a variable must be a JSON object; got {describe(entry)}."
+        )
+    fields = dict(entry)
+    kind = fields.pop("type", "continuous")
+    if kind not in KINDS:
+        raise InputDataError(
+            f"a variable's type must be one of {sorted(KINDS)}; got {kind!r} in "
+            f"{entry!r}."
+        )
+    try:
+        return KINDS[kind](**fields)
+    except TypeError as e:
+        if isinstance(e, InputTypeError):
+            raise
+        raise InputDataError(
+            f"a {kind} variable's fields do not fit: {entry!r} ({e})."
+        ) from e
+
 
 #: The largest finite space :meth:`Space.grid` enumerates unless told more.
 MAX_GRID = 1_000_000

@@ -74,7 +74,8 @@ class Variable:
     Subclasses define :meth:`encode` (value to columns), :meth:`decode`
     (columns to the nearest value), :attr:`levels` (the number of values, or
     ``None`` for a continuum), :meth:`values` (all of them, when finite) and
-    :meth:`to_dict` (the JSON form read by :func:`variable_from_dict`).
+    :meth:`to_dict` (the JSON form read by
+    :func:`~prefbo.space.space.variable_from_dict`).
     """
 
     kind = ""
@@ -308,40 +309,3 @@ class Categorical(_Listed):
             )
         u = [_unit(self.name, c) for c in columns]
         return self._values[u.index(max(u))]
-
-
-KINDS: dict[str, type[Variable]] = {
-    cls.kind: cls for cls in (Continuous, Integer, Ordinal, Categorical)
-}
-
-
-def variable_from_dict(entry: object) -> Variable:
-    r"""A variable from its JSON form (:meth:`Variable.to_dict`).
-
-    An entry without ``"type"`` but with ``"lower"`` and ``"upper"`` is a
-    continuous variable (the form of ``space.json`` files before the other
-    kinds existed).
-
-    Raises:
-        InputTypeError: ``entry`` is not a dict, or a field has the wrong type.
-        InputDataError: An unknown ``type``, missing or extra fields.
-    """
-    if not isinstance(entry, dict):
-        raise InputTypeError(
-            f"a variable must be a JSON object; got {describe(entry)}."
-        )
-    fields = dict(entry)
-    kind = fields.pop("type", "continuous")
-    if kind not in KINDS:
-        raise InputDataError(
-            f"a variable's type must be one of {sorted(KINDS)}; got {kind!r} in "
-            f"{entry!r}."
-        )
-    try:
-        return KINDS[kind](**fields)
-    except TypeError as e:
-        if isinstance(e, InputTypeError):
-            raise
-        raise InputDataError(
-            f"a {kind} variable's fields do not fit: {entry!r} ({e})."
-        ) from e
