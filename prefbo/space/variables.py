@@ -147,6 +147,13 @@ class _Scaled(Variable):
             u = (value - self.lower) / (self.upper - self.lower)
         return min(max(u, 0.0), 1.0)
 
+    def to_dict(self) -> dict[str, Any]:  # noqa: D102
+        d: dict[str, Any] = {"type": self.kind, "name": self.name}
+        d.update(lower=self.lower, upper=self.upper)
+        if self.log:
+            d["log"] = True
+        return d
+
     def _from_unit(self, u: float) -> float:
         if self.log:
             value = self.lower * (self.upper / self.lower) ** u
@@ -170,13 +177,6 @@ class Continuous(_Scaled):
 
     def decode(self, columns: Sequence[float]) -> float:  # noqa: D102
         return self._from_unit(_unit(self.name, columns[0]))
-
-    def to_dict(self) -> dict[str, Any]:  # noqa: D102
-        d: dict[str, Any] = {"type": self.kind, "name": self.name}
-        d.update(lower=self.lower, upper=self.upper)
-        if self.log:
-            d["log"] = True
-        return d
 
 
 class Integer(_Scaled):
@@ -205,21 +205,14 @@ class Integer(_Scaled):
 
     def decode(self, columns: Sequence[float]) -> int:  # noqa: D102
         # the nearest integer in the model's columns (not in the value's)
-        x = self._from_unit(_unit(self.name, columns[0]))
-        below, above = math.floor(x), math.ceil(x)
         u = _unit(self.name, columns[0])
+        x = self._from_unit(u)
+        below, above = math.floor(x), math.ceil(x)
         near = min((below, above), key=lambda v: (abs(self._to_unit(float(v)) - u), v))
         return int(near)
 
     def values(self) -> list[Value]:  # noqa: D102
         return list(range(self.lower, self.upper + 1))
-
-    def to_dict(self) -> dict[str, Any]:  # noqa: D102
-        d: dict[str, Any] = {"type": self.kind, "name": self.name}
-        d.update(lower=self.lower, upper=self.upper)
-        if self.log:
-            d["log"] = True
-        return d
 
 
 def _choices(name: str, what: str, values: object) -> list[Value]:
