@@ -162,7 +162,7 @@ def _pair_variances(
     stiff = omega * (H * H).sum(-1) > 1.0
     ones = torch.ones_like(omega)
     from_q = (1.0 - q2) / torch.where(stiff, omega, ones)
-    HP = (H.unsqueeze(-2) @ P).squeeze(-2)
+    HP = H @ P  # rows h_kᵀ P (P is symmetric)
     from_p = (H * H).sum(-1) - (HP * H).sum(-1)
     q = torch.where(stiff, from_q, from_p)
     tiny = torch.finfo(q.dtype).tiny

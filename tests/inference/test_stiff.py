@@ -130,3 +130,26 @@ def test_pair_variances_are_accurate_where_tiny(omega):
     # the stiff ones pin too): absolute accuracy of the order of ε |h|²
     torch.testing.assert_close(factors[3][:-1], exact[:-1], rtol=1e-7, atol=0.0)
     torch.testing.assert_close(factors[3][-1:], exact[-1:], rtol=0.0, atol=1e-14)
+
+
+@pytest.mark.parametrize("batch", [(3,), (2, 3)])
+def test_a_batch_equals_its_elements_one_by_one(batch):
+    # m = 7 comparisons, n = 8 designs, batch sizes other than n and m
+    K, L, comps = _problem()
+    g = torch.Generator().manual_seed(0)
+    omega = 10.0 ** (12 * torch.rand(batch + (comps.shape[0],), generator=g, dtype=DT))
+    Lb = L.expand(batch + L.shape)
+    P, logdet, factors = stiff_projector(Lb, omega, comps)
+    gamma = torch.randn(batch + (comps.shape[0],), generator=g, dtype=DT)
+    v = torch.randn(batch + (K.shape[0],), generator=g, dtype=DT)
+    solved = stiff_solve(P, factors, gamma, v)
+    for idx in torch.cartesian_prod(*(torch.arange(b) for b in batch)).reshape(
+        -1, len(batch)
+    ):
+        i = tuple(idx.tolist())
+        P1, logdet1, f1 = stiff_projector(L, omega[i], comps)
+        torch.testing.assert_close(P[i], P1)
+        torch.testing.assert_close(logdet[i], logdet1)
+        torch.testing.assert_close(factors[3][i], f1[3])  # pair variances
+        torch.testing.assert_close(factors[4][i], f1[4])  # cavity precisions
+        torch.testing.assert_close(solved[i], stiff_solve(P1, f1, gamma[i], v[i]))

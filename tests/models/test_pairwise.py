@@ -11,6 +11,7 @@ from gpytorch.kernels import RBFKernel
 
 from prefbo import PairwiseEPGP, PairwiseLaplaceGP, PairwiseLaplaceMLL
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
+from prefbo.likelihoods import PairwiseProbitLikelihood
 from prefbo.utils.testing import make_pairwise_data, set_scale_kernel, tolerance
 
 
@@ -175,3 +176,29 @@ def test_a_non_finite_evaluation_does_not_become_the_next_warm_start():
     model._compute_evidence = failed
     model(*model.train_inputs)
     assert model._warm is good
+
+
+@pytest.mark.parametrize("model_cls", [PairwiseLaplaceGP, PairwiseEPGP])
+@pytest.mark.parametrize(
+    "dtype, noise_std", [(torch.float64, 1e-8), (torch.float32, 1e-2)]
+)
+def test_a_batch_at_tiny_noise_predicts_like_its_elements(model_cls, dtype, noise_std):
+    # contradicting answers at a tiny noise make the curvature stiff; a batch
+    # of 4 problems of 3 designs (batch size neither n nor m) takes the same
+    # projector path as each problem alone
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(4, 3, 2, generator=g, dtype=torch.float64).to(dtype)
+    comp = torch.tensor([[0, 1], [1, 0], [1, 2]])
+    lik = PairwiseProbitLikelihood(noise_std=noise_std)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # EP's sweep budget on degenerate data
+        batched = model_cls(X, comp.expand(4, 3, 2), likelihood=lik).eval()
+        var = batched.posterior(X).variance
+        for b in range(4):
+            single = model_cls(X[b], comp, likelihood=lik).eval()
+            # float32: the formed system (taken alone, below float32's
+            # stiffness limit) is good to ~1e-3 here, the projector to 1e-5
+            tol = 1e-6 if dtype == torch.float64 else 1e-3
+            torch.testing.assert_close(
+                var[b], single.posterior(X[b]).variance, rtol=tol, atol=tol * 1e-2
+            )
