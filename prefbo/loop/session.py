@@ -37,6 +37,7 @@ a :class:`SessionLogWarning` says that a second writer will not be refused.
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 import zlib
@@ -88,13 +89,24 @@ def _no_constant(token: str) -> Any:
     raise ValueError(token)
 
 
+def _finite_float(token: str) -> float:
+    r"""A JSON number literal as a float; one that overflows to infinity
+    (``1e400``) is refused like the ``Infinity`` token."""
+    value = float(token)
+    if not math.isfinite(value):
+        raise ValueError(token)
+    return value
+
+
 def _decode(line: str, lineno: int) -> dict[str, Any] | _Bad:
     r"""The record of a line, or a :class:`_Bad` saying what is wrong."""
     try:
-        record = json.loads(line, parse_constant=_no_constant)
+        record = json.loads(
+            line, parse_constant=_no_constant, parse_float=_finite_float
+        )
     except json.JSONDecodeError as e:
         return _Bad(f"invalid JSON ({e.msg} at column {e.colno})")
-    except ValueError as e:  # NaN, Infinity: never written by encode_record
+    except ValueError as e:  # NaN, Infinity, 1e400: never written by encode_record
         return _complete(f"the non-finite JSON token {e} (never written by prefbo)")
     if not isinstance(record, dict) or "crc" not in record:
         return _Bad("not a checksummed JSON object")

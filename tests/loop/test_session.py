@@ -1,6 +1,7 @@
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -345,7 +346,7 @@ def test_a_complete_checksummed_last_record_is_never_dropped(tmp_path):
 
 
 @pytest.mark.parametrize("line", [0, 1, 2])
-@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e400", "-2E+999"])
 def test_a_nan_token_in_any_line_is_named(tmp_path, line, token):
     path = tmp_path / "s.jsonl"
     _random_session(path, 2)
@@ -358,5 +359,8 @@ def test_a_nan_token_in_any_line_is_named(tmp_path, line, token):
         record[key] = 12345
     lines[line] = json.dumps(record).replace("12345", token) + "\n"
     path.write_text("".join(lines))
-    with pytest.raises(SessionLogError, match=rf"line {line + 1} .*{token}"):
+    with pytest.raises(SessionLogError, match=rf"line {line + 1} .*{re.escape(token)}"):
         PreferentialOptimizer.resume(path)
+    # a literal that overflows to infinity (1e400) counts as a non-finite token
+    with pytest.raises(SessionLogError, match=rf"line {line + 1} .*{re.escape(token)}"):
+        PreferentialOptimizer.resume(path, read_only=True)
