@@ -31,6 +31,7 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
+from prefbo.acquisition.eubo import check_question_points
 from prefbo.acquisition.pair_moments import pair_moments
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.likelihoods.pairwise import (
@@ -38,7 +39,6 @@ from prefbo.likelihoods.pairwise import (
     PairwiseProbitLikelihood,
     as_prefbo_likelihood,
 )
-from prefbo.models.prediction import check_finite_points
 from prefbo.utils.checks import check_int
 
 # |z| beyond which the binary entropy of F(z) is below 1e-16: probit
@@ -119,14 +119,16 @@ class PairwiseBALD(AcquisitionFunction):
 
         Raises:
             UnsupportedError: ``q != 2`` (a pair's answer is what is scored).
-            InputDataError: A non-finite option, named by its index.
+            InputTypeError: ``X`` not real or not of the model's dtype.
+            InputDataError: ``X`` of another width ``d``, or a non-finite
+                option, named by its index.
         """
         if X.shape[-2] != 2:
             raise UnsupportedError(
                 f"{type(self).__name__} scores pairs: X must have q=2 options per "
                 f"question (batch_shape x 2 x d); got X of shape {tuple(X.shape)}."
             )
-        check_finite_points(X, "X")
+        check_question_points(self.model, self.moments, X)
         delta, _, var = self.moments.pairs(X)
         return self.information(delta, var)
 

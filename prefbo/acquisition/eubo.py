@@ -28,7 +28,11 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
-from prefbo.acquisition.pair_moments import KernelPairMoments, pair_moments
+from prefbo.acquisition.pair_moments import (
+    KernelPairMoments,
+    PairMoments,
+    pair_moments,
+)
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.models.prediction import check_finite_points
 
@@ -234,13 +238,7 @@ class FastAnalyticEUBO(AcquisitionFunction):
                 f"({'with' if q == 1 else 'without'} a previous winner); got "
                 f"X of shape {tuple(X.shape)}."
             )
-        _check_dim(self.model, X)
-        check_finite_points(X, "X")
-        moments = self.moments
-        if isinstance(moments, KernelPairMoments) and X.dtype != moments.Z.dtype:
-            raise InputTypeError(
-                f"X must have the model's dtype {moments.Z.dtype}; got {X.dtype}."
-            )
+        check_question_points(self.model, self.moments, X)
 
 
 class _EUBOWithGradient(torch.autograd.Function):
@@ -276,6 +274,27 @@ class _EUBOWithGradient(torch.autograd.Function):
                 (g,) = torch.autograd.grad(values, X, grad_out, create_graph=True)
             return g, None
         return grad_out[..., None, None] * grad, None
+
+
+def check_question_points(model: Model, moments: PairMoments, X: Tensor) -> None:
+    r"""The options ``X`` (``... x q x d``) an acquisition function scores:
+    real, of the model's width ``d`` and (for a kernel expansion) its dtype,
+    and finite.
+
+    Raises:
+        InputTypeError: ``X`` is not real, or not of the model's dtype.
+        InputDataError: ``X`` of another ``d``, or a non-finite option.
+    """
+    if not X.is_floating_point():
+        raise InputTypeError(
+            f"X must be a real tensor (of the model's dtype); got {X.dtype}."
+        )
+    _check_dim(model, X)
+    check_finite_points(X, "X")
+    if isinstance(moments, KernelPairMoments) and X.dtype != moments.Z.dtype:
+        raise InputTypeError(
+            f"X must have the model's dtype {moments.Z.dtype}; got {X.dtype}."
+        )
 
 
 def _check_dim(model: Model, X: Tensor) -> None:

@@ -157,3 +157,21 @@ def test_q_other_than_two_is_a_typed_error(q):
     X_nan[3, 0, 1] = float("nan")
     with pytest.raises(InputDataError, match=r"X must be finite.*row \(3, 0\)"):
         acqf(X_nan)
+
+
+@pytest.mark.parametrize(
+    "X, error, message",
+    [
+        (torch.rand(5, 2, 3, dtype=torch.float64), InputDataError, r"d=2 features"),
+        (torch.rand(5, 2, 2), InputTypeError, r"model's dtype torch.float64"),
+        (torch.rand(5, 2, 2).half(), InputTypeError, r"model's dtype torch.float64"),
+        (torch.ones(5, 2, 2, dtype=torch.long), InputTypeError, r"real tensor"),
+    ],
+)
+def test_questions_of_the_wrong_width_or_dtype_are_typed_errors(X, error, message):
+    # as FastAnalyticEUBO: torch's broadcasting error, or silently cast values
+    # (integer designs gave all-zero BALD) before
+    Xt, comps = _data()
+    acqf = PairwiseBALD(PairwiseLaplaceGP(Xt, comps).eval())
+    with pytest.raises(error, match=message):
+        acqf(X)
