@@ -56,6 +56,7 @@ from prefbo.models.ep import PairwiseEPGP
 from prefbo.models.laplace import PairwiseLaplaceGP
 from prefbo.models.prediction import check_finite_points
 from prefbo.models.skew_checks import check_consistent, check_skew_size, progress_hook
+from prefbo.models.training_data import warn_outside_unit_cube
 from prefbo.posteriors.samples import SkewGPPosterior
 from prefbo.sampling import GibbsSampler, LinESS
 from prefbo.utils.checks import (
@@ -190,6 +191,8 @@ class SkewGP(Model):
                 with torch.no_grad():
                     d = input_transform.preprocess_transform(datapoints).shape[-1]
             covar_module = default_preference_covar_module(d, dtype=datapoints.dtype)
+            if input_transform is None:
+                warn_outside_unit_cube(datapoints, None)
         if not isinstance(covar_module, Kernel):
             raise InputTypeError(
                 "covar_module must be a gpytorch Kernel; got "

@@ -151,7 +151,9 @@ def check_same_layout(
                 )
 
 
-def warn_outside_unit_cube(datapoints: Tensor, design_mask: Tensor | None) -> None:
+def warn_outside_unit_cube(
+    datapoints: Tensor, design_mask: Tensor | None, remedy: str | None = None
+) -> None:
     r"""Warn, as BoTorch's models do, when the designs leave the unit cube.
 
     BoTorch's default priors (the ``Gamma(2.4, 2.7)`` lengthscale prior of
@@ -165,6 +167,8 @@ def warn_outside_unit_cube(datapoints: Tensor, design_mask: Tensor | None) -> No
     Args:
         datapoints: ``batch_shape x n x d`` designs.
         design_mask: Optional ``batch_shape x n`` bool (False: padding).
+        remedy: What to do, for a model without ``input_transform``
+            (default: pass a ``Normalize`` input transform).
     """
     if botorch_settings.validate_input_scaling.off():
         return
@@ -174,13 +178,16 @@ def warn_outside_unit_cube(datapoints: Tensor, design_mask: Tensor | None) -> No
             return
         lo, hi = float(X.amin()), float(X.amax())
     atol = 1e-2  # check_min_max_scaling's
+    if remedy is None:
+        remedy = (
+            f"pass input_transform=Normalize(d={datapoints.shape[-1]}, bounds=...) "
+            "(botorch.models.transforms.input), with the search space's bounds"
+        )
     if lo < -atol or hi > 1.0 + atol:
         warnings.warn(
             "Data (input features) is not contained to the unit cube (values "
             f"from {lo:.3g} to {hi:.3g}), which the default kernel's priors "
-            "assume. Please consider min-max scaling the input data: pass "
-            f"input_transform=Normalize(d={datapoints.shape[-1]}, bounds=...) "
-            "(botorch.models.transforms.input), with the search space's bounds.",
+            f"assume. Please consider min-max scaling the input data: {remedy}.",
             InputDataWarning,
             stacklevel=4,
         )

@@ -49,6 +49,7 @@ from prefbo.inducing.allocators import ConditionalVarianceReduction
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.likelihoods.base import PreferenceLikelihood
 from prefbo.likelihoods.pairwise import as_prefbo_likelihood
+from prefbo.models.training_data import warn_outside_unit_cube
 from prefbo.models.variational_terms import VariationalTermsMixin, data_inputs
 from prefbo.utils.checks import check_int
 
@@ -169,6 +170,13 @@ class VariationalPreferenceGP(VariationalTermsMixin, Model, ApproximateGP):
             covar_module = default_preference_covar_module(
                 dim, batch_shape=latent_shape, dtype=Z.dtype
             ).to(Z.device)
+            if X is not None:
+                warn_outside_unit_cube(
+                    X,
+                    None,
+                    remedy=f"scale the designs to [0, 1]^{dim} before building the "
+                    "data, e.g. botorch.utils.transforms.normalize(X, bounds)",
+                )
         if not isinstance(covar_module, Kernel):
             raise InputTypeError(
                 "covar_module must be a GPyTorch Kernel; got "

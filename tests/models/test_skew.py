@@ -408,3 +408,17 @@ def test_progress_true_shows_a_bar(capsys):
     assert "SkewGP" in capsys.readouterr().err
     with pytest.raises(InputTypeError, match="progress"):
         SkewGP(X, comp, num_samples=8, burnin=2, seed=0, progress="yes")
+
+
+def test_designs_off_the_unit_cube_warn_with_the_default_kernel_only():
+    # BoTorch's default priors assume [0, 1]^d, as for the pairwise GPs
+    from botorch.exceptions import InputDataWarning
+    from botorch.models.transforms.input import Normalize
+
+    X, comp, _ = make_pairwise_data(6, 8, d=2, seed=0)
+    with pytest.warns(InputDataWarning, match=r"Normalize\(d=2"):
+        SkewGP(10 * X, comp)
+    bounds = torch.tensor([[0.0, 0.0], [10.0, 10.0]], dtype=torch.float64)
+    SkewGP(10 * X, comp, input_transform=Normalize(d=2, bounds=bounds))
+    SkewGP(10 * X, comp, covar_module=ScaleKernel(RBFKernel()))
+    SkewGP(X, comp)

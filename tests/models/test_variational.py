@@ -263,3 +263,16 @@ def test_non_finite_inducing_points_are_rejected():
             r"\(first at \(2, 1\)\)",
         ):
             VariationalPreferenceGP(data, inducing_points=Zb)
+
+
+def test_designs_off_the_unit_cube_warn_with_the_default_kernel_only():
+    # BoTorch's default priors assume [0, 1]^d, as for the pairwise GPs
+    from botorch.exceptions import InputDataWarning
+
+    X, comp, _ = make_pairwise_data(12, 20, d=2, seed=0)
+    with pytest.warns(InputDataWarning, match=r"scale the designs to \[0, 1\]\^2"):
+        VariationalPreferenceGP(PairwiseComparisons(5 * X - 2, comp))
+    VariationalPreferenceGP(
+        PairwiseComparisons(5 * X - 2, comp), covar_module=RBFKernel(ard_num_dims=2)
+    )
+    VariationalPreferenceGP(PairwiseComparisons(X, comp))
