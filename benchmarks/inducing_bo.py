@@ -26,7 +26,8 @@ again before training and Thompson sampling, so methods that draw random
 numbers in their allocation (ENT-DPP) do not shift the others' streams: two
 methods that choose the same points produce the same run.
 
-Methods (:data:`METHODS`): ``cvr`` (prefbo ``ConditionalVarianceReduction``),
+Methods (:data:`METHODS`): ``cvr`` (``greedy_dpp_map`` without a quality: the
+greedy that prefbo's ``ConditionalVarianceReduction`` runs, the same indices),
 ``cvr_anchored`` (:class:`AnchoredCVR`: CVR whose first point is the input of
 highest posterior mean, ENT-DPP's first pick when prior variances tie),
 ``ent_<α>`` (``EntropyDPP(alpha=α)``; ``α = 1`` is CVR exactly and is not
@@ -50,6 +51,12 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/inducing_bo.py            # the study
     OMP_NUM_THREADS=1 python benchmarks/inducing_bo.py --report-only
     OMP_NUM_THREADS=1 python benchmarks/inducing_bo.py --quick    # ~1 minute
+
+Only the published setting (every option that changes the runs at its default;
+``--shard`` and ``--report-only`` may be given) reads and writes
+``benchmarks/results/inducing_bo.*`` by default. Any other setting, ``--quick``
+included, defaults ``--store``, ``--output`` and ``--plot`` to
+``<tempdir>/prefbo-quick/`` and says so; give the paths to write elsewhere.
 """
 
 from __future__ import annotations
@@ -58,7 +65,9 @@ import argparse
 import copy
 import json
 import math
+import os
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -383,6 +392,18 @@ def jobs(args) -> list[tuple]:
     ]
 
 
+#: The options whose defaults make up the published setting.
+PUBLISHED = (
+    "seeds", "rounds", "batch_size", "num_init", "inducing", "problems", "methods",
+    "adam_steps", "lr", "raw_samples", "num_restarts", "ts_steps", "exact_max_n",
+)  # fmt: skip
+
+
+def scratch_dir() -> Path:
+    r"""Where runs of another setting than the published one go by default."""
+    return Path(tempfile.gettempdir()) / "prefbo-quick"
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
@@ -405,10 +426,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add("--exact-max-n", type=int, default=2000, help="largest n for the exact GP")
     add("--shard", default="0/1", help="i/k: run every k-th job from the i-th")
     add("--report-only", action="store_true", help="build the report from the store")
-    add("--store", type=Path, default=RESULTS / "inducing_bo.jsonl", help="JSONL")
-    add("--output", type=Path, default=RESULTS / "inducing_bo.md", help="report")
-    add("--plot", type=Path, default=RESULTS / "inducing_bo.png", help="PNG plot")
+    where = "results/ for the published setting, else <tempdir>/prefbo-quick/"
+    add("--store", type=Path, help=f"JSONL store (inducing_bo.jsonl in {where})")
+    add("--output", type=Path, help=f"report (inducing_bo.md in {where})")
+    add("--plot", type=Path, help=f"PNG plot (inducing_bo.png in {where})")
     args = parser.parse_args(argv)
+    defaults = parser.parse_args([])
+    args.published = not args.quick and all(
+        getattr(args, k) == getattr(defaults, k) for k in PUBLISHED
+    )
+    base = RESULTS if args.published else scratch_dir()
+    for name, suffix in (("store", "jsonl"), ("output", "md"), ("plot", "png")):
+        if getattr(args, name) is None:
+            setattr(args, name, base / f"inducing_bo.{suffix}")
     if args.quick:
         args.seeds, args.rounds, args.num_init, args.batch_size = "0-1", 2, 60, 20
         args.inducing, args.adam_steps, args.problems = "20", 20, "hartmann6"
@@ -427,6 +457,13 @@ def main(argv: list[str] | None = None) -> str:
     r"""Run the pending jobs of the study, then write and return the report."""
     args = parse(argv)
     tag = config_tag(args)
+    if not args.published:
+        print(
+            f"not the published setting: store {args.store}, report "
+            f"{args.output}, plot {args.plot}",
+            file=sys.stderr,
+            flush=True,
+        )
     if not args.report_only:
         done = {
             (r["problem"], r["m"], r["seed"], r["method"])
@@ -441,6 +478,11 @@ def main(argv: list[str] | None = None) -> str:
             t0 = time.perf_counter()
             records = run_one(p, meth, m, s, args, tests[p])
             records[0]["seconds"] = time.perf_counter() - t0
+            records[0]["machine"] = {
+                "cpus": os.cpu_count(),
+                "load": os.getloadavg()[0],
+                "omp": os.environ.get("OMP_NUM_THREADS", "unset"),
+            }
             with args.store.open("a") as fh:
                 fh.writelines(json.dumps(rec) + "\n" for rec in records)
             print(

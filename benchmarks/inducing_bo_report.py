@@ -333,6 +333,30 @@ def plot(runs: dict, labels: dict, args, path: Path) -> None:
     plt.close(fig)
 
 
+def machine_note(records: list[dict]) -> str:
+    r"""What is known of the machines: the runs' (recorded with each run since
+    this field exists) and the one building this page, as measured."""
+    seen = [r["machine"] for r in records if r["kind"] == "run" and "machine" in r]
+    here = (
+        f"this page was built on {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, torch "
+        f"{torch.__version__}."
+    )
+    if not seen:
+        return (
+            "the store does not record the runs' machine (cores, load, "
+            f"OMP_NUM_THREADS); {here}"
+        )
+    cpus = sorted({m["cpus"] for m in seen})
+    omp = sorted({str(m["omp"]) for m in seen})
+    loads = [m["load"] for m in seen]
+    return (
+        f"{len(seen)} of the runs recorded their machine: "
+        f"{'/'.join(map(str, cpus))} cores, OMP_NUM_THREADS={'/'.join(omp)}, load "
+        f"average {min(loads):.2f}–{max(loads):.2f} at their end; {here}"
+    )
+
+
 def build(records: list[dict], args, argv: list[str] | None, labels: dict) -> str:
     r"""The markdown report of ``records``; writes the plot to ``args.plot``.
 
@@ -426,10 +450,7 @@ def build(records: list[dict], args, argv: list[str] | None, labels: dict) -> st
             *own_accuracy_table(runs, labels),
             "",
             f"{n_runs} runs, {seconds / 60:.0f} min of compute in all (sum over "
-            f"runs), single-threaded torch (OMP_NUM_THREADS="
-            f"{os.environ.get('OMP_NUM_THREADS', 'unset')}), "
-            f"{platform.processor() or platform.machine()}, torch "
-            f"{torch.__version__}; shared 2-core machine, so seconds are indicative.",
+            f"runs); {machine_note(records)} Seconds are indicative.",
             "",
         ]
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 
 import pytest
 import torch
@@ -140,3 +141,41 @@ def test_tiny_run_resumes_and_writes_its_report(load_benchmark, tmp_path):
     n = len((tmp_path / "runs.jsonl").read_text().splitlines())
     bench.main(TINY + paths)
     assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == n
+
+
+def test_only_the_published_setting_writes_into_the_results_directory(
+    load_benchmark, tmp_path, monkeypatch
+):
+    bench = load_benchmark("inducing_bo")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    scratch = tmp_path / "prefbo-quick"
+    published = bench.parse([])
+    assert published.store == bench.RESULTS / "inducing_bo.jsonl"
+    assert published.output == bench.RESULTS / "inducing_bo.md"
+    assert published.plot == bench.RESULTS / "inducing_bo.png"
+    assert bench.parse(["--report-only", "--shard", "1/2"]).store == published.store
+    for argv in (["--quick"], ["--seeds", "0-1"], ["--adam-steps", "10"], TINY):
+        args = bench.parse(argv)
+        assert (args.store, args.output, args.plot) == (
+            scratch / "inducing_bo.jsonl",
+            scratch / "inducing_bo.md",
+            scratch / "inducing_bo.png",
+        ), argv
+    # explicit paths are taken as given, whatever the setting
+    args = bench.parse(["--quick", "--store", str(tmp_path / "s.jsonl")])
+    assert args.store == tmp_path / "s.jsonl"
+    assert args.output == scratch / "inducing_bo.md"
+
+
+def test_cvr_is_prefbos_conditional_variance_reduction(load_benchmark):
+    bench = load_benchmark("inducing_bo")
+    from prefbo.inducing import ConditionalVarianceReduction
+
+    X = torch.rand(
+        60, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
+    kernel = bench._new_kernel(4)
+    kernel.base_kernel.lengthscale = 0.4
+    idx = bench.select("cvr", X, kernel, 12, None)[0]
+    expected = ConditionalVarianceReduction().select_indices(X, kernel, 12)[0]
+    assert torch.equal(idx, expected)
