@@ -16,8 +16,12 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/preference_thompson.py          # ~2 minutes
     OMP_NUM_THREADS=1 python benchmarks/preference_thompson.py --quick  # seconds
 
-The report is printed and written to
-``benchmarks/results/preference_thompson.md`` (``--output``).
+The report is printed and written to ``--output``: by default
+``benchmarks/results/preference_thompson.md`` for the published setting (every
+size option at its default) and ``<tempdir>/prefbo-quick/preference_thompson.md``
+for any other (``--quick`` included), so a trial run never overwrites the
+published page. The text between ``<!-- hand -->`` and ``<!-- /hand -->`` of
+an existing report (hand-written notes) is kept when it is rewritten.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import argparse
 import math
 import os
 import platform
+import re
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -34,6 +40,7 @@ from pathlib import Path
 import torch
 from botorch.exceptions.warnings import OptimizationWarning
 from botorch.fit import fit_gpytorch_mll
+from scipy.stats import wilcoxon
 from torch import Tensor
 
 from prefbo.acquisition.thompson import thompson_pairs
@@ -45,6 +52,11 @@ from prefbo.test_functions import Branin, SimulatedPerson
 TKW = {"dtype": torch.float64}
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = {"thompson": "Thompson pairs", "random": "random pairs"}
+#: The options whose defaults make up the published setting.
+PUBLISHED = (
+    "seeds", "rounds", "batch_size", "init", "raw_samples", "num_restarts", "ts_steps"
+)  # fmt: skip
+HAND = re.compile(r"<!-- hand -->.*?<!-- /hand -->", re.S)
 
 
 def _fit(X: Tensor, comparisons: Tensor) -> PairwiseLaplaceGP:
@@ -116,7 +128,7 @@ def _run(method: str, seed: int, args: argparse.Namespace) -> list[float]:
                 raw_samples=args.raw_samples,
                 num_restarts=args.num_restarts,
                 num_steps=args.ts_steps,
-                seed=seed,
+                seed=10_000 * seed + r,  # fresh Sobol raw points every round
             )
             # the second option is the current best design, a training design
             best = int((X == questions[0, 1]).all(-1).nonzero()[0, 0])
@@ -141,8 +153,8 @@ def _fmt(mean: float, se: float) -> str:
     return f"{mean:.3g} ± {se:.2g}" if math.isfinite(se) else f"{mean:.3g}"
 
 
-def main(argv: list[str] | None = None) -> str:
-    r"""Run both methods on every seed; write and return the markdown report."""
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    r"""The options; ``published`` says whether they are the published setting."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -156,11 +168,38 @@ def main(argv: list[str] | None = None) -> str:
     add("--raw-samples", type=int, default=256, help="Sobol points per path")
     add("--num-restarts", type=int, default=4, help="refined starts per path")
     add("--ts-steps", type=int, default=30, help="Adam steps per path")
-    add("--output", type=Path, default=RESULTS / "preference_thompson.md")
+    add(
+        "--output",
+        type=Path,
+        help="report (default: results/preference_thompson.md for the published "
+        "setting, else <tempdir>/prefbo-quick/preference_thompson.md)",
+    )
     args = parser.parse_args(argv)
+    defaults = parser.parse_args([])
+    args.published = not args.quick and all(
+        getattr(args, k) == getattr(defaults, k) for k in PUBLISHED
+    )
     if args.quick:
         args.seeds, args.rounds, args.batch_size, args.init = 1, 1, 8, 10
         args.raw_samples, args.num_restarts, args.ts_steps = 32, 2, 5
+    return args
+
+
+def output_path(args: argparse.Namespace) -> Path:
+    r"""``--output``, or the default for the setting (never results/ unless
+    the setting is the published one)."""
+    if args.output is not None:
+        return args.output
+    base = RESULTS if args.published else Path(tempfile.gettempdir()) / "prefbo-quick"
+    return base / "preference_thompson.md"
+
+
+def main(argv: list[str] | None = None) -> str:
+    r"""Run both methods on every seed; write and return the markdown report."""
+    args = parse(argv)
+    output = output_path(args)
+    if not args.published:
+        print(f"not the published setting: report {output}", file=sys.stderr)
     start, load = time.perf_counter(), os.getloadavg()[0]
     final = {}
     for method in METHODS:
@@ -169,6 +208,12 @@ def main(argv: list[str] | None = None) -> str:
     elapsed = time.perf_counter() - start
     ts, rnd = final["thompson"], final["random"]
     diff = [a - b for a, b in zip(ts, rnd, strict=True)]
+    nonzero = [d for d in diff if d != 0]
+    p_w = float(wilcoxon(nonzero).pvalue) if nonzero else 1.0
+    hand = ""
+    if output.exists():
+        found = HAND.search(output.read_text())
+        hand = found.group(0) + "\n" if found else ""
     rows = [
         f"| {METHODS[k]} | {_fmt(*_mean_se(v))} | "
         f"{float(torch.tensor(v).median()):.3g} |"
@@ -196,17 +241,21 @@ def main(argv: list[str] | None = None) -> str:
             *rows,
             "",
             f"Paired difference Thompson − random: {_fmt(*_mean_se(diff))}; "
-            f"Thompson lower on {sum(d < 0 for d in diff)}/{len(diff)} seeds.",
+            f"Thompson lower on {sum(d < 0 for d in diff)}/{len(diff)} seeds, "
+            f"higher on {sum(d > 0 for d in diff)}; two-sided Wilcoxon "
+            f"signed-rank p = {p_w:.2g} (ties dropped).",
             "",
             f"Run time {elapsed:.0f} s, OMP_NUM_THREADS="
             f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, "
-            f"{platform.processor() or platform.machine()}, torch {torch.__version__}"
-            f"; load average {load:.2f} before, {os.getloadavg()[0]:.2f} after.",
+            f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+            f"torch {torch.__version__}; load average {load:.2f} before, "
+            f"{os.getloadavg()[0]:.2f} after.",
             "",
+            *([hand] if hand else []),
         ]
     )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
     print(text)
     return text
 
