@@ -199,9 +199,12 @@ class EntropyDPP(GreedyDPPAllocator):
     above the posterior mean at most inputs (a BO run that has not found the
     maximum), the gains spread over about a tenth of a nat, so at the default
     ``α = 0.5`` and ``m ≥ 50`` all qualities lie within 1 % of each other and
-    the quality term is inert: the greedy selects CVR started from the input
-    of highest posterior mean (its first pick, since a stationary kernel's
-    prior variances tie), give or take a point per call. The quality reshapes
+    the quality term hardly acts on the set: the greedy selects nearly CVR
+    started from the input of highest posterior mean (its first pick, since a
+    stationary kernel's prior variances tie); on average a tenth of a point
+    per call differs (up to 9 of 50 in one call), and where the set is the
+    same the quality can still swap near-tied picks, which changes the SVGP
+    fitted on the points in that order. The quality reshapes
     the set only when ``(1 - α)/(α m)`` times the spread is of order one,
     i.e. ``α`` near the spread divided by ``m`` (0.002-0.01 for ``m = 50``).
     ``benchmarks/results/inducing_bo.md`` measures both regimes in BO runs,
