@@ -184,9 +184,14 @@ def validate_pairwise_data(
     )
 
 
+#: The fewest representable values a box's side must span (:func:`check_bounds`).
+MIN_BOX_STEPS = 1024
+
+
 def check_bounds(bounds: object) -> None:
-    r"""Check a ``2 x d`` box ``[lower, upper]``: finite, ``lower < upper``, and
-    of finite width ``upper - lower`` (points are drawn as ``lower + width * u``).
+    r"""Check a ``2 x d`` box ``[lower, upper]``: finite, ``lower < upper``, of
+    finite width ``upper - lower`` (points are drawn as ``lower + width * u``)
+    and spanning at least :data:`MIN_BOX_STEPS` representable values per side.
 
     Raises:
         InputDataError: Anything else, named.
@@ -212,4 +217,18 @@ def check_bounds(bounds: object) -> None:
             f"bounds must have a finite width upper - lower; x[{j}] has "
             f"[{float(bounds[0, j])!r}, {float(bounds[1, j])!r}], whose width "
             f"overflows {bounds.dtype}."
+        )
+    # the float spacing at the box's largest magnitude: a box of a handful of
+    # representable values cannot hold two distinct designs drawn in it
+    top = torch.maximum(bounds[0].abs(), bounds[1].abs())
+    spacing = torch.nextafter(top, torch.full_like(top, torch.inf)) - top
+    steps = torch.floor(width / spacing)
+    if bool((steps < MIN_BOX_STEPS).any()):
+        j = int((steps < MIN_BOX_STEPS).nonzero()[0])
+        raise InputDataError(
+            f"bounds must be wide enough to hold distinct designs: x[{j}] has "
+            f"[{float(bounds[0, j])!r}, {float(bounds[1, j])!r}], whose width spans "
+            f"only {int(steps[j])} step{'s' if int(steps[j]) != 1 else ''} of "
+            f"{str(bounds.dtype).removeprefix('torch.')} (at least "
+            f"{MIN_BOX_STEPS} are needed); rescale the variable."
         )

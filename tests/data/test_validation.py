@@ -68,8 +68,18 @@ def test_check_bounds():
         ([[0.0], [float("inf")]], r"bounds must be finite; got .*inf"),
         ([[float("nan")], [1.0]], r"bounds must be finite; got .*nan"),
         ([[-1e308], [1e308]], r"bounds must have a finite width .*x\[0\]"),
+        # boxes with a handful of float64 values: two distinct options could
+        # not be drawn (the loop asked a pair it then refused as identical)
+        ([[0.0], [5e-324]], r"x\[0\] .* spans only 1 step of float64"),
+        ([[0.0, 1e15], [1.0, 1e15 + 0.25]], r"x\[1\] .* spans only 2 steps of"),
     ],
 )
 def test_check_bounds_needs_a_finite_box(bounds, match):
     with pytest.raises(InputDataError, match=match):
         validation.check_bounds(torch.tensor(bounds, dtype=torch.float64))
+
+
+def test_check_bounds_accepts_narrow_boxes_with_enough_resolution():
+    # a millionth of the magnitude still holds ~4e9 float64 values
+    validation.check_bounds(torch.tensor([[1e3], [1e3 + 1e-3]], dtype=torch.float64))
+    validation.check_bounds(torch.tensor([[-1e-300], [1e-300]], dtype=torch.float64))
