@@ -17,6 +17,9 @@ Each variant changes one thing of ``PreferentialOptimizer``'s default:
   highest posterior mean minus one posterior standard deviation;
 - ``resolved-repeats-allowed``: ``avoid_resolved=False`` (questions that
   repeat an earlier one the model has resolved are asked, too);
+- ``cold-refits``: ``warm_start_fits=False`` (every refit starts at the
+  default hyperparameters instead of the previous fit's: does the chain of
+  warm starts keep a fit in a basin the answers have left?);
 - ``outputscale-grid-mixture``: four EP models whose outputscales are fixed
   at 1, 10, 100 and 1,000 (lengthscales fitted, warm-started along the
   answers), weighted after every answer by their evidence (plus the
@@ -212,6 +215,9 @@ VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
     "recommend-mean-minus-sd": lambda u, seed: MeanMinusSdLoop(u, seed),
     "resolved-repeats-allowed": lambda u, seed: pbo_regret.PrefboLoop(
         u, seed, avoid_resolved=False
+    ),
+    "cold-refits": lambda u, seed: pbo_regret.PrefboLoop(
+        u, seed, warm_start_fits=False
     ),
     "outputscale-grid-mixture": lambda u, seed: MixtureLoop(u, seed),
     "eubo-optimize-acqf-control": lambda u, seed: MixtureLoop(u, seed, grid=None),
