@@ -38,6 +38,28 @@ def line_error(path: str | os.PathLike, seq: int, what: str, why: str) -> str:
     )
 
 
+#: The keys of each record type (prefbo writes no others).
+RECORD_KEYS = {
+    "header": {"type", "seq", "version", "config"},
+    "tell": {"type", "seq", "options", "answer"},
+    "undo": {"type", "seq"},
+}
+
+
+def check_record_keys(path: str | os.PathLike, record: dict[str, Any]) -> None:
+    r"""Refuse a verified record with keys its type never has (naming the
+    line): it was not written by prefbo, and what it says would be ignored.
+
+    Raises:
+        SessionLogError: Unknown keys.
+    """
+    kind = record["type"]
+    unknown = sorted(set(record) - RECORD_KEYS[kind])
+    if unknown:
+        why = f"has unknown key(s) {unknown}"
+        raise SessionLogError(line_error(path, record["seq"], kind, why))
+
+
 def header_config(path: str | os.PathLike, header: dict[str, Any]) -> dict[str, Any]:
     r"""The ``config`` of a verified header record.
 
@@ -107,6 +129,8 @@ def replay(
             constructor or ``tell`` would refuse (naming the line).
     """
     header, records = read_session_log(log_path, repair=not read_only)
+    for record in (header, *records):
+        check_record_keys(log_path, record)
     config = _options.upgrade_config(header_config(log_path, header))
     for key, value in expected.items():
         stored = config.get(key, "<missing>")

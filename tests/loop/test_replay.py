@@ -71,6 +71,13 @@ def _set(i, key, value):
             lambda r: r[0]["config"].update(bounds=[[1.0], [0.0]]),
             r"line 1 .*bounds must have lower < upper",
         ),
+        # keys a record of its type never has (prefbo writes none of them)
+        (_set(1, "foo", 1), r"line 2 \(tell\) has unknown key\(s\) \['foo'\]"),
+        (_set(0, "note", "x"), r"line 1 \(header\) has unknown key\(s\) \['note'\]"),
+        (
+            lambda r: r.append({"type": "undo", "seq": 3, "answer": 3}),
+            r"line 4 \(undo\) has unknown key\(s\) \['answer'\]",
+        ),
     ],
 )
 def test_resume_checks_what_each_record_holds(tmp_path, edit, match):
