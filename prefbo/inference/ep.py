@@ -133,7 +133,9 @@ class _Moments:
     r"""``q = N(μ, Σ)`` for given sites and what the sweep reads from it.
 
     Attributes:
-        mu, S: ``μ`` and ``Σ``.
+        mu, S: ``μ`` and ``Σ`` (``None`` for a stiff ``τ̃``: the sweep reads
+            the factors instead, and the state derives ``Σ = L (I - P) Lᵀ``
+            from ``P`` when asked).
         info: Cholesky status (``0``: factorised).
         logdet: ``log|I + Lᵀ W L|`` or ``None`` (only the evidence needs it).
         b: ``Dᵀ ν̃``.
@@ -145,7 +147,7 @@ class _Moments:
     """
 
     mu: Tensor
-    S: Tensor
+    S: Tensor | None
     info: Tensor
     logdet: Tensor | None
     b: Tensor
@@ -163,7 +165,7 @@ def _gaussian(L, Kinv, tau, nu, comps, index, precision, prior_diag, with_logdet
     tiny probit scale contradicted by others) takes the projector form of
     :mod:`prefbo.inference.stiff`, in which the prior's ``I`` is not lost:
     ``μ = Σ Dᵀν̃ = L A⁻¹ Hᵀ ν̃`` by :func:`stiff_solve` (``ν̃`` of the size
-    of ``τ̃``), ``Σ = L (I - P) Lᵀ`` and ``α = L⁻ᵀ A⁻¹ Hᵀ ν̃``."""
+    of ``τ̃``) and ``α = L⁻ᵀ A⁻¹ Hᵀ ν̃``; ``Σ`` is not formed."""
     n = L.shape[-1]
     b = scatter_pairs(nu, comps, n)  # Dᵀ ν̃
     if is_stiff(tau, comps, prior_diag):
@@ -171,13 +173,9 @@ def _gaussian(L, Kinv, tau, nu, comps, index, precision, prior_diag, with_logdet
         P, logdet, factors = stiff_projector(L, tau, comps, max_condition)
         p = stiff_solve(P, factors, nu, torch.zeros_like(b))  # A⁻¹ Hᵀ ν̃
         mu = (L @ p.unsqueeze(-1)).squeeze(-1)
-        F = L - L @ P
-        S = F @ L.mT
         alpha = torch.linalg.solve_triangular(L.mT, p.unsqueeze(-1), upper=True)
         info = torch.zeros(b.shape[:-1], dtype=torch.int32, device=b.device)
-        return _Moments(
-            mu, 0.5 * (S + S.mT), info, logdet, b, alpha.squeeze(-1), None, P, factors
-        )
+        return _Moments(mu, None, info, logdet, b, alpha.squeeze(-1), None, P, factors)
     if precision:
         C, info = cholesky_plus_laplacian(Kinv, tau, index)
         S = row_major(torch.cholesky_inverse(C))
@@ -205,7 +203,7 @@ def _cavities(q: _Moments, tau, nu, comps, index):
     both terms are of the size of ``τ̃``, and the projector's factors give
     it (and ``d_kᵀ Σ d_k``) without that subtraction."""
     m_k = pair_diff(q.mu, comps)
-    tiny = torch.finfo(q.S.dtype).tiny
+    tiny = torch.finfo(q.mu.dtype).tiny
     if q.factors is None:
         v_k = pair_quadratic(q.S, comps, index).clamp_min(tiny)
         tau_c = 1.0 / v_k - tau
@@ -444,11 +442,7 @@ class EPEvidence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):  # noqa: D102
         state: EPState = ctx.state
-        if state._projector is not None:  # stiff: ααᵀ - R, R = L⁻ᵀ P L⁻¹
-            a = state.alpha
-            M = state.projected_reduction() + a.unsqueeze(-1) * a.unsqueeze(-2)
-        else:
-            M = evidence_kernel_gradient(state, state.curvature)
+        M = evidence_kernel_gradient(state, state.curvature)
         return (0.5 * grad_out)[..., None, None] * M, None, None, None, None, None
 
 

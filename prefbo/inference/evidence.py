@@ -57,7 +57,7 @@ class LaplaceEvidence(torch.autograd.Function):
             _, _, omega, domega = ctx.likelihood.derivatives(state.mode, comps)
         n = state.mode.shape[-1]
         if state._projector is not None:  # stiff: see prefbo.inference.stiff
-            M = _stiff_kernel_gradient(state, domega)
+            M = _stiff_kernel_gradient(state, _stiff_implicit(state, domega))
             return M.mul_((0.5 * grad_out)[..., None, None]), *(None,) * 5
         q = pair_quadratic(state.posterior_covariance(), comps)  # a_kᵀ Σ a_k
         s = -0.5 * scatter_pairs(q * domega, comps, n)  # batch x n
@@ -65,19 +65,26 @@ class LaplaceEvidence(torch.autograd.Function):
         return M.mul_((0.5 * grad_out)[..., None, None]), None, None, None, None, None
 
 
-def _stiff_kernel_gradient(state: GaussianApproximation, domega: Tensor) -> Tensor:
-    r"""``ααᵀ - R + αbᵀ + bαᵀ`` for a stiff curvature without ``W``'s huge
-    entries: ``R = (K + W⁻¹)⁻¹ = L⁻ᵀ P L⁻¹`` and ``b = (I + WK)⁻¹ Dᵀ γ =
-    L⁻ᵀ A⁻¹ Hᵀ γ`` with ``γ_k = -½ q_k ∂ω_k`` (``q_k = a_kᵀ Σ a_k`` from the
-    factors, accurate where it is tiny)."""
+def _stiff_implicit(state: GaussianApproximation, domega: Tensor) -> Tensor:
+    r"""``b = (I + WK)⁻¹ Dᵀ γ = L⁻ᵀ A⁻¹ Hᵀ γ`` for a stiff Laplace curvature,
+    with ``γ_k = -½ q_k ∂ω_k`` (``q_k = a_kᵀ Σ a_k`` from the factors,
+    accurate where it is tiny), without ``W``'s huge entries."""
     P, factors, L = state._projector, state._stiff_factors, state.chol_prior
     gamma = -0.5 * factors[3] * domega
     Ainv_g = stiff_solve(P, factors, gamma, torch.zeros_like(state.alpha))
-    b = torch.linalg.solve_triangular(L.mT, Ainv_g.unsqueeze(-1), upper=True).squeeze(
-        -1
-    )
+    return torch.linalg.solve_triangular(
+        L.mT, Ainv_g.unsqueeze(-1), upper=True
+    ).squeeze(-1)
+
+
+def _stiff_kernel_gradient(state: GaussianApproximation, b: Tensor | None) -> Tensor:
+    r"""``ααᵀ - R + αbᵀ + bαᵀ`` for a stiff curvature, with
+    ``R = (K + W⁻¹)⁻¹ = L⁻ᵀ P L⁻¹`` from the projector (``b = None``: no
+    implicit term, EP at convergence)."""
     a = state.alpha
     M = state.projected_reduction()  # -R
+    if b is None:
+        return (M + a.unsqueeze(-1) * a.unsqueeze(-2)).contiguous()
     U = torch.stack([a, b], dim=-1)
     V = torch.stack([a + b, a], dim=-1)
     return (M + U @ V.mT).contiguous()
@@ -91,7 +98,9 @@ def evidence_kernel_gradient(
     ``R = (K + W⁻¹)⁻¹ = W - WΣW`` with ``W = Dᵀ diag(ω) D`` and
     ``Σ = (K⁻¹ + W)⁻¹``; ``b = (I + WK)⁻¹ s = s - WΣs`` carries the implicit
     dependence of the approximation on ``K`` (Laplace: ``s = -½ ∂ log|I+KW| /
-    ∂f̂``; EP at convergence: none, ``implicit=None``).
+    ∂f̂``; EP at convergence: none, ``implicit=None``). For a stiff
+    curvature (the state holds ``P``) ``R = L⁻ᵀ P L⁻¹``, with no implicit
+    term (:func:`_stiff_kernel_gradient`).
 
     Args:
         state: The approximation (``alpha`` = ``K⁻¹`` times its mean).
@@ -101,6 +110,8 @@ def evidence_kernel_gradient(
     Returns:
         ``batch_shape x n x n``.
     """
+    if state._projector is not None and implicit is None:
+        return _stiff_kernel_gradient(state, None)
     comps = state.comparisons
     S = state.posterior_covariance()
     n = S.shape[-1]
