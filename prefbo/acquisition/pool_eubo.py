@@ -28,6 +28,7 @@ from torch import Tensor
 
 from prefbo.acquisition.pair_moments import eubo_from_moments, pair_moments
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.models.prediction import check_finite_points
 from prefbo.utils.checks import check_int, describe
 
 #: Designs per block of :func:`best_pool_pair` (two blocks' joint posterior:
@@ -42,8 +43,7 @@ def _check_pool(X: object) -> Tensor:
         raise InputDataError(
             f"X must be N x d with N >= 2 designs; got shape {tuple(X.shape)}."
         )
-    if not bool(torch.isfinite(X).all()):
-        raise InputDataError("X must be finite; it holds NaN or infinite entries.")
+    check_finite_points(X, "X")
     return X
 
 

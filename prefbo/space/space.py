@@ -183,8 +183,7 @@ class Space:
     def snap(self, X: Tensor) -> Tensor:
         r"""The model points of the designs nearest ``X``: continuous columns
         unchanged, the others on their values (``encode(decode(X))``)."""
-        X = self._points("X", X)
-        return self.encode(self.decode(X)).to(X)
+        return self.encode(self.decode(X)).to(X)  # decode checks X
 
     def _points(self, name: str, X: object) -> Tensor:
         if not isinstance(X, Tensor) or not X.is_floating_point():
