@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import pytest
 import torch
@@ -341,6 +342,33 @@ def test_ep_at_tiny_noise_on_a_cycle_is_the_prior_conditioned_on_equality(noise_
         post.covariance_matrix.detach(), cov, rtol=1e-6, atol=1e-8
     )
     assert bool(model.ep_state.converged)
+
+
+@pytest.mark.parametrize(
+    "noise_std, seed", [(1e-8, 6), (1e-9, 0), (1e-10, 1), (1e-11, 0), (1e-11, 6)]
+)
+def test_ep_on_a_tiny_noise_cycle_converges_through_the_sites_growth(noise_std, seed):
+    # the pinned differences' site precisions grow by a factor per sweep on
+    # their way to 1/s²: a change that grows while every site moves on the
+    # same way is no oscillation, and halving the step there left these
+    # cycles far from the fixed point after 200 sweeps (a ConvergenceWarning)
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(3, 2, dtype=torch.float64, generator=g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = PairwiseEPGP(
+            X,
+            torch.tensor([[0, 1], [1, 2], [2, 0]]),
+            likelihood=PairwiseProbitLikelihood(noise_std=noise_std),
+        )
+        post = model.posterior(X)
+    assert model.ep_state.iterations <= 60
+    mean, cov = _conditioned_on_equal(model, X, X, [0, 1, 2])
+    # the sites reach ~1/s² (5e21 at 1e-11); the mean carries their rounding
+    torch.testing.assert_close(post.mean.detach().squeeze(-1), mean, rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        post.covariance_matrix.detach(), cov, rtol=1e-6, atol=1e-8
+    )
 
 
 def test_stiff_ep_agrees_with_the_formed_system_where_both_are_accurate(
