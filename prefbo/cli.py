@@ -20,7 +20,11 @@ current best design and the comparison-graph findings
 (:func:`prefbo.data.graph.comparison_graph_summary`) are printed.
 
 ``space.json``: ``{"variables": [{"name": "sweetness", "lower": 0, "upper":
-10}, ...]}``.
+10}, ...]}`` for a box; entries with a ``"type"`` give the other kinds of
+:mod:`prefbo.space` (``"continuous"`` with ``"log": true``, ``"integer"``,
+``"ordinal"``, ``"categorical"``, ``"pool"``), e.g. ``{"type":
+"categorical", "name": "font", "choices": ["serif", "sans"]}``. A box is
+shown with its variables' values; a space with each design's values by name.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from prefbo.loop.model_kinds import model_kind_names
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.session import SessionLogWarning
 from prefbo.loop.strategies import strategy_names
+from prefbo.space import Continuous, Space
 
 
 def read_space(path: str | Path) -> tuple[list[str], list[list[float]]]:
@@ -74,6 +79,41 @@ def _fmt(names: list[str], x) -> str:
     return ", ".join(f"{n}={v:.4g}" for n, v in zip(names, x.tolist()))
 
 
+def _show(opt: PreferentialOptimizer, names: list[str], x) -> str:
+    r"""A design as the person sees it: the box's values, or the space's."""
+    if opt.space is None:
+        return _fmt(names, x)
+    design = opt.space.decode(x)[0]
+    return ", ".join(
+        f"{n}={v:.4g}" if isinstance(v, float) else f"{n}={v}"
+        for n, v in design.items()
+    )
+
+
+def read_typed_space(path: str | Path) -> Space | None:
+    r"""The :class:`~prefbo.space.Space` of a ``space.json`` whose variables
+    name a ``"type"``; ``None`` where none does (a box: :func:`read_space`,
+    as before the other kinds existed).
+
+    Raises:
+        InputDataError: The file is not JSON, or a typed entry is invalid.
+    """
+    space = Space.read(path) if _typed(path) else None
+    if space is not None and all(
+        type(v) is Continuous and not v.log for v in space.variables
+    ):
+        return None  # continuous on a linear scale only: a box
+    return space
+
+
+def _typed(path: str | Path) -> bool:
+    try:
+        data = json.loads(Path(path).read_text())
+        return any("type" in v for v in data["variables"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # read_space names what is wrong
+
+
 def run_session(opt: PreferentialOptimizer, stdin: TextIO, stdout: TextIO) -> int:
     r"""The interactive loop over ``stdin``/``stdout``; returns an exit status."""
     names = opt.metadata.get("names") or [f"x{i}" for i in range(opt.dim)]
@@ -86,7 +126,7 @@ def run_session(opt: PreferentialOptimizer, stdin: TextIO, stdout: TextIO) -> in
     while True:
         X = opt.ask()
         say("", f"question {len(opt.history) + 1}: which do you prefer?")
-        say(*(f"  [{i + 1}] {_fmt(names, x)}" for i, x in enumerate(X)))
+        say(*(f"  [{i + 1}] {_show(opt, names, x)}" for i, x in enumerate(X)))
         say(f"choose 1..{opt.q}, u = undo, q = quit")
         line = stdin.readline()
         if not line:  # end of input: as quit
@@ -110,7 +150,7 @@ def run_session(opt: PreferentialOptimizer, stdin: TextIO, stdout: TextIO) -> in
         if not opt.history:
             continue
         x, mean, sd = opt.best()
-        say(f"current best: {_fmt(names, x)}  (utility {mean:.3g} ± {sd:.2g})")
+        say(f"current best: {_show(opt, names, x)}  (utility {mean:.3g} ± {sd:.2g})")
         designs, comps = opt.data()
         summary = comparison_graph_summary(comps, designs.shape[0], warn=False)
         say(
@@ -125,9 +165,15 @@ def _session(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
         warnings.simplefilter("always", SessionLogWarning)
         warnings.simplefilter("ignore", ComparisonGraphWarning)
         if args.action == "new":
-            names, bounds = read_space(args.space)
+            space = read_typed_space(args.space)
+            if space is None:
+                names, bounds = read_space(args.space)
+                where: Space | list = bounds
+                metadata = {"names": names}
+            else:
+                where, metadata = space, {"names": space.names}
             opt = PreferentialOptimizer(
-                bounds,
+                where,
                 model=args.model,
                 strategy=args.strategy,
                 q=args.q,
@@ -135,7 +181,7 @@ def _session(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
                 seed=args.seed,
                 initial_random=args.initial_random,
                 log_path=args.file,
-                metadata={"names": names},
+                metadata=metadata,
             )
         else:
             opt = PreferentialOptimizer.resume(args.file)

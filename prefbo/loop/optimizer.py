@@ -42,18 +42,30 @@ from prefbo.loop.model_kinds import get_model_kind
 from prefbo.loop.repeats import identical_options, not_worth_asking
 from prefbo.loop.replay import replay
 from prefbo.loop.session import SessionLog, check_json_config
+from prefbo.loop.spaces import (
+    as_space,
+    check_space_options,
+    check_space_size,
+    encode_options,
+    exact_pair,
+    random_designs,
+    takes_exact,
+    unit_box,
+)
 from prefbo.loop.strategies import Question, get_strategy
+from prefbo.space import Space
 from prefbo.utils.checks import check_int, check_seed
 
 __all__ = ["Answer", "PreferentialOptimizer", "expected_fit_warnings"]
 
 
 class PreferentialOptimizer(FittedModels):
-    r"""Ask/tell preferential BO over a box (see the module docstring)."""
+    r"""Ask/tell preferential BO over a box or a
+    :class:`~prefbo.space.Space` (see the module docstring)."""
 
     def __init__(
         self,
-        bounds: Tensor | list,
+        bounds: Tensor | list | Space | dict,
         model: str = "ep",
         strategy: str = "eubo",
         q: int = 2,
@@ -74,7 +86,12 @@ class PreferentialOptimizer(FittedModels):
         r"""
         Args:
             bounds: ``2 x d`` box ``[lower, upper]`` (stored as float64),
-                finite and of finite width.
+                finite and of finite width; or a :class:`~prefbo.space.Space`
+                (or its JSON form): mixed variables and item pools, whose
+                designs are the space's model points (``d`` its ``dim``;
+                ``self.space.decode(X)`` gives the person's view, and
+                :meth:`tell` takes the options as those dicts too). How
+                questions are chosen there: :mod:`prefbo.loop.spaces`.
             model: A registered model kind (:mod:`prefbo.loop.model_kinds`):
                 ``"ep"`` (:class:`~prefbo.models.PairwiseEPGP`, the default),
                 ``"laplace"`` (:class:`~prefbo.models.PairwiseLaplaceGP`; by
@@ -156,8 +173,12 @@ class PreferentialOptimizer(FittedModels):
             UnsupportedError: A strategy that cannot serve ``q`` or the model
                 kind.
         """
-        bounds = _options.as_bounds(bounds)
-        check_bounds(bounds)
+        self.space = as_space(bounds)
+        if self.space is None:
+            bounds = _options.as_bounds(bounds)
+            check_bounds(bounds)
+        else:
+            bounds = unit_box(self.space)
         _options.check_setting_types(
             log_path,
             flags={
@@ -172,6 +193,8 @@ class PreferentialOptimizer(FittedModels):
         self._strategy = get_strategy(strategy)
         check_int("q", q, 2)
         self._strategy.check(strategy, q, model, kind)
+        if self.space is not None:
+            check_space_size(self.space, q)
         check_int("refit_every", refit_every, 1)
         check_seed("seed", seed)
         # the first question comes before any answer: no model to acquire with
@@ -212,7 +235,9 @@ class PreferentialOptimizer(FittedModels):
     def config(self) -> dict[str, Any]:
         r"""The constructor's settings, JSON-serialisable (the log header)."""
         return {
-            "bounds": self.bounds.tolist(),
+            "bounds": (
+                self.bounds.tolist() if self.space is None else self.space.to_dict()
+            ),
             "model": self.model_name,
             "strategy": self.strategy,
             "q": self.q,
@@ -256,16 +281,18 @@ class PreferentialOptimizer(FittedModels):
 
         Args:
             answer: Index in ``[0, q)`` of the chosen option.
-            options: The ``q x d`` options the answer refers to; default the
-                pending question of :meth:`ask`.
+            options: The ``q x d`` options the answer refers to (with a
+                space, also a list of ``q`` dicts by variable name); default
+                the pending question of :meth:`ask`.
 
         Raises:
             InputTypeError: ``answer`` is not an int (a bool, a float, a
                 string).
             InputDataError: ``answer`` is not an index of ``options``, or
                 ``options`` are not ``q x d`` (``q >= 2``), not finite, outside
-                the box, or not distinct designs; or the optimiser is a
-                read-only view or its log was closed.
+                the box, or not distinct designs, or (with a space) not
+                designs of the space; or the optimiser is a read-only view or
+                its log was closed.
         """
         self._check_writable("tell")
         if options is None:
@@ -275,7 +302,9 @@ class PreferentialOptimizer(FittedModels):
                     "pass options=<q x d tensor>."
                 )
             options = self._pending
-        options, answer = check_answer(answer, options, self.bounds)
+        elif self.space is not None:
+            options = encode_options(self.space, options)
+        options, answer = self.check_answer(answer, options)
         seq = len(self._tells)
         if self._log is not None:
             record = {"type": "tell", "options": options.tolist(), "answer": answer}
@@ -294,6 +323,13 @@ class PreferentialOptimizer(FittedModels):
         if self._log is not None:
             self._log.append({"type": "undo"})
         return self._apply_undo()
+
+    def check_answer(self, answer: Any, options: Any) -> tuple[Tensor, int]:
+        r"""``(options, answer)`` checked as :meth:`tell` checks them."""
+        options, answer = check_answer(answer, options, self.bounds)
+        if self.space is not None:
+            check_space_options(self.space, options)
+        return options, answer
 
     def _check_writable(self, method: str) -> None:
         if self._view_of is not None:
@@ -382,6 +418,8 @@ class PreferentialOptimizer(FittedModels):
 
     # ------------------------------------------------------------ questions
     def _uniform(self, k: int, step_seed: int) -> Tensor:
+        if self.space is not None:
+            return random_designs(self.space, k, step_seed % _options.SEED_MOD)
         gen = torch.Generator().manual_seed(step_seed % _options.SEED_MOD)
         u = torch.rand(k, self.dim, generator=gen, dtype=torch.float64)  # k x d
         return self.bounds[0] + (self.bounds[1] - self.bounds[0]) * u
@@ -408,6 +446,7 @@ class PreferentialOptimizer(FittedModels):
                     return not identical_options(X)
                 return not not_worth_asking(model, X, asked)
 
+            exact = takes_exact(self.space, self.strategy, self.q, self.keep_winner)
             question = Question(
                 model=model,
                 bounds=box,
@@ -419,9 +458,14 @@ class PreferentialOptimizer(FittedModels):
                 allowed=allowed,
             )
             with seeded(step_seed), expected_fit_warnings():
-                new = self._strategy.acquire(question)
-            check_new_options(new, n_new, box, self.strategy)
-            if allowed(new):
+                if exact:
+                    new = exact_pair(model, self.space, allowed)
+                else:
+                    new = self._strategy.acquire(question)
+                    check_new_options(new, n_new, box, self.strategy)
+                    if self.space is not None:
+                        new = self.space.snap(new)
+            if new is not None and allowed(new):
                 new = self._from_model(new)
             else:  # the strategy found nothing worth asking: a random question
                 self.random_fallbacks += 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable
 from typing import Any
 
 from torch import Tensor
@@ -25,7 +26,6 @@ from prefbo.exceptions import (
     SessionLogError,
 )
 from prefbo.loop import options as _options
-from prefbo.loop.answers import check_answer
 from prefbo.loop.session import read_session_log
 
 
@@ -77,7 +77,9 @@ def header_config(path: str | os.PathLike, header: dict[str, Any]) -> dict[str, 
 
 
 def tell_record(
-    path: str | os.PathLike, record: dict[str, Any], bounds: Tensor
+    path: str | os.PathLike,
+    record: dict[str, Any],
+    check: Callable[[Any, Any], tuple[Tensor, int]],
 ) -> tuple[Tensor, int]:
     r"""The options and answer of a verified ``tell`` record, checked as
     :meth:`~prefbo.loop.PreferentialOptimizer.tell` checks them.
@@ -85,7 +87,7 @@ def tell_record(
     Args:
         path: The log (for messages).
         record: The record.
-        bounds: ``2 x d`` box of the session.
+        check: The optimiser's ``check_answer(answer, options)``.
 
     Returns:
         ``(options, answer)``: ``q x d`` float64 options and the int index.
@@ -99,7 +101,7 @@ def tell_record(
             why = f"has no {key!r}"
             raise SessionLogError(line_error(path, record["seq"], "tell", why))
     try:
-        return check_answer(record["answer"], record["options"], bounds)
+        return check(record["answer"], record["options"])
     except (InputDataError, InputTypeError) as e:
         raise SessionLogError(
             line_error(path, record["seq"], "tell", f"holds a bad answer: {e}")
@@ -150,7 +152,7 @@ def replay(
         raise SessionLogError(line_error(log_path, 0, "header", why)) from None
     for rec in records:
         if rec["type"] == "tell":
-            options, answer = tell_record(log_path, rec, opt.bounds)
+            options, answer = tell_record(log_path, rec, opt.check_answer)
             opt._apply_tell(options, answer, rec["seq"])
         elif opt._tells:  # undo
             opt._apply_undo()
