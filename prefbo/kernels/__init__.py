@@ -6,9 +6,12 @@ from prefbo.kernels.pairs import (
     PreferenceKernel,
     concatenate_pairs,
 )
+from prefbo.kernels.population import POPULATION, PopulationKernel
 
 __all__ = [
+    "POPULATION",
     "NonTransitivePreferenceKernel",
+    "PopulationKernel",
     "PreferenceKernel",
     "concatenate_pairs",
     "default_preference_covar_module",

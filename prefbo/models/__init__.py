@@ -4,6 +4,7 @@ import prefbo.models.pathwise  # noqa: F401  (registers draw_matheron_paths)
 from prefbo.models.ep import PairwiseEPGP
 from prefbo.models.laplace import PairwiseLaplaceGP
 from prefbo.models.pairwise import PairwisePreferenceGP
+from prefbo.models.population import population_model, stack_participants
 from prefbo.models.skew import SkewGP
 from prefbo.models.users import RaggedBatch, batch_users
 from prefbo.models.variational import VariationalPreferenceGP
@@ -16,4 +17,6 @@ __all__ = [
     "SkewGP",
     "VariationalPreferenceGP",
     "batch_users",
+    "population_model",
+    "stack_participants",
 ]
