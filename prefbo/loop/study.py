@@ -1,0 +1,338 @@
+r"""Many participants, one population model: the ask/tell loop of a study.
+
+:class:`PopulationStudy` asks each participant questions about their own
+utility ``f_p = g + h_p`` (:mod:`prefbo.kernels.population`), from one
+population model fitted on everyone's answers. A participant's first
+question already comes from what the others taught (the population
+posterior plus the prior of a person's deviation): the warm start of a new
+person. Each participant's answers go to their own session log
+(``<log_dir>/<name>.jsonl``, durable and locked as
+:class:`~prefbo.loop.PreferentialOptimizer`'s), and the study's settings to
+``<log_dir>/study.json``; :meth:`PopulationStudy.resume` rebuilds the study
+from the folder.
+
+Determinism: the model is a function of each participant's answers (in
+their order), whatever the order between participants: the fit after ``k``
+answers in all starts at the default hyperparameters under an RNG seeded by
+``(seed, k)``, and a question runs under one seeded by ``(seed, k,
+participant)``. A resumed study asks what the running one would have.
+
+Example:
+    >>> study = PopulationStudy(bounds, log_dir="study")
+    >>> X = study.ask("ann")                 # 2 x d, for ann
+    >>> study.tell("ann", 0)                 # ann chose X[0]
+    >>> x, mean, sd = study.best()           # the population's favourite
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from botorch.exceptions.errors import ModelFittingError
+from botorch.fit import fit_gpytorch_mll
+from botorch.models.model import Model
+from botorch.posteriors import Posterior
+from torch import Tensor
+
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.kernels.population import POPULATION, with_participant
+from prefbo.loop import options as _options
+from prefbo.loop.answers import check_new_options, pairs_from
+from prefbo.loop.fit_warnings import expected_fit_warnings
+from prefbo.loop.fitted import seeded
+from prefbo.loop.optimizer import PreferentialOptimizer
+from prefbo.loop.repeats import not_worth_asking
+from prefbo.loop.spaces import exact_pair, takes_exact
+from prefbo.loop.strategies import Question, get_strategy
+from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
+from prefbo.models.population import disagreement, population_model
+from prefbo.utils.checks import check_int, check_seed, describe
+
+STRATEGIES = ("eubo", "random")
+MLLS = {"ep": PairwiseEPMLL, "laplace": PairwiseLaplaceMLL}
+
+
+class ParticipantView(Model):
+    r"""One participant's utility in a population model, as a one-output
+    BoTorch model on the designs alone (the participant's id appended)."""
+
+    def __init__(self, model: Model, participant: int) -> None:
+        super().__init__()
+        self.population = model
+        self.participant = participant
+        self.likelihood = model.likelihood
+
+    @property
+    def num_outputs(self) -> int:  # noqa: D102
+        return 1
+
+    def posterior(self, X: Tensor, **kwargs: Any) -> Posterior:  # noqa: D102
+        return self.population.posterior(
+            with_participant(X, self.participant), **kwargs
+        )
+
+
+class PopulationStudy:
+    r"""Participants by name, one population model (see the module docstring).
+
+    Args:
+        bounds: ``2 x d`` box, or a :class:`~prefbo.space.Space`, as
+            :class:`~prefbo.loop.PreferentialOptimizer` takes them.
+        log_dir: A folder for the participants' logs and ``study.json``
+            (created; it must not hold a study already), or ``None``.
+        model: ``"ep"`` (default) or ``"laplace"``.
+        strategy: ``"eubo"`` (default) or ``"random"``.
+        seed: Seed of every random choice.
+        initial_random: Questions of the whole study drawn uniformly before
+            the model is used (at least 1: the first comes before any answer).
+        acqf_options: As :class:`~prefbo.loop.PreferentialOptimizer`'s.
+    """
+
+    def __init__(
+        self,
+        bounds: Any,
+        log_dir: str | os.PathLike | None = None,
+        *,
+        model: str = "ep",
+        strategy: str = "eubo",
+        seed: int = 0,
+        initial_random: int = 1,
+        acqf_options: dict[str, Any] | None = None,
+    ) -> None:
+        if model not in MLLS:
+            raise InputDataError(f"model must be one of {sorted(MLLS)}; got {model!r}.")
+        if strategy not in STRATEGIES:
+            raise InputDataError(
+                f"strategy must be one of {list(STRATEGIES)}; got {strategy!r}."
+            )
+        check_seed("seed", seed)
+        check_int("initial_random", initial_random, 1)
+        # the participants' optimisers only check and log their answers
+        self._template = PreferentialOptimizer(bounds, strategy="random", seed=seed)
+        self.space, self.bounds = self._template.space, self._template.bounds
+        self.model_name, self.strategy = model, strategy
+        self.seed, self.initial_random = int(seed), initial_random
+        self.acqf_options = _options.acqf_options(acqf_options)
+        self._strategy = get_strategy(strategy)
+        self._people: dict[str, PreferentialOptimizer] = {}
+        self._order: list[str] = []  # participants by their id
+        self._pending: dict[str, Tensor] = {}
+        self._model: Any = None
+        self.failed_fits = 0
+        self.random_fallbacks = 0
+        self.log_dir = None if log_dir is None else Path(log_dir)
+        if self.log_dir is not None:
+            if (self.log_dir / "study.json").exists():
+                raise InputDataError(
+                    f"{str(self.log_dir)!r} already holds a study; resume it with "
+                    "PopulationStudy.resume."
+                )
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            (self.log_dir / "study.json").write_text(json.dumps(self.config))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        r"""The settings, JSON-serialisable (``study.json``)."""
+        return {
+            "bounds": self._template.config["bounds"],
+            "model": self.model_name,
+            "strategy": self.strategy,
+            "seed": self.seed,
+            "initial_random": self.initial_random,
+            "acqf_options": self.acqf_options,
+        }
+
+    @classmethod
+    def resume(cls, log_dir: str | os.PathLike) -> PopulationStudy:
+        r"""The study in ``log_dir`` with every participant's logged answers,
+        in the order they were first told (the participants' ids)."""
+        log_dir = Path(log_dir)
+        try:
+            config = json.loads((log_dir / "study.json").read_text())
+        except (OSError, ValueError) as e:
+            raise InputDataError(
+                f"{str(log_dir)!r} holds no readable study.json: {e}"
+            ) from e
+        study = cls(**config)
+        study.log_dir = log_dir
+        order = (
+            json.loads((log_dir / "participants.json").read_text())
+            if (log_dir / "participants.json").exists()
+            else []
+        )
+        for name in order:
+            opt = PreferentialOptimizer.resume(log_dir / f"{name}.jsonl")
+            study._people[name] = opt
+            study._order.append(name)
+        return study
+
+    # ------------------------------------------------------------ people
+    @property
+    def participants(self) -> list[str]:
+        r"""The participants' names, in the order of their ids."""
+        return list(self._order)
+
+    def _person(self, name: object) -> PreferentialOptimizer:
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            raise InputTypeError(
+                "a participant is named by a non-empty str without '/' that does not "
+                f"start with '.'; got {describe(name)}."
+            )
+        if name not in self._people:
+            path = None if self.log_dir is None else self.log_dir / f"{name}.jsonl"
+            self._people[name] = PreferentialOptimizer(
+                self.config["bounds"],
+                strategy="random",
+                seed=self.seed,
+                initial_random=0,
+                log_path=path,
+                metadata={"study_participant": name},
+            )
+            self._order.append(name)
+            if self.log_dir is not None:
+                (self.log_dir / "participants.json").write_text(json.dumps(self._order))
+        return self._people[name]
+
+    def history(self, name: str) -> list[Any]:
+        r"""A participant's answers in force (see ``PreferentialOptimizer``)."""
+        return self._person(name).history
+
+    # ------------------------------------------------------------ ask / tell
+    def ask(self, name: str) -> Tensor:
+        r"""The next ``2 x d`` question for participant ``name`` (the same
+        one until it is answered; a new name joins the study)."""
+        person = self._person(name)
+        if name not in self._pending:
+            self._pending[name] = self._question(name, person)
+        return self._pending[name].clone()
+
+    def tell(self, name: str, answer: int, options: Any = None) -> None:
+        r"""Record participant ``name``'s answer (logged before returning);
+        ``options`` default to their pending question."""
+        person = self._person(name)
+        if options is None:
+            if name not in self._pending:
+                raise InputDataError(
+                    f"tell({name!r}, answer) needs a pending question; call "
+                    f"ask({name!r}) first or pass options."
+                )
+            options = self._pending[name]
+        person.tell(answer, options=options)
+        self._changed()
+
+    def undo(self, name: str) -> Any:
+        r"""Withdraw participant ``name``'s latest answer."""
+        last = self._person(name).undo()
+        self._changed()
+        return last
+
+    def close(self) -> None:
+        r"""Close every participant's log."""
+        for person in self._people.values():
+            person.close()
+
+    def _changed(self) -> None:
+        self._pending.clear()  # every question depends on everyone's answers
+        self._model = None
+
+    # ------------------------------------------------------------ the model
+    def _answers(self) -> int:
+        return sum(len(p.history) for p in self._people.values())
+
+    def _data(self) -> dict[int, tuple[Tensor, Tensor]]:
+        data = {}
+        for pid, name in enumerate(self._order):
+            tells = self._people[name]._tells
+            if tells:
+                designs, comps = pairs_from(tells)
+                data[pid] = (self._template._to_model(designs), comps)
+        return data
+
+    @property
+    def model(self) -> Any:
+        r"""The population model of every answer, fitted (``None`` before the
+        first answer); its inputs are ``[unit-cube design, participant id]``."""
+        k = self._answers()
+        if k == 0:
+            return None
+        if self._model is None:
+            with seeded(self.seed * 7919 + k), expected_fit_warnings():
+                model = population_model(self._data(), model=self.model_name)
+                with torch.enable_grad():
+                    try:
+                        fit_gpytorch_mll(MLLS[self.model_name](model.likelihood, model))
+                    except ModelFittingError:  # keep the starting hyperparameters
+                        self.failed_fits += 1
+            self._model = model.eval()
+        return self._model
+
+    def participant_model(self, name: str) -> ParticipantView:
+        r"""Participant ``name``'s utility as a model on the unit-cube designs."""
+        self._person(name)
+        return ParticipantView(self.model, self._order.index(name))
+
+    def best(self, name: str | None = None) -> tuple[Tensor, float, float]:
+        r"""The told design (anyone's) with the highest posterior mean of the
+        population's utility, or of participant ``name``'s."""
+        if self._answers() == 0:
+            raise InputDataError("best() needs at least one answer; none was told.")
+        pid = POPULATION if name is None else self._order.index(name)
+        designs = torch.cat(
+            [pairs_from(p._tells)[0] for p in self._people.values() if p._tells]
+        )
+        with torch.no_grad(), expected_fit_warnings():
+            Z = with_participant(self._template._to_model(designs), pid)
+            post = self.model.posterior(Z.unsqueeze(-2))
+        mean = post.mean.reshape(-1)
+        sd = post.variance.reshape(-1).clamp_min(0).sqrt()
+        i = int(mean.argmax())
+        return designs[i].clone(), float(mean[i]), float(sd[i])
+
+    def disagreement(self) -> float:
+        r"""The fitted share of the utility's prior variance that is a
+        person's own (:func:`~prefbo.models.population.disagreement` at the
+        told designs)."""
+        designs = torch.cat(
+            [pairs_from(p._tells)[0] for p in self._people.values() if p._tells]
+        )
+        return disagreement(self.model, self._template._to_model(designs))
+
+    # ------------------------------------------------------------ questions
+    def _question(self, name: str, person: PreferentialOptimizer) -> Tensor:
+        k, pid = self._answers(), self._order.index(name)
+        step_seed = (self.seed * 1_000_003 + k) * 1_009 + pid
+        if k < self.initial_random or self.strategy == "random":
+            return person._uniform(2, step_seed)
+        view = ParticipantView(self.model, pid)
+        asked = [person._to_model(t.options) for t in person._tells]
+
+        def allowed(new: Tensor) -> bool:
+            return not not_worth_asking(view, new, asked)
+
+        box = person._model_box()
+        with seeded(step_seed), expected_fit_warnings():
+            if takes_exact(self.space, "eubo", 2, False):
+                new = exact_pair(view, self.space, allowed)
+            else:
+                question = Question(
+                    model=view,
+                    bounds=box,
+                    fixed=None,
+                    num_new=2,
+                    seed=step_seed % _options.SEED_MOD,
+                    options=self.acqf_options,
+                    best=lambda: person._to_model(self.best(name)[0]),
+                    allowed=allowed,
+                )
+                new = self._strategy.acquire(question)
+                check_new_options(new, 2, box, self.strategy)
+                if self.space is not None:
+                    new = self.space.snap(new)
+        if new is not None and allowed(new):
+            return person._from_model(new)
+        self.random_fallbacks += 1
+        return person._uniform(2, step_seed)

@@ -1,0 +1,104 @@
+import pytest
+import torch
+
+from prefbo.exceptions import InputDataError, InputTypeError, SessionLogLockedError
+from prefbo.loop.study import ParticipantView, PopulationStudy
+from prefbo.models.population import utility_posterior
+from prefbo.space import ItemPool, Space
+
+SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20}
+BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+PEAK = torch.tensor([0.7, 0.3], dtype=torch.float64)
+
+
+def _utility(tilt):
+    return lambda X: -4 * ((X - PEAK) ** 2).sum(-1) + X @ tilt
+
+
+def _people(names, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {
+        n: _utility(0.3 * torch.randn(2, generator=g, dtype=torch.float64))
+        for n in names
+    }
+
+
+def _run(study, people, rounds):
+    for _ in range(rounds):
+        for name, u in people.items():
+            X = study.ask(name)
+            study.tell(name, int(u(X).argmax()))
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    log_dir = tmp_path_factory.mktemp("study")
+    study = PopulationStudy(BOUNDS, log_dir=log_dir, seed=3, acqf_options=SMALL)
+    _run(study, _people(["ann", "bob", "cy"]), rounds=4)
+    first = study.ask("dee")  # a new participant's first question
+    study.close()
+    return log_dir, study, first
+
+
+def test_a_new_participant_s_first_question_comes_from_the_population(ran):
+    _, study, first = ran
+    # everyone's utility peaks near (0.7, 0.3): the newcomer's first question
+    # already holds a design there (against one EUBO explores with)
+    assert (first - PEAK).norm(dim=-1).min() < 0.15
+    x, mean, sd = study.best()
+    assert (x - PEAK).norm() < 0.3 and sd > 0
+    assert 0 <= study.disagreement() <= 1
+
+
+def test_a_participant_s_view_is_the_population_model_at_their_id(ran):
+    _, study, _ = ran
+    X = torch.rand(4, 1, 2, dtype=torch.float64)
+    view = study.participant_model("bob")
+    assert isinstance(view, ParticipantView)
+    a = view.posterior(X)
+    b = utility_posterior(study.model, X, participant=1)
+    torch.testing.assert_close(a.mean, b.mean)
+    torch.testing.assert_close(a.variance, b.variance)
+
+
+def test_a_resumed_study_asks_what_the_running_one_would(ran):
+    log_dir, study, first = ran
+    again = PopulationStudy.resume(log_dir)
+    assert again.participants == ["ann", "bob", "cy", "dee"]
+    assert [len(again.history(n)) for n in ["ann", "bob", "cy"]] == [4, 4, 4]
+    assert torch.equal(again.ask("dee"), first)
+    with pytest.raises(SessionLogLockedError):  # one writer per participant log
+        PopulationStudy.resume(log_dir)
+    again.close()
+
+
+def test_a_study_over_an_item_pool_asks_distinct_items():
+    g = torch.Generator().manual_seed(1)
+    features = torch.rand(12, 2, generator=g, dtype=torch.float64)
+    space = Space([ItemPool("dish", [f"d{i}" for i in range(12)], features.tolist())])
+    study = PopulationStudy(space, seed=0)
+    people = _people(["ann", "bob"], seed=2)
+    for _ in range(3):
+        for name, u in people.items():
+            X = study.ask(name)
+            ids = [d["dish"] for d in space.decode(X)]
+            assert ids[0] != ids[1]
+            torch.testing.assert_close(space.snap(X), X, rtol=0, atol=1e-12)
+            study.tell(name, int(u(X).argmax()))
+
+
+def test_bad_settings_and_names_are_refused(tmp_path):
+    with pytest.raises(InputDataError, match=r"model must be one of"):
+        PopulationStudy(BOUNDS, model="skew")
+    with pytest.raises(InputDataError, match=r"strategy must be one of"):
+        PopulationStudy(BOUNDS, strategy="bald")
+    study = PopulationStudy(BOUNDS, log_dir=tmp_path, strategy="random")
+    with pytest.raises(InputTypeError, match=r"non-empty str without '/'"):
+        study.ask("../x")
+    with pytest.raises(InputDataError, match=r"needs a pending question"):
+        study.tell("ann", 0)
+    with pytest.raises(InputDataError, match=r"already holds a study"):
+        PopulationStudy(BOUNDS, log_dir=tmp_path)
+    with pytest.raises(InputDataError, match=r"no readable study.json"):
+        PopulationStudy.resume(tmp_path / "nowhere")
+    study.close()
