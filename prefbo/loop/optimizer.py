@@ -384,9 +384,11 @@ class PreferentialOptimizer(FittedModels):
         Args:
             log_path: A log written by an optimizer created with ``log_path``.
             read_only: A view: no lock is taken and nothing in the file is
-                changed (a torn last line is only reported); :meth:`tell` and
-                :meth:`undo` raise. For looking at a log another optimiser
-                holds.
+                changed (a torn last line is only reported; a log damaged
+                further up, or with a record out of sequence, shows the
+                answers before that line, with a warning naming it);
+                :meth:`tell` and :meth:`undo` raise. For looking at a log
+                another optimiser holds, or at what a damaged log still says.
             **expected: Settings to check against the log's header (e.g.
                 ``seed=0``); a mismatch raises ``InputDataError``.
 

@@ -130,7 +130,7 @@ def replay(
         SessionLogError: The log is damaged, or a record holds what the
             constructor or ``tell`` would refuse (naming the line).
     """
-    header, records = read_session_log(log_path, repair=not read_only)
+    header, records = read_session_log(log_path, repair=not read_only, prefix=read_only)
     for record in (header, *records):
         check_record_keys(log_path, record)
     config = _options.upgrade_config(header_config(log_path, header))

@@ -134,7 +134,7 @@ def _check_version(path: Path, header: dict[str, Any]) -> None:
 
 
 def read_session_log(
-    path: str | os.PathLike, *, repair: bool = False
+    path: str | os.PathLike, *, repair: bool = False, prefix: bool = False
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     r"""Read and verify a session log.
 
@@ -145,6 +145,9 @@ def read_session_log(
             warning. Call it only while holding the log's lock (as
             :meth:`~prefbo.loop.PreferentialOptimizer.resume` does), so that
             no writer's line is cut mid-write.
+        prefix: Return the records before a damaged line (after the header)
+            with a warning instead of raising (for a read-only view; the
+            file is not changed). Not with ``repair``.
 
     Returns:
         ``(header, records)``: the header record and the later records (``tell``
@@ -154,16 +157,19 @@ def read_session_log(
         SessionLogError: The file is empty, has no valid header, has another
             version, a line other than the last is damaged, or any line is a
             complete, checksummed record out of sequence or holds a ``NaN``
-            or ``Infinity`` token. Nothing is removed from such a file,
-            ``repair`` or not.
+            or ``Infinity`` token (unless ``prefix``). Nothing is removed
+            from such a file, ``repair`` or not.
 
     Warns:
         SessionLogWarning: The last line is torn (no newline, bad JSON or a
             bad checksum); it is ignored (and removed when ``repair``), the
             earlier records are kept. Or the last line is a complete record
             lacking only its newline: it is kept (and the newline added when
-            ``repair``).
+            ``repair``). With ``prefix``: a damaged line, and the records
+            before it that are returned.
     """
+    if repair and prefix:
+        raise InputDataError("read_session_log: repair and prefix exclude each other.")
     path = Path(path)
     data = path.read_bytes()
     lines = data.split(b"\n")
@@ -181,6 +187,15 @@ def read_session_log(
                 torn = (lineno, why, raw)
                 break
             where = "" if result.complete else " and is not the last line"
+            if prefix and records:
+                warnings.warn(
+                    f"session log {str(path)!r}: line {lineno + 1} is damaged "
+                    f"({result}){where}; this read-only view shows the "
+                    f"{len(records) - 1} record(s) before it.",
+                    SessionLogWarning,
+                    stacklevel=2,
+                )
+                break
             raise SessionLogError(
                 f"session log {str(path)!r}: line {lineno + 1} is damaged "
                 f"({result}){where}, so it is not a torn write; nothing is "

@@ -336,6 +336,13 @@ def test_a_complete_checksummed_last_record_is_never_dropped(tmp_path):
     ):
         PreferentialOptimizer.resume(path)
     assert path.read_text() == text  # nothing removed
+    # a read-only view shows the answers before the out-of-sequence record
+    with pytest.warns(SessionLogWarning, match=r"line 4 is damaged .*shows the 2"):
+        view = PreferentialOptimizer.resume(path, read_only=True)
+    assert [t.answer for t in view.history] == [
+        json.loads(x)["answer"] for x in lines[1:]
+    ]
+    assert path.read_text() == text
     # a complete record that lacks only its newline is kept, and the newline added
     path.write_text("".join(lines) + encode_record({**other, "seq": 3}).rstrip("\n"))
     with pytest.warns(SessionLogWarning, match=r"line 4 lacks its newline.*kept"):
@@ -361,6 +368,13 @@ def test_a_nan_token_in_any_line_is_named(tmp_path, line, token):
     path.write_text("".join(lines))
     with pytest.raises(SessionLogError, match=rf"line {line + 1} .*{re.escape(token)}"):
         PreferentialOptimizer.resume(path)
-    # a literal that overflows to infinity (1e400) counts as a non-finite token
-    with pytest.raises(SessionLogError, match=rf"line {line + 1} .*{re.escape(token)}"):
-        PreferentialOptimizer.resume(path, read_only=True)
+    # a literal that overflows to infinity (1e400) counts as a non-finite token;
+    # a read-only view shows the answers before the line (none without a header)
+    named = rf"line {line + 1} .*{re.escape(token)}"
+    if line == 0:
+        with pytest.raises(SessionLogError, match=named):
+            PreferentialOptimizer.resume(path, read_only=True)
+    else:
+        with pytest.warns(SessionLogWarning, match=named):
+            view = PreferentialOptimizer.resume(path, read_only=True)
+        assert len(view.history) == line - 1
