@@ -25,8 +25,8 @@ sample-based :class:`~prefbo.posteriors.SkewGPPosterior` carries both.
 Hyperparameters are not learnt from the (orthant-probability) evidence:
 :meth:`SkewGP.fit_hyperparameters` fits them by the EP or Laplace evidence.
 
-Size: a resample holds about ``4 p²`` numbers, ``p = m`` answers for the
-probit model, and above ``max_dimension`` SkewGP refuses, naming
+Size: a resample holds about ``3 p²`` numbers (``p = m`` for the probit model)
+and its draws twice; above ``max_dimension`` SkewGP refuses, naming
 :class:`~prefbo.models.PairwiseEPGP` (:mod:`prefbo.models.skew_checks`).
 """
 
@@ -289,6 +289,7 @@ class SkewGP(Model):
             self.num_samples,
             self.datapoints.element_size(),
             self.max_dimension,
+            num_chains=self._sampler_options["num_chains"],
         )
         chains = self._sampler_options["num_chains"]
         draws = -(-self.num_samples // chains)
@@ -301,8 +302,7 @@ class SkewGP(Model):
                 S = D @ K @ D.T
                 S.diagonal().add_(self.likelihood.scale**2)
                 L_S = jittered_cholesky(S, name="Σ = D K Dᵀ + s² I")
-                m = S.shape[-1]
-                del S  # m x m: freed before the sampler's own m x m matrices
+                S.zero_().fill_diagonal_(-1.0)  # -I, in Σ's memory (skew_checks)
                 # start every chain at |r| with r ~ N(0, Σ): in the orthant and
                 # at the target's scale (an LP's max-slack point is far out)
                 g = torch.Generator(device=K.device)
@@ -312,13 +312,14 @@ class SkewGP(Model):
                 )
                 start = (eps @ L_S.T).abs().clamp_min(1e-6)
                 z = self._sample(
-                    torch.eye(m, dtype=K.dtype, device=K.device).neg_(),
+                    S,  # the constraints -I
                     torch.zeros(m, dtype=K.dtype, device=K.device),
                     L_S,
                     chains,
                     draws,
                     start=start,
                 )  # S x m
+                del S  # m x m: freed before the weights' copies of L_S and z
                 self.latent_samples = z
                 self.weights = torch.cholesky_solve(z.T, L_S).T @ D  # S x n
                 self.Q = D.T @ torch.cholesky_solve(D, L_S)
@@ -331,6 +332,7 @@ class SkewGP(Model):
             )
             L = jittered_cholesky(K, name="prior covariance K")
             tkwargs = {"dtype": K.dtype, "device": K.device}
+            del K  # n x n: not needed past its factor, freed before sampling
             D = D.to(**tkwargs)
             if self.noise == "none":
                 A, b, root = -D, torch.zeros(D.shape[0], **tkwargs), L
@@ -351,6 +353,7 @@ class SkewGP(Model):
                     L, self.likelihood.noise_std * torch.eye(n, **tkwargs)
                 )
             z = self._sample(A, b, root, chains, draws)  # S x p
+            del A, b, root  # the k x p constraints (and shared's 2n x 2n root)
             self.latent_samples = z
             f = z[:, :n]
             self.weights = torch.cholesky_solve(f.T, L).T  # S x n: K⁻¹ f

@@ -3,14 +3,16 @@ reports a long run.
 
 Size. The sampled dimension ``p`` (:func:`sampled_dimension`) is ``m`` (the
 answers) for the probit model, ``n`` (the designs) for ``"none"`` and
-``"jnd"`` and ``2n`` for ``"shared"``. A resample holds about ``4 p²``
-numbers at its peak (probit: the factor of ``Σ``, the constraint matrix
-``-I``, and the Gibbs sampler's precision and its transposed copy; ``Σ``
-itself is freed first; LinESS needs ``3 p²``); the hard-constraint models
-add ``2 k p`` for their ``k x p`` constraint matrix and its transpose. See
-:func:`resample_memory_bytes`: 1,000 probit answers in float64 take about
-34 MB, 10,000 about 3.4 GB. A Gibbs sweep is ``p`` sequential coordinate
-updates, so the run time grows with ``p`` times the sweeps
+``"jnd"`` and ``2n`` for ``"shared"``. A probit resample holds ``3 p²``
+numbers while it samples (the factor of ``Σ``, the constraint matrix ``-I``
+and the sampler's precision) and ``2 p²`` plus two copies of the ``S x p``
+draws while it forms their weights; the hard-constraint models also hold
+their ``k x p`` constraint matrix, and the linear programs that find their
+start about 25 times that. See :func:`resample_memory_bytes`: 1,000 probit
+answers in float64 with the default 2048 draws take about 51 MB, 10,000
+about 2.8 GB, beside a fixed cost of about 50 MB for a process's first
+resample. A Gibbs sweep is ``p`` sequential coordinate updates, so the run
+time grows with ``p`` times the sweeps
 (``burnin + ceil(num_samples / num_chains) (thinning + 1)``). Above
 ``max_dimension`` :func:`check_skew_size` refuses, naming
 :class:`~prefbo.models.PairwiseEPGP`, whose cost is cubic in the ``n``
@@ -45,34 +47,82 @@ def sampled_dimension(noise: str, n: int, m: int) -> int:
 
 
 def resample_memory_bytes(
-    noise: str, n: int, m: int, k: int, num_samples: int, itemsize: int
+    noise: str,
+    n: int,
+    m: int,
+    k: int,
+    num_samples: int,
+    itemsize: int,
+    *,
+    num_chains: int = 1,
 ) -> int:
     r"""An upper estimate of the peak memory of ``SkewGP.resample``.
 
-    Counted from the sizes of what is alive at once, with ``p`` the sampled
-    dimension (:func:`sampled_dimension`): ``4 p²`` numbers (the factor of
-    ``Σ`` or of ``K``, the Gibbs sampler's precision and the transposed copy
-    of its conditional weights, and for the probit the constraint matrix
-    ``-I``), ``2 k p`` for the hard-constraint models' dense ``k x p``
-    constraint matrix and its transpose, the small terms
-    ``3 n² + 2 m n + num_samples (p + n)``, and two boolean ``k x p`` masks
-    of the constraint matrix (one byte an entry) while the sampler checks it.
+    The largest of what is alive at once in each phase of a resample, with
+    ``p`` the sampled dimension (:func:`sampled_dimension`), ``S`` the
+    stored draws and ``S' = ceil(S / C) C`` the rows of the ``C`` chains'
+    draw buffer, in numbers of ``itemsize`` bytes:
+
+    - probit, sampling: ``3 p²``, the factor ``L`` of ``Σ``, the constraint
+      matrix ``-I`` and the sampler's precision (Gibbs' conditional weights,
+      LinESS's transposed root), plus the draws, ``S' p``;
+    - probit, the weights ``(Σ⁻¹ rᵀ)ᵀ D`` of the draws: ``2 p² + S' p + S p``,
+      ``L`` and the copy of it that ``torch.cholesky_solve`` works on, the
+      draws and their solved copy. This is the peak while ``p`` is below
+      about ``S`` (800 answers with the default 2048 draws);
+    - hard constraints: ``3 n²`` while ``K`` gets its nugget; finding the
+      start, the root and the constraints (``p² + k p``) and the two linear
+      programs of ``find_interior_point``, whose dense whitened copies SciPy
+      and HiGHS copy again: measured below ``16 p² + 24 k p`` float64
+      numbers (about 25 times the ``k x p`` constraint matrix; 400 and 800
+      designs with 2 answers a design, 400 with 4); sampling,
+      ``2 p² + 2 k p + S' p`` (the root, the precision, the dense ``k x p``
+      constraint matrix and its transpose, the draws); the weights,
+      ``3 n² + S' p + S n``. ``"shared"`` keeps the factor of ``K``
+      (``n²``) beside its root while it finds the start and samples.
+
+    The small terms ``3 n² + 2 m n + C (4 p + k)`` (the kernel matrices, the
+    difference matrix, the chains' states) are added, and two boolean
+    ``k x p`` masks of the constraint matrix (one byte an entry).
+
+    Not counted, as they do not grow with the problem: the workspace of the
+    linear-algebra library and the buffers it keeps for reuse (MKL: about
+    6 MB per thread, 12-15 MB with 2 threads), LinESS's noise blocks
+    (``2¹⁷`` numbers each, a few MB), and the one-off cost of a process's
+    first resample (about 50 MB: MKL and OpenMP start-up, code paged in).
+    The probit model writes ``-I`` into the memory of ``Σ`` once ``Σ`` is
+    factored: freeing that ``m x m`` block raised glibc's adaptive mmap
+    threshold, so the sampler's ``m x m`` blocks went to the heap and stayed
+    resident past sampling (22 MB above this count at 1,600 answers).
+    ``benchmarks/skew_memory.py`` measures the peak against this estimate.
 
     Args:
         noise: The noise model.
         n: Designs.
         m: Answers.
         k: Constraint rows (``m``, plus ``2 m_b`` indiscernible rows for jnd).
-        num_samples: Stored draws.
+        num_samples: Stored draws ``S``.
         itemsize: Bytes per number (8 for float64).
+        num_chains: Chains ``C``, which draw ``ceil(S / C)`` each.
 
     Returns:
         Bytes.
     """
     p = sampled_dimension(noise, n, m)
-    big = 4 * p * p + (0 if noise == "probit" else 2 * k * p)
-    small = 3 * n * n + 2 * m * n + num_samples * (p + n)
-    return itemsize * (big + small) + 2 * k * p
+    kept = -(-num_samples // num_chains) * num_chains  # the chains' draw buffer
+    if noise == "probit":
+        phases = [3 * p * p + kept * p, 2 * p * p + (kept + num_samples) * p]
+    else:
+        factor = n * n if noise == "shared" else 0  # K's factor beside the root
+        start = p * p + factor + k * p + (8 * (16 * p * p + 24 * k * p)) // itemsize
+        phases = [
+            3 * n * n,
+            start,
+            2 * p * p + factor + 2 * k * p + kept * p,
+            3 * n * n + kept * p + num_samples * n,
+        ]
+    small = 3 * n * n + 2 * m * n + num_chains * (4 * p + k)
+    return itemsize * (max(phases) + small) + 2 * k * p
 
 
 def check_skew_size(
@@ -83,6 +133,8 @@ def check_skew_size(
     num_samples: int,
     itemsize: int,
     max_dimension: int | None,
+    *,
+    num_chains: int = 1,
 ) -> None:
     r"""Refuse a sampled dimension above ``max_dimension`` (``None``: any).
 
@@ -95,7 +147,9 @@ def check_skew_size(
     p = sampled_dimension(noise, n, m)
     if max_dimension is None or p <= max_dimension:
         return
-    need = resample_memory_bytes(noise, n, m, k, num_samples, itemsize)
+    need = resample_memory_bytes(
+        noise, n, m, k, num_samples, itemsize, num_chains=num_chains
+    )
     what = f"{m} answers" if noise == "probit" else f"{n} designs"
     raise UnsupportedError(
         f"SkewGP(noise={noise!r}) would sample a {p}-dimensional truncated normal "
