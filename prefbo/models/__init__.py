@@ -5,6 +5,7 @@ from prefbo.models.ep import PairwiseEPGP
 from prefbo.models.laplace import PairwiseLaplaceGP
 from prefbo.models.pairwise import PairwisePreferenceGP
 from prefbo.models.population import population_model, stack_participants
+from prefbo.models.population_variational import VariationalPopulationGP
 from prefbo.models.skew import SkewGP
 from prefbo.models.users import RaggedBatch, batch_users
 from prefbo.models.variational import VariationalPreferenceGP
@@ -15,6 +16,7 @@ __all__ = [
     "PairwisePreferenceGP",
     "RaggedBatch",
     "SkewGP",
+    "VariationalPopulationGP",
     "VariationalPreferenceGP",
     "batch_users",
     "population_model",
