@@ -362,7 +362,7 @@ def test_half_precision_designs_are_a_typed_error():
 
 def test_size_guard_names_ep_instead_of_running_for_minutes():
     """10,000 answers about 2 designs: a 10,000-dimensional orthant to sample
-    (about 4 m² = 4e8 numbers, 3.4 GB); refused at once, naming EP."""
+    (about 2.8 GB by resample_memory_bytes); refused at once, naming EP."""
     comps = torch.tensor([[1, 0]]).repeat(10_000, 1)
     start = time.perf_counter()
     with pytest.raises(
