@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any
 
 import torch
+from botorch.exceptions.errors import ModelFittingError
 from botorch.optim.closures import get_loss_closure_with_grads
 from botorch.optim.core import OptimizationResult
 from botorch.optim.fit import fit_gpytorch_mll_scipy
@@ -277,7 +278,11 @@ def custom_fit(
     rollback, warning policy) with :func:`fit_mll_scipy` as the default
     optimiser, and with it the box-prior bounds of
     :func:`prefbo.fit.box_prior_bounds` (bounds in ``optimizer_kwargs``
-    take precedence, name by name). A given ``optimizer`` runs as given."""
+    take precedence, name by name). A given ``optimizer`` runs as given.
+    Where every attempt fails, BoTorch's ``ModelFittingError`` gets a note
+    with where the last attempt ended (a prior-free period run to ``1e-13``,
+    say: the evidence is not smooth there, BoTorch's ``PairwiseGP`` fails
+    on it too)."""
     from botorch.fit import _fit_fallback
 
     if kwargs.get("optimizer") is None:
@@ -295,10 +300,47 @@ def custom_fit(
     args: tuple = (mll,)
     if len(positional) == 3:  # releases whose fallback also takes the types
         args = (mll, type(mll.likelihood), type(mll.model))
-    return _fit_fallback(
-        *args,
-        closure=closure,
-        closure_kwargs=closure_kwargs,
-        optimizer_kwargs=optimizer_kwargs,
-        **kwargs,
-    )
+    optimizer, ends = kwargs["optimizer"], []  # (message, hyperparameters)
+
+    def recording(mll: MarginalLogLikelihood, **okw: Any) -> Any:
+        result = optimizer(mll, **okw)
+        ends.append((getattr(result, "message", None), _hyperparameters(mll)))
+        return result
+
+    try:
+        return _fit_fallback(
+            *args,
+            closure=closure,
+            closure_kwargs=closure_kwargs,
+            optimizer_kwargs=optimizer_kwargs,
+            **{**kwargs, "optimizer": recording},
+        )
+    except ModelFittingError as err:
+        if ends:
+            message, values = ends[-1]
+            err.add_note(
+                f"prefbo: the last of {len(ends)} attempts ended "
+                + (f"({str(message).strip()}) " if message else "")
+                + f"at {values}. A hyperparameter without a prior run to an "
+                "extreme (a period or lengthscale towards 0, where the kernel "
+                "varies faster than the designs are apart and the evidence is "
+                "not smooth, or towards infinity, where it is flat) stops "
+                "L-BFGS-B's line search at every attempt: give it a prior, or "
+                "bounds on its raw parameter (optimizer_kwargs={'bounds': "
+                "{'model.<...>.raw_<name>': (lower, upper)}})."
+            )
+        raise
+
+
+def _hyperparameters(mll: MarginalLogLikelihood) -> str:
+    r"""The trained hyperparameters of ``mll``, by name, constrained."""
+    parts = []
+    for name, raw, constraint in mll.named_parameters_and_constraints():
+        if not raw.requires_grad:
+            continue
+        with torch.no_grad():
+            value = raw if constraint is None else constraint.transform(raw)
+        flat = [f"{v:.3g}" for v in value.detach().flatten().tolist()]
+        shown = ", ".join(flat[:4]) + (", ..." if len(flat) > 4 else "")
+        parts.append(f"{name.replace('raw_', '')} = {shown}")
+    return "; ".join(parts)

@@ -1,13 +1,16 @@
 import math
+import re
+import warnings
 
 import pytest
 import torch
+from botorch.exceptions.errors import ModelFittingError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import PairwiseGP
 from botorch.models.pairwise_gp import PairwiseLaplaceMarginalLogLikelihood
 from botorch.optim.closures import get_loss_closure_with_grads
 from botorch.optim.fit import fit_gpytorch_mll_scipy
-from gpytorch.kernels import PeriodicKernel, RBFKernel, ScaleKernel
+from gpytorch.kernels import MaternKernel, PeriodicKernel, RBFKernel, ScaleKernel
 
 import prefbo.mlls.scipy_log as scipy_log
 from prefbo import PairwiseEPGP, PairwiseLaplaceGP
@@ -336,3 +339,42 @@ def test_float32_model_whose_evidence_was_evaluated_fits(model_cls, mll_cls):
     for (name, p), (_, q) in zip(model.named_parameters(), fresh.named_parameters()):
         assert p.dtype == torch.float32, name
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_a_fit_failing_on_a_collapsed_period_says_where_it_ended():
+    # an outside trial's data (seed 45: 8 designs in [0, 1]^3, 97 random
+    # answers) under a prior-free Matérn-1/2 x periodic kernel: the period runs
+    # to 1e-13, where the kernel changes faster than the designs are apart and
+    # the evidence is not smooth (its gradient 1e12, finite differences of any
+    # step unrelated to it): L-BFGS-B's line search fails (ABNORMAL). BoTorch's
+    # PairwiseGP with the same kernel (an outputscale fixed at 1) fails on it
+    # too; prefbo's error says where the attempts ended
+    g = torch.Generator().manual_seed(45)
+    d = int(torch.randint(1, 6, (1,), generator=g))
+    n = int(torch.randint(3, 30, (1,), generator=g))
+    m = int(torch.randint(5, 150, (1,), generator=g))
+    X = torch.rand(n, d, dtype=torch.float64, generator=g)
+    comp = torch.randint(0, n, (m, 2), generator=g)
+    comp = comp[comp[:, 0] != comp[:, 1]]
+
+    def kernel():
+        return (MaternKernel(nu=0.5) * PeriodicKernel()).double()
+
+    scaled = ScaleKernel(kernel()).double()
+    scaled.raw_outputscale.requires_grad_(False)
+    scaled.outputscale = 1.0
+    reference = PairwiseGP(X, comp, covar_module=scaled)
+    with pytest.raises(ModelFittingError), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # L-BFGS-B's ABNORMAL, jitter
+        fit_gpytorch_mll(
+            PairwiseLaplaceMarginalLogLikelihood(reference.likelihood, reference),
+            max_attempts=1,
+        )
+    model = PairwiseLaplaceGP(X, comp, covar_module=kernel())
+    with pytest.raises(ModelFittingError) as failed, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit_gpytorch_mll(PairwiseLaplaceMLL(model.likelihood, model), max_attempts=1)
+    (note,) = failed.value.__notes__
+    assert "ABNORMAL" in note and "give it a prior" in note
+    period = re.search(r"kernels\.1\.period_length = (\S+);?", note).group(1)
+    assert float(period.rstrip(";.")) < 1e-6
