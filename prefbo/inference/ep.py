@@ -269,10 +269,10 @@ def run_ep(
             ``|Δν̃| / (1 + |ν̃|)`` fall below it (finite, ``≥ 0``); default
             ``1e-9`` (float64), ``1e-4`` (float32).
         damping: Step towards the new sites, in ``(0, 1]``. Default: adaptive,
-            per batch element, starting at 1 and halving (down to 1/64)
-            whenever the sweep oscillates: the largest site change grows from
-            one sweep to the next while some site moves against its last
-            move.
+            per batch element, starting at 1, halving (down to 1/64)
+            whenever the largest site change grows from one sweep to the
+            next, and doubling (up to 1) while every site keeps its
+            direction for three sweeps (``_adapt_step``).
         form: ``"whitened"`` (``I + Lᵀ W L``, stable for any ``K``),
             ``"precision"`` (``K⁻¹ + W``, cheaper) or ``"auto"`` (precision in
             float64 when the diagonal of ``L`` spans at most 6 decades).
@@ -326,19 +326,34 @@ def run_ep(
         )
 
 
-def _oscillating(change, last_change, d_tau, d_nu, last_d):
-    r"""Batch elements whose sweep oscillates: its change grew and some site
-    moves against its last move. A change that grows with every site moving
-    on the same way is no oscillation: where contradicting answers at a tiny
-    probit scale pin a difference, the site precisions grow by a factor per
-    sweep on their way to ``1/s²``, and halving the step there (down to
-    ``1/64``) left a 3-cycle at ``s = 1e-11`` far from its fixed point after
-    200 sweeps."""
-    grew = change > last_change
+def _adapt_step(step, change, last_change, d_tau, d_nu, last_d, streak):
+    r"""The next damping step per batch element, and the monotone streaks.
+
+    Parallel EP oscillates where its step is too long: the step halves
+    (down to ``1/64``) when the largest site change grows from one sweep to
+    the next. A change that grows while every site keeps moving the same
+    way as in the last two sweeps is no oscillation but a monotone run:
+    where contradicting answers at a tiny probit scale pin a difference, the
+    site precisions grow by a factor per sweep on their way to ``1/s²``.
+    There the step doubles (up to 1) instead; halving it let a 3-cycle at
+    ``s = 1e-11`` end 200 sweeps far from its fixed point, and never letting
+    it recover left a pair and its reversal wandering about theirs.
+
+    Returns:
+        ``(step, streak)``: the new steps and the counts of consecutive
+        sweeps in which no site reversed its move.
+    """
     if last_d is None:
-        return grew
-    against = ((d_tau * last_d[0]) < 0).any(-1) | ((d_nu * last_d[1]) < 0).any(-1)
-    return grew & against
+        same = torch.zeros_like(change, dtype=torch.bool)
+    else:
+        reversed_ = ((d_tau * last_d[0]) < 0).any(-1) | ((d_nu * last_d[1]) < 0).any(-1)
+        same = ~reversed_
+    streak = torch.where(same, streak + 1, torch.zeros_like(streak))
+    monotone = streak >= 2
+    step = torch.where(
+        (change > last_change) & ~monotone, (step * 0.5).clamp_min(1 / 64), step
+    )
+    return torch.where(monotone, (step * 2.0).clamp_max(1.0), step), streak
 
 
 def _run_ep(
@@ -361,6 +376,7 @@ def _run_ep(
     last_change = torch.full(batch, float("inf"), dtype=dtype, device=L.device)
     anderson = Anderson(anderson_memory) if anderson_memory > 0 else None
     last_d = None  # the last sweep's (d_tau, d_nu)
+    streak = torch.zeros(batch, dtype=torch.long, device=L.device)
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
         q = _gaussian(
@@ -384,11 +400,9 @@ def _run_ep(
             (d_tau.abs() / (1.0 + tau.abs())).amax(-1),
             (d_nu.abs() / (1.0 + nu.abs())).amax(-1),
         )
-        if damping is None:  # halve the step where the sweep oscillates
-            step = torch.where(
-                _oscillating(change, last_change, d_tau, d_nu, last_d),
-                (step * 0.5).clamp_min(1 / 64),
-                step,
+        if damping is None:  # see _adapt_step
+            step, streak = _adapt_step(
+                step, change, last_change, d_tau, d_nu, last_d, streak
             )
             last_change, last_d = change, (d_tau, d_nu)
         tau = tau + step.unsqueeze(-1) * d_tau
