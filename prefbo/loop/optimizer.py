@@ -49,6 +49,7 @@ from prefbo.loop.spaces import (
     encode_options,
     exact_pair,
     random_designs,
+    sampled_pair,
     takes_exact,
     unit_box,
 )
@@ -467,6 +468,10 @@ class PreferentialOptimizer(FittedModels):
                     check_new_options(new, n_new, box, self.strategy)
                     if self.space is not None:
                         new = self.space.snap(new)
+                        if self.strategy == "eubo" and fixed is None:
+                            new = sampled_pair(
+                                model, self.space, new, allowed, question.seed
+                            )
             if new is not None and allowed(new):
                 new = self._from_model(new)
             else:  # the strategy found nothing worth asking: a random question
