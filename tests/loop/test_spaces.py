@@ -57,7 +57,14 @@ def _assert_valid(space, X):
 
 
 @pytest.mark.parametrize(
-    "strategy, q, keep", [("eubo", 2, False), ("ts", 2, True), ("qeubo", 3, False)]
+    "strategy, q, keep",
+    [
+        ("eubo", 2, False),
+        ("ts", 2, True),
+        ("qeubo", 3, False),
+        ("bald", 2, False),
+        ("mes", 2, True),
+    ],
 )
 def test_a_mixed_space_loop_asks_only_valid_designs(strategy, q, keep):
     space = _mixed()
