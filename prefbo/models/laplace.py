@@ -74,8 +74,10 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
                 state found in the stable whitened form ``I + Lᵀ W L``.
             fit_tol: Newton step tolerance while fitting (training mode);
                 default ``1e-6`` (float64) / ``1e-4`` (float32). The evidence
-                error is first order in the last step, far below the
-                optimiser's tolerance; predictions use ``tol``.
+                is evaluated at the returned mode, where it is stationary in
+                the mode, so its error is second order in the distance to the
+                exact mode, far below the optimiser's tolerance; predictions
+                use ``tol``.
             **options: ``max_iter``, ``tol`` (Newton; BoTorch names ``maxfev``,
                 ``xtol``), ``consolidate_rtol``, ``consolidate_atol``,
                 ``jitter``, ``nugget``: see
