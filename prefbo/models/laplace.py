@@ -73,11 +73,12 @@ class PairwiseLaplaceGP(PairwisePreferenceGP):
                 :func:`prefbo.inference.find_mode`. Predictions always use the
                 state found in the stable whitened form ``I + Lᵀ W L``.
             fit_tol: Newton step tolerance while fitting (training mode);
-                default ``1e-6`` (float64) / ``1e-4`` (float32). The evidence
-                is evaluated at the returned mode, where it is stationary in
-                the mode, so its error is second order in the distance to the
-                exact mode, far below the optimiser's tolerance; predictions
-                use ``tol``.
+                default ``1e-6`` (float64) / ``1e-4`` (float32). The
+                evidence, its log-determinant included, is evaluated at the
+                returned mode: its error is first order in that mode's
+                distance to the exact one (through the log-determinant; the
+                rest is stationary there), far below the optimiser's
+                tolerance; predictions use ``tol``.
             **options: ``max_iter``, ``tol`` (Newton; BoTorch names ``maxfev``,
                 ``xtol``), ``consolidate_rtol``, ``consolidate_atol``,
                 ``jitter``, ``nugget``: see
