@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import torch
 from gpytorch.kernels import Kernel
+from linear_operator import to_dense
 from torch import Tensor
 
 from prefbo.exceptions import InputTypeError
@@ -80,17 +81,13 @@ class PopulationKernel(Kernel):
             raise InputTypeError("PopulationKernel does not take last_dim_is_batch.")
         z1, p1 = x1[..., :-1], x1[..., -1]
         z2, p2 = x2[..., :-1], x2[..., -1]
-        pop = _dense(self.population_kernel(z1, z2, diag=diag))
-        ind = _dense(self.individual_kernel(z1, z2, diag=diag))
+        pop = to_dense(self.population_kernel(z1, z2, diag=diag))
+        ind = to_dense(self.individual_kernel(z1, z2, diag=diag))
         if diag:
             same = (p1 == p2) & (p1 >= 0)
         else:
             same = (p1.unsqueeze(-1) == p2.unsqueeze(-2)) & (p1 >= 0).unsqueeze(-1)
         return pop + ind * same.to(ind.dtype)
-
-
-def _dense(k: object) -> Tensor:
-    return k if isinstance(k, Tensor) else k.to_dense()  # type: ignore[attr-defined]
 
 
 def with_participant(X: Tensor, participant: int) -> Tensor:

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 from botorch.posteriors import Posterior
+from linear_operator import to_dense
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
@@ -201,7 +202,6 @@ def disagreement(model: Any, X: Tensor) -> float:
             f"model.covar_module must be a PopulationKernel; got {describe(kernel)}."
         )
     with torch.no_grad():
-        pop = kernel.population_kernel(X, diag=True)
-        ind = kernel.individual_kernel(X, diag=True)
-        pop, ind = (k if isinstance(k, Tensor) else k.to_dense() for k in (pop, ind))
+        pop = to_dense(kernel.population_kernel(X, diag=True))
+        ind = to_dense(kernel.individual_kernel(X, diag=True))
     return float(ind.mean() / (pop.mean() + ind.mean()))

@@ -31,6 +31,7 @@ from botorch.models.model import Model
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel
+from linear_operator import to_dense
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
@@ -41,10 +42,6 @@ from prefbo.likelihoods.quadrature import gaussian_expectation_1d
 from prefbo.utils.checks import check_int
 
 JITTER = 1e-6  # added to K_ZZ before its Cholesky factor, as GPyTorch's jitter_val
-
-
-def _dense(k: Any) -> Tensor:
-    return k if isinstance(k, Tensor) else k.to_dense()
 
 
 class _Part(gpytorch.Module):
@@ -62,7 +59,7 @@ class _Part(gpytorch.Module):
         )
 
     def root(self) -> Tensor:
-        K = _dense(self.kernel(self.Z))
+        K = to_dense(self.kernel(self.Z))
         eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
         return torch.linalg.cholesky(K + JITTER * K.diagonal().mean() * eye)
 
@@ -90,12 +87,12 @@ class _Part(gpytorch.Module):
         part; entries ``< 0``: the prior)."""
         A = torch.linalg.solve_triangular(
             self.root(),
-            _dense(self.kernel(self.Z, X.reshape(-1, X.shape[-1]))),
+            to_dense(self.kernel(self.Z, X.reshape(-1, X.shape[-1]))),
             upper=False,
         )  # M x (k p)
         k, p = X.shape[:2]
         A = A.T.reshape(k, p, -1)  # k x p x M
-        prior = _dense(self.kernel(X))  # k x p x p
+        prior = to_dense(self.kernel(X))  # k x p x p
         if which is None:
             m, L = self.m.expand(k, -1), self.chol().expand(k, -1, -1)
             known = torch.ones(k, dtype=torch.bool, device=X.device)
@@ -279,6 +276,6 @@ class VariationalPopulationGP(Model, gpytorch.Module):
     def disagreement(self) -> float:
         r"""``k_ind(x, x) / (k_pop(x, x) + k_ind(x, x))`` averaged over the designs."""
         with torch.no_grad():
-            pop = _dense(self.population.kernel(self.X, diag=True)).mean()
-            ind = _dense(self.individual.kernel(self.X, diag=True)).mean()
+            pop = to_dense(self.population.kernel(self.X, diag=True)).mean()
+            ind = to_dense(self.individual.kernel(self.X, diag=True)).mean()
         return float(ind / (pop + ind))
