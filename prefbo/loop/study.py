@@ -56,6 +56,14 @@ STRATEGIES = ("eubo", "random")
 MLLS = {"ep": PairwiseEPMLL, "laplace": PairwiseLaplaceMLL}
 
 
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise InputTypeError(
+            "a participant is named by a non-empty str without '/' that does not "
+            f"start with '.'; got {describe(name)}."
+        )
+
+
 class ParticipantView(Model):
     r"""One participant's utility in a population model, as a one-output
     BoTorch model on the designs alone (the participant's id appended)."""
@@ -87,8 +95,11 @@ class PopulationStudy:
         model: ``"ep"`` (default) or ``"laplace"``.
         strategy: ``"eubo"`` (default) or ``"random"``.
         seed: Seed of every random choice.
-        initial_random: Questions of the whole study drawn uniformly before
-            the model is used (at least 1: the first comes before any answer).
+        initial_random: Questions of the whole study (all participants
+            together) drawn uniformly before the model is used: 2, as
+            :class:`~prefbo.loop.PreferentialOptimizer`'s, by default (at
+            least 1: the first comes before any answer). Later participants'
+            first questions come from the model: the warm start.
         acqf_options: As :class:`~prefbo.loop.PreferentialOptimizer`'s.
     """
 
@@ -100,7 +111,7 @@ class PopulationStudy:
         model: str = "ep",
         strategy: str = "eubo",
         seed: int = 0,
-        initial_random: int = 1,
+        initial_random: int = 2,
         acqf_options: dict[str, Any] | None = None,
     ) -> None:
         if model not in MLLS:
@@ -177,11 +188,7 @@ class PopulationStudy:
         return list(self._order)
 
     def _person(self, name: object) -> PreferentialOptimizer:
-        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-            raise InputTypeError(
-                "a participant is named by a non-empty str without '/' that does not "
-                f"start with '.'; got {describe(name)}."
-            )
+        _check_name(name)
         if name not in self._people:
             path = None if self.log_dir is None else self.log_dir / f"{name}.jsonl"
             self._people[name] = PreferentialOptimizer(
@@ -198,8 +205,10 @@ class PopulationStudy:
         return self._people[name]
 
     def history(self, name: str) -> list[Any]:
-        r"""A participant's answers in force (see ``PreferentialOptimizer``)."""
-        return self._person(name).history
+        r"""A participant's answers in force (see ``PreferentialOptimizer``;
+        none for a name the study has not seen)."""
+        _check_name(name)
+        return self._people[name].history if name in self._people else []
 
     # ------------------------------------------------------------ ask / tell
     def ask(self, name: str) -> Tensor:
@@ -271,16 +280,24 @@ class PopulationStudy:
         return self._model
 
     def participant_model(self, name: str) -> ParticipantView:
-        r"""Participant ``name``'s utility as a model on the unit-cube designs."""
-        self._person(name)
-        return ParticipantView(self.model, self._order.index(name))
+        r"""Participant ``name``'s utility as a model on the unit-cube designs
+        (a name without answers: a newcomer's, the population's plus a
+        deviation's prior)."""
+        return ParticipantView(self.model, self._id(name))
+
+    def _id(self, name: object) -> int:
+        r"""``name``'s participant id; a newcomer's (the next id, not
+        registered) for a name the study has not seen."""
+        _check_name(name)
+        return self._order.index(name) if name in self._order else len(self._order)
 
     def best(self, name: str | None = None) -> tuple[Tensor, float, float]:
         r"""The told design (anyone's) with the highest posterior mean of the
-        population's utility, or of participant ``name``'s."""
+        population's utility, or of participant ``name``'s (a name without
+        answers: a newcomer's, the warm-start recommendation)."""
         if self._answers() == 0:
             raise InputDataError("best() needs at least one answer; none was told.")
-        pid = POPULATION if name is None else self._order.index(name)
+        pid = POPULATION if name is None else self._id(name)
         designs = torch.cat(
             [pairs_from(p._tells)[0] for p in self._people.values() if p._tells]
         )

@@ -50,6 +50,15 @@ def test_a_new_participant_s_first_question_comes_from_the_population(ran):
     assert 0 <= study.disagreement() <= 1
 
 
+def test_a_newcomer_s_recommendation_is_the_population_s(ran):
+    _, study, _ = ran
+    before = study.participants
+    x, mean, _ = study.best("zed")  # never asked: the warm-start recommendation
+    assert study.participants == before and study.history("zed") == []
+    x_pop, mean_pop, _ = study.best()
+    assert torch.equal(x, x_pop) and mean == pytest.approx(mean_pop)
+
+
 def test_a_participant_s_view_is_the_population_model_at_their_id(ran):
     _, study, _ = ran
     X = torch.rand(4, 1, 2, dtype=torch.float64)
