@@ -29,12 +29,14 @@ Example:
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 from botorch.posteriors import Posterior
+from gpytorch.priors import LogNormalPrior
 from linear_operator import to_dense
 from torch import Tensor
 
@@ -48,6 +50,14 @@ from prefbo.utils.checks import describe
 # the individual deviation's outputscale at the start of a fit: a person's
 # deviation is a quarter of the population's prior variance
 INDIVIDUAL_OUTPUTSCALE = 0.25
+
+#: Prior of the deviation's outputscale over the population's: log-normal,
+#: median :data:`INDIVIDUAL_OUTPUTSCALE`, one e-fold standard deviation.
+#: Questions chosen for the population's favourite say little about the
+#: deviations, and without it the evidence, nearly flat there, let fits put
+#: the deviation at its box's floor (0.01) and the population at its ceiling
+#: (100): a study that never told its people apart.
+RATIO_PRIOR_SCALE = 1.0
 
 MODELS = {"laplace": PairwiseLaplaceGP, "ep": PairwiseEPGP}
 
@@ -124,10 +134,23 @@ def population_covar_module(
     r"""The default population kernel: BoTorch's preference kernel
     (:func:`~prefbo.kernels.default_preference_covar_module`) for both the
     population utility and the deviations, the deviation's outputscale
-    starting at :data:`INDIVIDUAL_OUTPUTSCALE`."""
+    starting at :data:`INDIVIDUAL_OUTPUTSCALE` of the population's, with a
+    log-normal prior on that ratio (:data:`RATIO_PRIOR_SCALE`)."""
     individual = default_preference_covar_module(d, dtype=dtype)
     individual.outputscale = INDIVIDUAL_OUTPUTSCALE
-    return PopulationKernel(default_preference_covar_module(d, dtype=dtype), individual)
+    kernel = PopulationKernel(
+        default_preference_covar_module(d, dtype=dtype), individual
+    )
+    kernel.register_prior(
+        "outputscale_ratio_prior",
+        LogNormalPrior(math.log(INDIVIDUAL_OUTPUTSCALE), RATIO_PRIOR_SCALE),
+        _outputscale_ratio,
+    )
+    return kernel
+
+
+def _outputscale_ratio(kernel: PopulationKernel) -> Tensor:
+    return kernel.individual_kernel.outputscale / kernel.population_kernel.outputscale
 
 
 def population_model(

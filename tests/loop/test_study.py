@@ -47,7 +47,10 @@ def test_a_new_participant_s_first_question_comes_from_the_population(ran):
     assert (first - PEAK).norm(dim=-1).min() < 0.15
     x, mean, sd = study.best()
     assert (x - PEAK).norm() < 0.3 and sd > 0
-    assert 0 <= study.disagreement() <= 1
+    # the people's deviations are not fitted away: questions aimed at the
+    # population's favourite say little about them, and without the prior on
+    # the outputscales' ratio the fit put the deviation at its floor (1e-4)
+    assert 0.01 < study.disagreement() < 0.9
 
 
 def test_a_newcomer_s_recommendation_is_the_population_s(ran):
