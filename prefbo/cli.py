@@ -22,7 +22,7 @@ current best design and the comparison-graph findings
 ``space.json``: ``{"variables": [{"name": "sweetness", "lower": 0, "upper":
 10}, ...]}`` for a box; entries with a ``"type"`` give the other kinds of
 :mod:`prefbo.space` (``"continuous"`` with ``"log": true``, ``"integer"``,
-``"ordinal"``, ``"categorical"``, ``"pool"``), e.g. ``{"type":
+``"ordinal"``, ``"categorical"``, ``"items"`` (an item pool)), e.g. ``{"type":
 "categorical", "name": "font", "choices": ["serif", "sans"]}``. A box is
 shown with its variables' values; a space with each design's values by name.
 """

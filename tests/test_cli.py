@@ -1,5 +1,6 @@
 import io
 import json
+import re
 
 import pytest
 
@@ -7,6 +8,7 @@ from prefbo import cli
 from prefbo.exceptions import SessionLogLockedError
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.session import read_session_log
+from prefbo.space import KINDS
 
 
 @pytest.fixture
@@ -128,3 +130,11 @@ def test_a_session_the_cli_holds_is_refused_and_released_after(tmp_path, space):
     rc = cli.main(argv, stdin=Input("1\nq\n"), stdout=io.StringIO())
     assert rc == 0 and "is open in another optimiser" in seen["error"]
     PreferentialOptimizer.resume(log).close()  # released when the CLI returns
+
+
+def test_the_documented_space_types_are_the_ones_read():
+    # every "type" the module docstring names is a kind of prefbo.space
+    named = set(re.findall(r'``"(\w+)"``', cli.__doc__.split("space.json")[1]))
+    assert named - {"type", "name", "font", "serif", "sans", "log", "choices"} <= set(
+        KINDS
+    ), named

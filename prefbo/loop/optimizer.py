@@ -420,9 +420,10 @@ class PreferentialOptimizer(FittedModels):
         return opt
 
     # ------------------------------------------------------------ questions
-    def _uniform(self, k: int, step_seed: int) -> Tensor:
-        if self.space is not None:
-            return random_designs(self.space, k, step_seed % _options.SEED_MOD)
+    def _uniform(self, k: int, step_seed: int, avoid: Tensor | None = None) -> Tensor:
+        if self.space is not None:  # distinct designs, none the kept winner
+            seed = step_seed % _options.SEED_MOD
+            return random_designs(self.space, k, seed, avoid)
         gen = torch.Generator().manual_seed(step_seed % _options.SEED_MOD)
         u = torch.rand(k, self.dim, generator=gen, dtype=torch.float64)  # k x d
         return self.bounds[0] + (self.bounds[1] - self.bounds[0]) * u
@@ -436,7 +437,7 @@ class PreferentialOptimizer(FittedModels):
             fixed = last.options[last.answer]  # d
         n_new = self.q - (fixed is not None)
         if k < self.initial_random or not self._strategy.uses_model:
-            new = self._uniform(n_new, step_seed)
+            new = self._uniform(n_new, step_seed, fixed)
         else:
             box = self._model_box()
             model = self.model
@@ -476,7 +477,7 @@ class PreferentialOptimizer(FittedModels):
                 new = self._from_model(new)
             else:  # the strategy found nothing worth asking: a random question
                 self.random_fallbacks += 1
-                new = self._uniform(n_new, step_seed)
+                new = self._uniform(n_new, step_seed, fixed)
         if fixed is None:
             return new
         return torch.cat([fixed.unsqueeze(0), new])  # q x d

@@ -113,16 +113,20 @@ def check_space_options(space: Space, options: Tensor, name: str = "options") ->
         )
 
 
-def random_designs(space: Space, k: int, seed: int) -> Tensor:
-    r"""``k x dim`` distinct designs drawn uniformly from the space.
+def random_designs(
+    space: Space, k: int, seed: int, avoid: Tensor | None = None
+) -> Tensor:
+    r"""``k x dim`` distinct designs drawn uniformly from the space, none
+    equal to ``avoid`` (a design, e.g. a kept winner).
 
-    Draws are repeated (with derived seeds) until ``k`` distinct ones are
-    found; :func:`check_space_size` has made sure there are ``k``.
+    Draws are repeated (with derived seeds) until ``k`` are found;
+    :func:`check_space_size` has made sure the space holds them.
     """
     picked: list[Tensor] = []
+    taken = [] if avoid is None else [avoid.to(torch.float64)]
     for attempt in range(1000):
         for x in space.sample(k, seed=(seed + attempt * 7919) % 2**63):
-            if not any(bool((x == y).all()) for y in picked):
+            if not any(bool((x == y).all()) for y in picked + taken):
                 picked.append(x)
             if len(picked) == k:
                 return torch.stack(picked)

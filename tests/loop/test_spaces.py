@@ -201,3 +201,15 @@ def test_prefbo_session_runs_on_a_typed_space(tmp_path):
     out = io.StringIO()
     rc = cli.main(["session", "resume", str(log)], stdin=io.StringIO("q\n"), stdout=out)
     assert rc == 0 and "2 answer(s) so far" in out.getvalue()
+
+
+@pytest.mark.parametrize("strategy", ["random", "eubo", "ts"])
+def test_a_kept_winner_is_never_asked_against_itself(strategy):
+    # two designs: every question after the first must pair the kept
+    # winner with the other one (random draws used to repeat the winner)
+    space = Space([Categorical("c", ["a", "b"])])
+    opt = PreferentialOptimizer(space, strategy=strategy, keep_winner=True, seed=0)
+    for _ in range(6):
+        X = opt.ask()
+        _assert_valid(space, X)
+        opt.tell(1)
