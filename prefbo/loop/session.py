@@ -264,7 +264,7 @@ def check_json_config(config: dict[str, Any]) -> None:
             ) from None
 
 
-def _lock_holder(fd: int) -> int | None:
+def lock_holder(fd: int) -> int | None:
     r"""The pid holding a ``flock`` on the file of ``fd``, from ``/proc/locks``
     (``None`` where the system does not say)."""
     st = os.fstat(fd)
@@ -297,7 +297,7 @@ def _lock(fd: int, path: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        pid = _lock_holder(fd)
+        pid = lock_holder(fd)
         holder = "pid unknown on this system" if pid is None else f"pid {pid}"
         if pid == os.getpid():
             holder += ", this process"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from botorch.models.model import Model
 from botorch.posteriors import Posterior
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.exceptions import InputDataError, InputTypeError, SessionLogLockedError
 from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import options as _options
 from prefbo.loop.answers import check_new_options, pairs_from
@@ -46,22 +47,58 @@ from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.repeats import not_worth_asking
+from prefbo.loop.session import lock_holder
 from prefbo.loop.spaces import exact_pair, takes_exact
 from prefbo.loop.strategies import Question, get_strategy
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models.population import disagreement, population_model
 from prefbo.utils.checks import check_int, check_seed, describe
 
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
+
 STRATEGIES = ("eubo", "random")
 MLLS = {"ep": PairwiseEPMLL, "laplace": PairwiseLaplaceMLL}
 
 
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
 def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+    if not isinstance(name, str):
         raise InputTypeError(
-            "a participant is named by a non-empty str without '/' that does not "
-            f"start with '.'; got {describe(name)}."
+            f"a participant's name must be a str; got {describe(name)}."
         )
+    if not NAME.fullmatch(name):
+        raise InputDataError(
+            "a participant's name (also their log's file name) must be 1-100 "
+            "letters, digits, '_', '.' or '-', not starting with '.' or '-'; got "
+            f"{name!r}."
+        )
+
+
+def _lock_folder(log_dir: Path) -> int:
+    r"""An open descriptor of ``log_dir/study.json`` holding its exclusive
+    lock: one study object at a time writes a study folder (two would give
+    different people one id, and each would rewrite the other's list)."""
+    path = log_dir / "study.json"
+    fd = os.open(path, os.O_RDWR)
+    if fcntl is None:
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = lock_holder(fd)
+        os.close(fd)
+        holder = "pid unknown on this system" if pid is None else f"pid {pid}"
+        raise SessionLogLockedError(
+            f"the study folder {str(log_dir)!r} is open in another PopulationStudy "
+            f"({holder}); close it there (study.close(), or end that process) "
+            "before resuming it."
+        ) from None
+    return fd
 
 
 class ParticipantView(Model):
@@ -136,6 +173,8 @@ class PopulationStudy:
         self.failed_fits = 0
         self.random_fallbacks = 0
         self.log_dir = None if log_dir is None else Path(log_dir)
+        self._closed = False
+        self._lock: int | None = None
         if self.log_dir is not None:
             if (self.log_dir / "study.json").exists():
                 raise InputDataError(
@@ -144,6 +183,7 @@ class PopulationStudy:
                 )
             self.log_dir.mkdir(parents=True, exist_ok=True)
             (self.log_dir / "study.json").write_text(json.dumps(self.config))
+            self._lock = _lock_folder(self.log_dir)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -170,6 +210,7 @@ class PopulationStudy:
             ) from e
         study = cls(**config)
         study.log_dir = log_dir
+        study._lock = _lock_folder(log_dir)
         order = (
             json.loads((log_dir / "participants.json").read_text())
             if (log_dir / "participants.json").exists()
@@ -189,6 +230,10 @@ class PopulationStudy:
 
     def _person(self, name: object) -> PreferentialOptimizer:
         _check_name(name)
+        if self._closed:
+            raise InputDataError(
+                "the study was closed; resume it (PopulationStudy.resume) to go on."
+            )
         if name not in self._people:
             path = None if self.log_dir is None else self.log_dir / f"{name}.jsonl"
             self._people[name] = PreferentialOptimizer(
@@ -222,7 +267,7 @@ class PopulationStudy:
     def tell(self, name: str, answer: int, options: Any = None) -> None:
         r"""Record participant ``name``'s answer (logged before returning);
         ``options`` default to their pending question."""
-        person = self._person(name)
+        _check_name(name)
         if options is None:
             if name not in self._pending:
                 raise InputDataError(
@@ -230,7 +275,7 @@ class PopulationStudy:
                     f"ask({name!r}) first or pass options."
                 )
             options = self._pending[name]
-        person.tell(answer, options=options)
+        self._person(name).tell(answer, options=options)
         self._changed()
 
     def undo(self, name: str) -> Any:
@@ -240,9 +285,14 @@ class PopulationStudy:
         return last
 
     def close(self) -> None:
-        r"""Close every participant's log."""
+        r"""Close every participant's log and release the study folder; a
+        later ask or tell raises (resume the study to go on)."""
         for person in self._people.values():
             person.close()
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+        self._closed = True
 
     def _changed(self) -> None:
         self._pending.clear()  # every question depends on everyone's answers
@@ -313,6 +363,10 @@ class PopulationStudy:
         r"""The fitted share of the utility's prior variance that is a
         person's own (:func:`~prefbo.models.population.disagreement` at the
         told designs)."""
+        if self._answers() == 0:
+            raise InputDataError(
+                "disagreement() needs at least one answer; none was told."
+            )
         designs = torch.cat(
             [pairs_from(p._tells)[0] for p in self._people.values() if p._tells]
         )

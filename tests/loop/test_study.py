@@ -105,12 +105,24 @@ def test_bad_settings_and_names_are_refused(tmp_path):
     with pytest.raises(InputDataError, match=r"strategy must be one of"):
         PopulationStudy(BOUNDS, strategy="bald")
     study = PopulationStudy(BOUNDS, log_dir=tmp_path, strategy="random")
-    with pytest.raises(InputTypeError, match=r"non-empty str without '/'"):
-        study.ask("../x")
+    for name in ("../x", "", "a" * 101, "a\x00b", ".hidden"):
+        with pytest.raises(InputDataError, match=r"letters, digits"):
+            study.ask(name)
+    with pytest.raises(InputTypeError, match=r"name must be a str"):
+        study.ask(3)
     with pytest.raises(InputDataError, match=r"needs a pending question"):
         study.tell("ann", 0)
+    with pytest.raises(InputDataError, match=r"disagreement\(\) needs at least one"):
+        study.disagreement()
+    assert not (tmp_path / "ann.jsonl").exists() and study.participants == []
     with pytest.raises(InputDataError, match=r"already holds a study"):
         PopulationStudy(BOUNDS, log_dir=tmp_path)
     with pytest.raises(InputDataError, match=r"no readable study.json"):
         PopulationStudy.resume(tmp_path / "nowhere")
+    # one study object per folder: a second would give two people one id
+    with pytest.raises(SessionLogLockedError, match=r"another PopulationStudy"):
+        PopulationStudy.resume(tmp_path)
     study.close()
+    with pytest.raises(InputDataError, match=r"was closed"):
+        study.ask("ann")
+    PopulationStudy.resume(tmp_path).close()  # released
