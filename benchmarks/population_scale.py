@@ -6,8 +6,8 @@ participant has ``n`` designs and answers ``m`` random pairs of them with
 probit noise (sd 0.1 on each utility). For each number of participants the
 script fits
 
-- ``VariationalPopulationGP`` (default settings, Adam, ``--epochs`` epochs of
-  minibatches of 4,096 answers), and
+- ``VariationalPopulationGP`` (default settings, Adam on minibatches of
+  4,096 answers, at least ``--steps`` steps: whole epochs), and
 - the exact EP population model (``population_model(..., model="ep")``,
   ``fit_gpytorch_mll``) while the designs number at most ``--exact-max``,
 
@@ -23,6 +23,7 @@ below; ``--quick`` for a small run).
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import torch
@@ -58,9 +59,10 @@ def simulate(P: int, n: int, m: int, seed: int = 0):
     return X, who, comps
 
 
-def run(P: int, n: int, m: int, epochs: int, exact_max: int) -> dict:
+def run(P: int, n: int, m: int, steps: int, exact_max: int) -> dict:
     X, who, comps = simulate(P, n, m)
     out = {"participants": P, "answers": len(comps), "designs": len(X)}
+    epochs = math.ceil(steps / math.ceil(len(comps) / 4096))
     t = time.perf_counter()
     model = VariationalPopulationGP(X, who, comps)
     model.fit(epochs=epochs, batch_size=4096)
@@ -92,18 +94,18 @@ def main(argv: list[str] | None = None) -> None:  # noqa: D103
     )
     p.add_argument("--designs", type=int, default=10, help="per participant")
     p.add_argument("--answers", type=int, default=20, help="per participant")
-    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--steps", type=int, default=300)
     p.add_argument("--exact-max", type=int, default=1000, help="designs")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
-        args.participants, args.epochs = [5, 20], 2
+        args.participants, args.steps = [5, 20], 2
     print(
         "participants  answers  variational s (s/epoch)  favourite error  "
         "disagreement  exact EP s  exact error  exact/variational"
     )
     for P in args.participants:
-        r = run(P, args.designs, args.answers, args.epochs, args.exact_max)
+        r = run(P, args.designs, args.answers, args.steps, args.exact_max)
         exact = (
             f"{r['exact_s']:10.1f}  {r['exact_error']:11.3f}  "
             f"{r['exact_s'] / r['variational_s']:17.2f}"
