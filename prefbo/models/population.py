@@ -191,8 +191,21 @@ def utility_posterior(
     model: Any, X: Tensor, participant: int = POPULATION
 ) -> Posterior:
     r"""The posterior of a utility at ``n x d`` designs ``X``: the
-    population's (default), a participant's, or a new participant's."""
-    return model.posterior(with_participant(X, participant))
+    population's (default), a participant's, or a new participant's.
+
+    Raises:
+        InputTypeError: ``participant`` is not an int.
+        InputDataError: ``participant`` is below ``POPULATION`` (-1).
+    """
+    if isinstance(participant, bool) or not isinstance(participant, numbers.Integral):
+        raise InputTypeError(
+            f"participant must be an int; got {describe(participant)}."
+        )
+    if participant < POPULATION:
+        raise InputDataError(
+            f"participant must be >= {POPULATION} (the population); got {participant}."
+        )
+    return model.posterior(with_participant(X, int(participant)))
 
 
 def favourite(

@@ -144,6 +144,12 @@ class VariationalPopulationGP(Model, gpytorch.Module):
         if not isinstance(X, Tensor) or not X.is_floating_point() or X.ndim != 2:
             raise InputTypeError("X must be an n x d floating tensor.")
         n, d = X.shape
+        for name, t in (("participants", participants), ("comparisons", comparisons)):
+            if not isinstance(t, Tensor) or t.is_floating_point() or t.is_complex():
+                raise InputTypeError(
+                    f"{name} must be an integer tensor; got "
+                    f"{t.dtype if isinstance(t, Tensor) else type(t).__name__}."
+                )
         participants, comparisons = participants.long(), comparisons.long()
         if participants.shape != (n,):
             raise InputDataError(
@@ -253,23 +259,29 @@ class VariationalPopulationGP(Model, gpytorch.Module):
         self, X: Tensor, participant: int = POPULATION, **kwargs: Any
     ) -> GPyTorchPosterior:
         r"""The posterior of a utility at ``[b x] n x d`` designs: the
-        population's (default), participant ``p``'s, or a new one's
-        (``p ≥ num_participants``: the population's plus a deviation's prior)."""
+        population's (default, ``-1``), participant ``p``'s, or a new one's
+        (``p ≥ num_participants``: the population's plus a deviation's
+        prior). A batch is ``b`` independent ``n x n`` blocks (memory
+        ``b n²``)."""
+        if isinstance(participant, bool) or not isinstance(participant, int):
+            raise InputTypeError(
+                f"participant must be an int; got {type(participant).__name__}."
+            )
+        if participant < POPULATION:
+            raise InputDataError(
+                f"participant must be >= {POPULATION} (the population); got "
+                f"{participant}."
+            )
         shape = X.shape[:-1]
-        flat = X.reshape(1, -1, X.shape[-1])  # 1 x N x d
+        blocks = X.reshape(-1, shape[-1], X.shape[-1])  # B x n x d
         with gpytorch.settings.fast_computations(False):
-            mean, cov = self.population.moments(flat, None)
+            mean, cov = self.population.moments(blocks, None)
             if participant >= 0:
-                which = torch.tensor(
-                    [participant if participant < self.num_participants else -1]
-                )
-                mh, ch = self.individual.moments(flat, which)
+                p = participant if participant < self.num_participants else -1
+                which = torch.full((blocks.shape[0],), p, dtype=torch.long)
+                mh, ch = self.individual.moments(blocks, which)
                 mean, cov = mean + mh, cov + ch
-        mean, cov = mean[0], cov[0]
-        if len(shape) > 1:  # b x n: a block-diagonal batch
-            b, n = shape[:-1].numel(), shape[-1]
-            blocks = cov.reshape(b, n, b, n).diagonal(dim1=0, dim2=2).permute(2, 0, 1)
-            mean, cov = mean.reshape(*shape), blocks.reshape(*shape, n)
+        mean, cov = mean.reshape(shape), cov.reshape(*shape, shape[-1])
         eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
         return GPyTorchPosterior(MultivariateNormal(mean, cov + 1e-10 * eye))
 

@@ -171,3 +171,12 @@ def test_bad_model_or_kernel_is_refused():
     with pytest.raises(InputTypeError, match=r"must be a PopulationKernel"):
         population_model(data, covar_module=ScaleKernel(_Zero()))
     assert POPULATION == -1
+
+
+def test_a_participant_that_is_not_an_id_is_refused():
+    model = population_model(_data(), model="laplace").eval()
+    X = torch.rand(3, 2, dtype=torch.float64)
+    with pytest.raises(InputTypeError, match=r"participant must be an int"):
+        utility_posterior(model, X, participant=1.5)
+    with pytest.raises(InputDataError, match=r"participant must be >= -1"):
+        favourite(model, X, participant=-2)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.kernels import default_preference_covar_module
 from prefbo.kernels.population import PopulationKernel
 from prefbo.models.population import population_model, utility_posterior
@@ -118,3 +118,17 @@ def test_answers_across_participants_are_refused():
         VariationalPopulationGP(X, who[:-1], comps)
     with pytest.raises(InputDataError, match=r"ids must lie in \[0, 1\)"):
         VariationalPopulationGP(X, who, comps, num_participants=1)
+
+
+def test_bad_participants_and_types_are_refused(fitted):
+    model, _, _ = fitted
+    T = torch.rand(3, 2, dtype=torch.float64)
+    with pytest.raises(InputTypeError, match=r"participant must be an int"):
+        model.posterior(T, participant=1.5)
+    with pytest.raises(InputDataError, match=r"participant must be >= -1"):
+        model.posterior(T, participant=-2)
+    _, X, who, comps = _population(P=2)
+    with pytest.raises(InputTypeError, match=r"participants must be an integer"):
+        VariationalPopulationGP(X, who.tolist(), comps)
+    with pytest.raises(InputTypeError, match=r"comparisons must be an integer"):
+        VariationalPopulationGP(X, who, comps.double())
