@@ -27,6 +27,7 @@ from prefbo.exceptions import (
 )
 from prefbo.loop import options as _options
 from prefbo.loop.session import read_session_log
+from prefbo.space import Space
 
 
 def line_error(path: str | os.PathLike, seq: int, what: str, why: str) -> str:
@@ -138,6 +139,8 @@ def replay(
         stored = config.get(key, "<missing>")
         if isinstance(value, Tensor):
             value = value.tolist()
+        if isinstance(value, Space):  # stored as its JSON form
+            value = value.to_dict()
         if key not in config or stored != value:
             raise InputDataError(
                 f"resume({key}=...) expected {value!r} but the log "

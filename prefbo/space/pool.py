@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import numbers
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +44,7 @@ def _ids(name: str, ids: object) -> list[Value]:
             raise InputTypeError(
                 f"{name}: each item id must be a str or an int; got {describe(i)}."
             )
-    repeated = sorted({str(i) for i in out if out.count(i) > 1})
+    repeated = sorted(str(i) for i, c in Counter(out).items() if c > 1)
     if repeated:
         raise InputDataError(
             f"{name}: item ids must be distinct; repeated: {repeated}."
@@ -113,10 +114,13 @@ class ItemPool(Variable):
         low, high = table.amin(0), table.amax(0)
         span = torch.where(high > low, high - low, torch.ones_like(high))
         self._encoded = (table - low) / span  # constant features sit at 0
-        same = torch.cdist(self._encoded, self._encoded) == 0
-        same.fill_diagonal_(False)
-        if bool(same.any()):
-            i, j = (int(k) for k in same.nonzero()[0])
+        # equal scaled rows, by sorting (memory linear in the items)
+        _, group, counts = torch.unique(
+            self._encoded, dim=0, return_inverse=True, return_counts=True
+        )
+        if bool((counts > 1).any()):
+            twins = (group == int((counts > 1).nonzero()[0])).nonzero().flatten()
+            i, j = int(twins[0]), int(twins[1])
             raise InputDataError(
                 f"{self.name}: items {self._values[i]!r} and {self._values[j]!r} have "
                 "the same features, so the model cannot tell them apart; add a feature "

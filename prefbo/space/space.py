@@ -243,7 +243,8 @@ class Space:
     def sample(self, n: int, seed: int | None = None) -> Tensor:
         r"""``n x dim`` model points of designs drawn uniformly in the person's
         view: each value of a finite variable equally likely, a continuous
-        one uniform in its value (in its logarithm on a log scale)."""
+        one uniform in its value; on a log scale (continuous or integer)
+        uniform in the logarithm, rounded to the integers for an integer."""
         n = check_int("n", n, 1)
         g = torch.Generator()
         if check_seed("seed", seed, allow_none=True) is None:
@@ -255,6 +256,13 @@ class Space:
             if v.levels is None:
                 u = torch.rand(n, 1, generator=g, dtype=torch.float64)
                 columns.append(u)  # uniform in the (log) value is uniform in u
+            elif getattr(v, "log", False):  # an integer on a log scale
+                u = torch.rand(n, generator=g, dtype=torch.float64).tolist()
+                columns.append(
+                    torch.tensor(
+                        [v.encode(v.decode([x])) for x in u], dtype=torch.float64
+                    )
+                )
             else:
                 values = v.values()
                 picks = torch.randint(len(values), (n,), generator=g).tolist()

@@ -137,7 +137,7 @@ def test_the_person_s_view_and_a_resumed_session(tmp_path):
     opt.close()
     header = json.loads(log.read_text().splitlines()[0])
     assert header["config"]["bounds"] == space.to_dict()
-    again = PreferentialOptimizer.resume(log)
+    again = PreferentialOptimizer.resume(log, bounds=space)  # checked as stored
     assert again.space == space
     assert torch.equal(again.ask(), expected)
 

@@ -98,3 +98,14 @@ def test_bad_values_raise_typed_errors(wines):
         wines.encode(3.0)
     with pytest.raises(InputDataError, match=r"3 model columns are needed; got 2"):
         wines.decode([0.5, 0.5])
+
+
+def test_a_large_pool_is_checked_for_twins_in_linear_memory():
+    # the duplicate check sorts the rows (an n x n distance table made a
+    # 10,000-item pool take 1.2 GB, and ids were counted in O(n^2) time)
+    g = torch.Generator().manual_seed(0)
+    big = torch.rand(20_000, 3, dtype=torch.float64, generator=g)
+    assert ItemPool("song", list(range(20_000)), big.tolist()).levels == 20_000
+    big[12_345] = big[7]
+    with pytest.raises(InputDataError, match=r"items 7 and 12345 have the same"):
+        ItemPool("song", list(range(20_000)), big.tolist())
