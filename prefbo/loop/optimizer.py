@@ -263,7 +263,9 @@ class PreferentialOptimizer(FittedModels):
 
     @property
     def dim(self) -> int:
-        r"""Number of variables ``d``."""
+        r"""Number of columns ``d`` of a design: the box's variables, or a
+        space's model columns (``space.dim``: one per category of a
+        categorical variable, one per feature of an item pool)."""
         return self.bounds.shape[-1]
 
     # ------------------------------------------------------------ ask / tell

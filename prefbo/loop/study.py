@@ -48,7 +48,7 @@ from prefbo.loop.fitted import seeded
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.repeats import not_worth_asking
 from prefbo.loop.session import lock_holder
-from prefbo.loop.spaces import exact_pair, takes_exact
+from prefbo.loop.spaces import exact_pair, sampled_pair, takes_exact
 from prefbo.loop.strategies import Question, get_strategy
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models.population import disagreement, population_model
@@ -401,8 +401,12 @@ class PopulationStudy:
                 )
                 new = self._strategy.acquire(question)
                 check_new_options(new, 2, box, self.strategy)
-                if self.space is not None:
+                if self.space is not None:  # as PreferentialOptimizer does
                     new = self.space.snap(new)
+                    if self.strategy == "eubo":
+                        new = sampled_pair(
+                            view, self.space, new, allowed, question.seed
+                        )
         if new is not None and allowed(new):
             return person._from_model(new)
         self.random_fallbacks += 1

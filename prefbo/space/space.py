@@ -66,7 +66,7 @@ def variable_from_dict(entry: object) -> Variable:
         )
     fields = dict(entry)
     kind = fields.pop("type", "continuous")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise InputDataError(
             f"a variable's type must be one of {sorted(KINDS)}; got {kind!r} in "
             f"{entry!r}."
@@ -77,7 +77,8 @@ def variable_from_dict(entry: object) -> Variable:
         if isinstance(e, InputTypeError):
             raise
         raise InputDataError(
-            f"a {kind} variable's fields do not fit: {entry!r} ({e})."
+            f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} variable's fields do "
+            f"not fit: {entry!r} ({e})."
         ) from e
 
 

@@ -6,7 +6,14 @@ import torch
 
 from prefbo.cli import read_space
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.space import Categorical, Continuous, Integer, Ordinal, Space
+from prefbo.space import (
+    Categorical,
+    Continuous,
+    Integer,
+    Ordinal,
+    Space,
+    variable_from_dict,
+)
 
 
 @pytest.fixture
@@ -152,3 +159,15 @@ def test_a_log_scale_integer_is_sampled_uniformly_in_its_logarithm():
     values = [d["batch"] for d in space.decode(space.sample(4000, seed=0))]
     assert all(isinstance(v, int) and 1 <= v <= 1024 for v in values)
     assert 0.45 < sum(v <= 32 for v in values) / len(values) < 0.55
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"type": ["a"], "name": "x"}, r"type must be one of .*got \['a'\]"),
+        ({"type": "integer", "name": "x", "lo": 1}, r"an integer variable's fields"),
+    ],
+)
+def test_bad_json_entries_name_what_is_wrong(entry, message):
+    with pytest.raises(InputDataError, match=message):
+        variable_from_dict(entry)
