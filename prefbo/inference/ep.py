@@ -35,7 +35,7 @@ from prefbo.exceptions import (
     NumericalError,
     UnsupportedError,
 )
-from prefbo.inference.anderson import ANDERSON_FROM, Anderson
+from prefbo.inference.anderson import ANDERSON_FROM, Anderson, adapt_step
 from prefbo.inference.cholesky import jittered_cholesky, row_major
 from prefbo.inference.evidence import evidence_kernel_gradient
 from prefbo.inference.gaussian import GaussianApproximation
@@ -272,7 +272,8 @@ def run_ep(
             per batch element, starting at 1, halving (down to 1/64)
             whenever the largest site change grows from one sweep to the
             next, and doubling (up to 1) while every site keeps its
-            direction for three sweeps (``_adapt_step``).
+            direction for three sweeps
+            (:func:`~prefbo.inference.anderson.adapt_step`).
         form: ``"whitened"`` (``I + Lᵀ W L``, stable for any ``K``),
             ``"precision"`` (``K⁻¹ + W``, cheaper) or ``"auto"`` (precision in
             float64 when the diagonal of ``L`` spans at most 6 decades).
@@ -326,36 +327,6 @@ def run_ep(
         )
 
 
-def _adapt_step(step, change, last_change, d_tau, d_nu, last_d, streak):
-    r"""The next damping step per batch element, and the monotone streaks.
-
-    Parallel EP oscillates where its step is too long: the step halves
-    (down to ``1/64``) when the largest site change grows from one sweep to
-    the next. A change that grows while every site keeps moving the same
-    way as in the last two sweeps is no oscillation but a monotone run:
-    where contradicting answers at a tiny probit scale pin a difference, the
-    site precisions grow by a factor per sweep on their way to ``1/s²``.
-    There the step doubles (up to 1) instead; halving it let a 3-cycle at
-    ``s = 1e-11`` end 200 sweeps far from its fixed point, and never letting
-    it recover left a pair and its reversal wandering about theirs.
-
-    Returns:
-        ``(step, streak)``: the new steps and the counts of consecutive
-        sweeps in which no site reversed its move.
-    """
-    if last_d is None:
-        same = torch.zeros_like(change, dtype=torch.bool)
-    else:
-        reversed_ = ((d_tau * last_d[0]) < 0).any(-1) | ((d_nu * last_d[1]) < 0).any(-1)
-        same = ~reversed_
-    streak = torch.where(same, streak + 1, torch.zeros_like(streak))
-    monotone = streak >= 2
-    step = torch.where(
-        (change > last_change) & ~monotone, (step * 0.5).clamp_min(1 / 64), step
-    )
-    return torch.where(monotone, (step * 2.0).clamp_max(1.0), step), streak
-
-
 def _run_ep(
     L, comparisons, likelihood, init, max_iter, tol, damping, precision, anderson_memory
 ):
@@ -400,8 +371,8 @@ def _run_ep(
             (d_tau.abs() / (1.0 + tau.abs())).amax(-1),
             (d_nu.abs() / (1.0 + nu.abs())).amax(-1),
         )
-        if damping is None:  # see _adapt_step
-            step, streak = _adapt_step(
+        if damping is None:  # see adapt_step
+            step, streak = adapt_step(
                 step, change, last_change, d_tau, d_nu, last_d, streak
             )
             last_change, last_d = change, (d_tau, d_nu)
