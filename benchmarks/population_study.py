@@ -80,6 +80,9 @@ from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
 from prefbo.loop.study import PopulationStudy
 from prefbo.test_functions import SimulatedPerson
 
+sys.path.insert(0, str(Path(__file__).parent))
+import pbo_regret  # noqa: E402
+
 RESULTS = Path(__file__).parent / "results"
 NAME = "population_study"
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
@@ -255,17 +258,7 @@ def run_independent(
     return {"seed": seed, "arm": "independent", "regret": regret, "seconds": seconds}
 
 
-def load(store: Path) -> list[dict[str, Any]]:
-    r"""The records of a store (a torn last line is skipped)."""
-    if not store.exists():
-        return []
-    out = []
-    for line in store.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
+load = pbo_regret.load  # the records of a store (a torn last line skipped)
 
 
 def run_regret(args: argparse.Namespace, pop: Population) -> None:
