@@ -85,8 +85,12 @@ def _complete(why: str) -> _Bad:
     return bad
 
 
+class _NonFinite(ValueError):
+    r"""A JSON token for a non-finite number (never written by prefbo)."""
+
+
 def _no_constant(token: str) -> Any:
-    raise ValueError(token)
+    raise _NonFinite(token)
 
 
 def _finite_float(token: str) -> float:
@@ -94,7 +98,7 @@ def _finite_float(token: str) -> float:
     (``1e400``) is refused like the ``Infinity`` token."""
     value = float(token)
     if not math.isfinite(value):
-        raise ValueError(token)
+        raise _NonFinite(token)
     return value
 
 
@@ -106,8 +110,12 @@ def _decode(line: str, lineno: int) -> dict[str, Any] | _Bad:
         )
     except json.JSONDecodeError as e:
         return _Bad(f"invalid JSON ({e.msg} at column {e.colno})")
-    except ValueError as e:  # NaN, Infinity, 1e400: never written by encode_record
+    except _NonFinite as e:  # NaN, Infinity, 1e400: never written by encode_record
         return _complete(f"the non-finite JSON token {e} (never written by prefbo)")
+    except ValueError as e:  # e.g. an integer of over 4,300 digits
+        return _complete(f"a JSON value prefbo never writes ({e})")
+    except RecursionError:  # brackets nested deeper than the parser goes
+        return _Bad("JSON nested too deeply to read")
     if not isinstance(record, dict) or "crc" not in record:
         return _Bad("not a checksummed JSON object")
     body = {k: v for k, v in record.items() if k != "crc"}

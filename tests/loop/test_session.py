@@ -378,3 +378,26 @@ def test_a_nan_token_in_any_line_is_named(tmp_path, line, token):
         with pytest.warns(SessionLogWarning, match=named):
             view = PreferentialOptimizer.resume(path, read_only=True)
         assert len(view.history) == line - 1
+
+
+@pytest.mark.parametrize("last", [True, False])
+def test_deeply_nested_or_huge_json_is_a_damaged_line(tmp_path, last):
+    path = tmp_path / "s.jsonl"
+    _random_session(path, 2)
+    lines = path.read_text().splitlines(keepends=True)
+    deep = "[" * 100_000
+    if last:  # a torn last line: ignored with a warning, the answers kept
+        path.write_text("".join(lines) + deep)
+        with pytest.warns(SessionLogWarning, match=r"line 4 is torn"):
+            view = PreferentialOptimizer.resume(path, read_only=True)
+        assert len(view.history) == 2
+    else:  # further up: refused for writing, shown up to it read-only
+        path.write_text("".join(lines[:2]) + deep + "\n" + lines[2])
+        with pytest.raises(SessionLogError, match=r"line 3 is damaged .*nested"):
+            PreferentialOptimizer.resume(path)
+    record = json.loads(lines[1])
+    record["answer"] = 12345
+    huge = json.dumps(record).replace("12345", "9" * 5000)  # over 4,300 digits
+    path.write_text(lines[0] + huge + "\n")
+    with pytest.raises(SessionLogError, match=r"line 2 .*prefbo never writes"):
+        PreferentialOptimizer.resume(path)
