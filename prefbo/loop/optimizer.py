@@ -388,8 +388,9 @@ class PreferentialOptimizer(FittedModels):
             log_path: A log written by an optimizer created with ``log_path``.
             read_only: A view: no lock is taken and nothing in the file is
                 changed (a torn last line is only reported; a log damaged
-                further up, or with a record out of sequence, shows the
-                answers before that line, with a warning naming it);
+                further up, with a record out of sequence or one that
+                :meth:`tell` would refuse, shows the answers before that
+                line, with a warning naming it);
                 :meth:`tell` and :meth:`undo` raise. For looking at a log
                 another optimiser holds, or at what a damaged log still says.
             **expected: Settings to check against the log's header (e.g.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from prefbo.exceptions import (
     InputTypeError,
     PrefboError,
     SessionLogError,
+    SessionLogWarning,
 )
 from prefbo.loop import options as _options
 from prefbo.loop.session import read_session_log
@@ -132,8 +134,7 @@ def replay(
             constructor or ``tell`` would refuse (naming the line).
     """
     header, records = read_session_log(log_path, repair=not read_only, prefix=read_only)
-    for record in (header, *records):
-        check_record_keys(log_path, record)
+    check_record_keys(log_path, header)
     config = _options.upgrade_config(header_config(log_path, header))
     for key, value in expected.items():
         stored = config.get(key, "<missing>")
@@ -153,13 +154,29 @@ def replay(
     except PrefboError as e:
         why = f"holds settings the optimiser refuses: {e}"
         raise SessionLogError(line_error(log_path, 0, "header", why)) from None
-    for rec in records:
-        if rec["type"] == "tell":
-            options, answer = tell_record(log_path, rec, opt.check_answer)
-            opt._apply_tell(options, answer, rec["seq"])
-        elif opt._tells:  # undo
-            opt._apply_undo()
-        else:
-            why = "withdraws an answer where none is left"
-            raise SessionLogError(line_error(log_path, rec["seq"], "undo", why))
+    for count, rec in enumerate(records):
+        try:
+            _apply(opt, log_path, rec)
+        except SessionLogError as e:
+            if not read_only:
+                raise
+            warnings.warn(  # a view shows what the log says up to there
+                f"{e} This read-only view shows the {count} record(s) before it.",
+                SessionLogWarning,
+                stacklevel=3,
+            )
+            return opt, count
     return opt, len(records)
+
+
+def _apply(opt: Any, log_path: str | os.PathLike, rec: dict[str, Any]) -> None:
+    r"""Replay one record on ``opt`` (checked as ``tell`` and ``undo`` are)."""
+    check_record_keys(log_path, rec)
+    if rec["type"] == "tell":
+        options, answer = tell_record(log_path, rec, opt.check_answer)
+        opt._apply_tell(options, answer, rec["seq"])
+    elif opt._tells:  # undo
+        opt._apply_undo()
+    else:
+        why = "withdraws an answer where none is left"
+        raise SessionLogError(line_error(log_path, rec["seq"], "undo", why))

@@ -1,8 +1,10 @@
 """``prefbo.loop.replay``: a resumed log's records are checked, not trusted."""
 
+import re
+
 import pytest
 
-from prefbo.exceptions import SessionLogError
+from prefbo.exceptions import SessionLogError, SessionLogWarning
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.session import encode_record, read_session_log
 
@@ -85,4 +87,13 @@ def test_resume_checks_what_each_record_holds(tmp_path, edit, match):
     text = path.read_text()
     with pytest.raises(SessionLogError, match=match):
         PreferentialOptimizer.resume(path)
+    assert path.read_text() == text
+    line = int(re.search(r"line (\d+)", match).group(1))
+    if line == 1:  # a header the optimiser refuses: no view either
+        with pytest.raises(SessionLogError, match=match):
+            PreferentialOptimizer.resume(path, read_only=True)
+    else:  # a view shows the answers before the refused record
+        with pytest.warns(SessionLogWarning, match=match):
+            view = PreferentialOptimizer.resume(path, read_only=True)
+        assert len(view.history) <= line - 2
     assert path.read_text() == text
