@@ -40,10 +40,6 @@ UNTESTED_MODULES: dict[str, str] = {
         "the likelihood contract suite shipped in the package; every "
         "tests/likelihoods/test_*.py runs it"
     ),
-    "prefbo/utils/testing.py": (
-        "the test-suite helpers (devices, dtypes, synthetic data) that the "
-        "tests themselves run on"
-    ),
 }
 
 #: Test files that mirror no single module or script, and why.

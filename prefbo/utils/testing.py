@@ -66,3 +66,20 @@ def set_scale_kernel(model: torch.nn.Module, outputscale: float, lengthscale) ->
     with torch.no_grad():
         model.covar_module.outputscale = outputscale
         model.covar_module.base_kernel.lengthscale = lengthscale
+
+
+def random_answers(seed: int) -> tuple[Tensor, Tensor]:
+    r"""An outside trial's random data set: ``d`` in 1..5, ``n`` in 3..29
+    designs uniform in the unit cube, ``m`` in 5..149 random answers (pairs of
+    distinct designs, winner first), all drawn from ``seed``.
+
+    Returns:
+        ``(X, comparisons)``: ``n x d`` float64 and ``m' x 2`` long.
+    """
+    g = torch.Generator().manual_seed(seed)
+    d = int(torch.randint(1, 6, (1,), generator=g))
+    n = int(torch.randint(3, 30, (1,), generator=g))
+    m = int(torch.randint(5, 150, (1,), generator=g))
+    X = torch.rand(n, d, dtype=torch.float64, generator=g)
+    comp = torch.randint(0, n, (m, 2), generator=g)
+    return X, comp[comp[:, 0] != comp[:, 1]]

@@ -7,7 +7,7 @@ from scipy import optimize, special
 from prefbo.inference import find_mode, laplace_evidence
 from prefbo.likelihoods import PairwiseProbitLikelihood
 from prefbo.models import PairwiseLaplaceGP
-from prefbo.utils.testing import make_pairwise_data, tolerance
+from prefbo.utils.testing import make_pairwise_data, random_answers, tolerance
 
 
 def _rbf(X, lengthscale, outputscale):
@@ -172,13 +172,7 @@ def _random_answers_on_a_periodic_kernel(shift=0.0):
     # answers) and prior-free Matérn-1/2 x periodic kernel near its start
     from gpytorch.kernels import MaternKernel, PeriodicKernel
 
-    g = torch.Generator().manual_seed(45)
-    d = int(torch.randint(1, 6, (1,), generator=g))
-    n = int(torch.randint(3, 30, (1,), generator=g))
-    m = int(torch.randint(5, 150, (1,), generator=g))
-    X = torch.rand(n, d, dtype=torch.float64, generator=g)
-    comp = torch.randint(0, n, (m, 2), generator=g)
-    comp = comp[comp[:, 0] != comp[:, 1]]
+    X, comp = random_answers(45)
     kernel = (MaternKernel(nu=0.5) * PeriodicKernel()).double()
     with torch.no_grad():
         kernel.kernels[0].lengthscale = 0.95 + shift

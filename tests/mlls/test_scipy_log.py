@@ -17,7 +17,7 @@ from prefbo import PairwiseEPGP, PairwiseLaplaceGP
 from prefbo.exceptions import InputTypeError, NumericalError
 from prefbo.fit import fit_mll_scipy
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
-from prefbo.utils.testing import make_pairwise_data
+from prefbo.utils.testing import make_pairwise_data, random_answers
 
 LS = "model.covar_module.base_kernel.raw_lengthscale"
 OS = "model.covar_module.raw_outputscale"
@@ -349,13 +349,7 @@ def test_a_fit_failing_on_a_collapsed_period_says_where_it_ended():
     # step unrelated to it): L-BFGS-B's line search fails (ABNORMAL). BoTorch's
     # PairwiseGP with the same kernel (an outputscale fixed at 1) fails on it
     # too; prefbo's error says where the attempts ended
-    g = torch.Generator().manual_seed(45)
-    d = int(torch.randint(1, 6, (1,), generator=g))
-    n = int(torch.randint(3, 30, (1,), generator=g))
-    m = int(torch.randint(5, 150, (1,), generator=g))
-    X = torch.rand(n, d, dtype=torch.float64, generator=g)
-    comp = torch.randint(0, n, (m, 2), generator=g)
-    comp = comp[comp[:, 0] != comp[:, 1]]
+    X, comp = random_answers(45)
 
     def kernel():
         return (MaternKernel(nu=0.5) * PeriodicKernel()).double()
