@@ -123,7 +123,7 @@ def _decode(line: str, lineno: int) -> dict[str, Any] | _Bad:
         return _Bad("checksum mismatch")
     if record.get("type") not in RECORD_TYPES:
         return _complete(f"unknown record type {record.get('type')!r}")
-    if record.get("seq") != lineno:
+    if type(record.get("seq")) is not int or record["seq"] != lineno:  # not 2.0, True
         return _complete(
             f"sequence number {record.get('seq')!r} where {lineno} was expected; "
             "a complete record out of sequence, e.g. from a second writer"

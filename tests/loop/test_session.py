@@ -401,3 +401,16 @@ def test_deeply_nested_or_huge_json_is_a_damaged_line(tmp_path, last):
     path.write_text(lines[0] + huge + "\n")
     with pytest.raises(SessionLogError, match=r"line 2 .*prefbo never writes"):
         PreferentialOptimizer.resume(path)
+
+
+@pytest.mark.parametrize("seq", [1.0, True])
+def test_a_sequence_number_must_be_an_int(tmp_path, seq):
+    path = tmp_path / "s.jsonl"
+    _random_session(path, 2)
+    lines = path.read_text().splitlines(keepends=True)
+    record = json.loads(lines[1])
+    record.pop("crc")
+    record["seq"] = seq  # equal to 1 in Python, but not what prefbo writes
+    path.write_text(lines[0] + encode_record(record) + lines[2])
+    with pytest.raises(SessionLogError, match=r"line 2 .*sequence number"):
+        PreferentialOptimizer.resume(path)
