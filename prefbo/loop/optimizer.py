@@ -35,7 +35,7 @@ from torch import Tensor
 from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError
 from prefbo.loop import options as _options
-from prefbo.loop.answers import Answer, check_answer, check_new_options
+from prefbo.loop.answers import Answer, check_answer
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import FittedModels, seeded
 from prefbo.loop.model_kinds import get_model_kind
@@ -46,10 +46,9 @@ from prefbo.loop.spaces import (
     as_space,
     check_space_options,
     check_space_size,
+    choose_options,
     encode_options,
-    exact_pair,
     random_designs,
-    sampled_pair,
     takes_exact,
     unit_box,
 )
@@ -465,17 +464,9 @@ class PreferentialOptimizer(FittedModels):
                 allowed=allowed,
             )
             with seeded(step_seed), expected_fit_warnings():
-                if exact:
-                    new = exact_pair(model, self.space, allowed)
-                else:
-                    new = self._strategy.acquire(question)
-                    check_new_options(new, n_new, box, self.strategy)
-                    if self.space is not None:
-                        new = self.space.snap(new)
-                        if self.strategy == "eubo" and fixed is None:
-                            new = sampled_pair(
-                                model, self.space, new, allowed, question.seed
-                            )
+                new = choose_options(
+                    self.strategy, self._strategy, question, self.space, exact
+                )
             if new is not None and allowed(new):
                 new = self._from_model(new)
             else:  # the strategy found nothing worth asking: a random question

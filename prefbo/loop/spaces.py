@@ -39,6 +39,7 @@ from torch import Tensor
 
 from prefbo.acquisition.pool_eubo import best_pool_pair
 from prefbo.exceptions import InputDataError
+from prefbo.loop.answers import check_new_options
 from prefbo.space import Space
 
 #: The largest finite space whose pairs are all scored (a measured ~3 s).
@@ -177,6 +178,29 @@ def sampled_pair(
     ``seed``), or ``None`` (see the module docstring)."""
     candidates = torch.cat([snapped, space.sample(SAMPLED, seed=seed)])
     return best_allowed_pair(model, candidates, allowed)
+
+
+def choose_options(
+    strategy_name: str, strategy: Any, question: Any, space: Space | None, exact: bool
+) -> Tensor | None:
+    r"""The new options of a question in the model's coordinates (``None``:
+    nothing found), before the caller's ``allowed`` check and fallback.
+
+    ``exact``: the best allowed pair of the finite ``space`` by EUBO
+    (:func:`exact_pair`). Otherwise the strategy's options, checked, and with
+    a space snapped onto its designs and, for EUBO without a kept winner,
+    set against sampled designs (:func:`sampled_pair`).
+    """
+    if exact:
+        return exact_pair(question.model, space, question.allowed)
+    new = strategy.acquire(question)
+    check_new_options(new, question.num_new, question.bounds, strategy_name)
+    if space is None:
+        return new
+    new = space.snap(new)
+    if strategy_name == "eubo" and question.fixed is None:
+        new = sampled_pair(question.model, space, new, question.allowed, question.seed)
+    return new
 
 
 def takes_exact(space: Space | None, strategy: str, q: int, keep_winner: bool) -> bool:

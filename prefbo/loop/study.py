@@ -42,13 +42,13 @@ from torch import Tensor
 from prefbo.exceptions import InputDataError, InputTypeError, SessionLogLockedError
 from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import options as _options
-from prefbo.loop.answers import check_new_options, pairs_from
+from prefbo.loop.answers import pairs_from
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.repeats import not_worth_asking
 from prefbo.loop.session import lock_holder
-from prefbo.loop.spaces import exact_pair, sampled_pair, takes_exact
+from prefbo.loop.spaces import choose_options, takes_exact
 from prefbo.loop.strategies import Question, get_strategy
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models.population import disagreement, population_model
@@ -348,9 +348,7 @@ class PopulationStudy:
         if self._answers() == 0:
             raise InputDataError("best() needs at least one answer; none was told.")
         pid = POPULATION if name is None else self._id(name)
-        designs = torch.cat(
-            [pairs_from(p._tells)[0] for p in self._people.values() if p._tells]
-        )
+        designs = self._told_designs()
         with torch.no_grad(), expected_fit_warnings():
             Z = with_participant(self._template._to_model(designs), pid)
             post = self.model.posterior(Z.unsqueeze(-2))
@@ -358,6 +356,12 @@ class PopulationStudy:
         sd = post.variance.reshape(-1).clamp_min(0).sqrt()
         i = int(mean.argmax())
         return designs[i].clone(), float(mean[i]), float(sd[i])
+
+    def _told_designs(self) -> Tensor:
+        r"""Every participant's told designs, stacked (box coordinates)."""
+        return torch.cat(
+            [pairs_from(p._tells)[0] for p in self._people.values() if p._tells]
+        )
 
     def disagreement(self) -> float:
         r"""The fitted share of the utility's prior variance that is a
@@ -367,9 +371,7 @@ class PopulationStudy:
             raise InputDataError(
                 "disagreement() needs at least one answer; none was told."
             )
-        designs = torch.cat(
-            [pairs_from(p._tells)[0] for p in self._people.values() if p._tells]
-        )
+        designs = self._told_designs()
         return disagreement(self.model, self._template._to_model(designs))
 
     # ------------------------------------------------------------ questions
@@ -384,29 +386,21 @@ class PopulationStudy:
         def allowed(new: Tensor) -> bool:
             return not not_worth_asking(view, new, asked)
 
-        box = person._model_box()
+        question = Question(
+            model=view,
+            bounds=person._model_box(),
+            fixed=None,
+            num_new=2,
+            seed=step_seed % _options.SEED_MOD,
+            options=self.acqf_options,
+            best=lambda: person._to_model(self.best(name)[0]),
+            allowed=allowed,
+        )
+        exact = takes_exact(self.space, self.strategy, 2, False)
         with seeded(step_seed), expected_fit_warnings():
-            if takes_exact(self.space, "eubo", 2, False):
-                new = exact_pair(view, self.space, allowed)
-            else:
-                question = Question(
-                    model=view,
-                    bounds=box,
-                    fixed=None,
-                    num_new=2,
-                    seed=step_seed % _options.SEED_MOD,
-                    options=self.acqf_options,
-                    best=lambda: person._to_model(self.best(name)[0]),
-                    allowed=allowed,
-                )
-                new = self._strategy.acquire(question)
-                check_new_options(new, 2, box, self.strategy)
-                if self.space is not None:  # as PreferentialOptimizer does
-                    new = self.space.snap(new)
-                    if self.strategy == "eubo":
-                        new = sampled_pair(
-                            view, self.space, new, allowed, question.seed
-                        )
+            new = choose_options(
+                self.strategy, self._strategy, question, self.space, exact
+            )
         if new is not None and allowed(new):
             return person._from_model(new)
         self.random_fallbacks += 1
