@@ -34,6 +34,7 @@ from gpytorch.kernels import Kernel
 from linear_operator import to_dense
 from torch import Tensor
 
+from prefbo.data.validation import validate_comparisons
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.kernels.population import POPULATION
@@ -156,12 +157,11 @@ class VariationalPopulationGP(Model, gpytorch.Module):
                 f"participants must hold one id per design ({n}); got shape "
                 f"{tuple(participants.shape)}."
             )
-        if comparisons.ndim != 2 or comparisons.shape[-1] != 2:
+        if comparisons.ndim != 2:
             raise InputDataError(
                 f"comparisons must be m x 2; got shape {tuple(comparisons.shape)}."
             )
-        if comparisons.numel() and (comparisons.min() < 0 or comparisons.max() >= n):
-            raise InputDataError(f"comparisons must index the {n} designs.")
+        comparisons = validate_comparisons(comparisons, n)  # shape, range, w != l
         if bool(
             (participants[comparisons[:, 0]] != participants[comparisons[:, 1]]).any()
         ):
