@@ -14,7 +14,9 @@ current ``q``, all tilted moments are matched, and the natural parameters move
 a damped step towards the new sites. For the probit the new site precision
 ``τ̃ = w / (s² + v₋(1 - w))`` (``w = λ(z)(z + λ(z))`` at the cavity) is
 non-negative by construction and computed without cancellation. Iteration
-stops when no site parameter moves by more than ``tol`` (relative).
+stops when no site parameter moves by more than ``tol`` (relative), or by no
+more than the sweep's own rounding once the change has stalled
+(:mod:`prefbo.inference.ep_stopping`).
 
 The EP evidence ``log Z_EP`` is stationary in the site parameters at
 convergence, so its gradient in ``K`` is the explicit one,
@@ -37,6 +39,7 @@ from prefbo.exceptions import (
 )
 from prefbo.inference.anderson import ANDERSON_FROM, Anderson, adapt_step
 from prefbo.inference.cholesky import jittered_cholesky, row_major
+from prefbo.inference.ep_stopping import StoppingTest, check_holdable, site_change
 from prefbo.inference.evidence import evidence_kernel_gradient
 from prefbo.inference.gaussian import GaussianApproximation
 from prefbo.inference.laplace import FORMS, default_tol
@@ -267,7 +270,10 @@ def run_ep(
         max_iter: Sweep budget (an integer ``≥ 1``).
         tol: Stop when every site's ``|Δτ̃| / (1 + τ̃)`` and
             ``|Δν̃| / (1 + |ν̃|)`` fall below it (finite, ``≥ 0``); default
-            ``1e-9`` (float64), ``1e-4`` (float32).
+            ``1e-9`` (float64), ``1e-4`` (float32). A positive ``tol`` also
+            stops a stalled change at the sweep's rounding floor
+            (:class:`~prefbo.inference.ep_stopping.StoppingTest`); ``tol=0``
+            runs to ``max_iter``.
         damping: Step towards the new sites, in ``(0, 1]``. Default: adaptive,
             per batch element, starting at 1, halving (down to 1/64)
             whenever the largest site change grows from one sweep to the
@@ -296,6 +302,9 @@ def run_ep(
             ``anderson_memory`` is of the wrong type.
         InputDataError: ``form``, ``max_iter``, ``tol``, ``damping`` or
             ``anderson_memory`` is out of range.
+        NumericalError: In float32, contradicting answers at a tiny probit
+            scale need site precisions beyond ``2**23`` times the prior
+            variance's inverse, which float32 does not resolve (use float64).
     """
     if not isinstance(likelihood, PairwiseProbitLikelihood):
         raise UnsupportedError(
@@ -348,8 +357,9 @@ def _run_ep(
     anderson = Anderson(anderson_memory) if anderson_memory > 0 else None
     last_d = None  # the last sweep's (d_tau, d_nu)
     streak = torch.zeros(batch, dtype=torch.long, device=L.device)
-    it = 0
-    for it in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
+    stopping = StoppingTest(tol, change=torch.full_like(last_change, float("inf")))
+
+    def sweep(tau, nu):
         q = _gaussian(
             L, Kinv, tau, nu, comps, index, precision, prior_diag, with_logdet=False
         )
@@ -358,27 +368,31 @@ def _run_ep(
                 "EP: the approximate posterior precision is not positive definite; "
                 "check the kernel hyperparameters."
             )
+        check_holdable(tau, comps, prior_diag, likelihood.scale)
         tau_c, nu_c, valid = _cavities(q, tau, nu, comps, index)
         vc = 1.0 / tau_c
         mc = nu_c * vc
         root = (s2 + vc).sqrt()
         _, lam, w, _ = probit_terms(mc / root)
         denom = s2 + vc * (1.0 - w)
-        tau_new = torch.where(valid, w / denom, tau)
-        nu_new = torch.where(valid, (mc * w + lam * root) / denom, nu)
-        d_tau, d_nu = tau_new - tau, nu_new - nu
-        change = torch.maximum(
-            (d_tau.abs() / (1.0 + tau.abs())).amax(-1),
-            (d_nu.abs() / (1.0 + nu.abs())).amax(-1),
+        return (
+            torch.where(valid, w / denom, tau),
+            torch.where(valid, (mc * w + lam * root) / denom, nu),
         )
+
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
+        tau_new, nu_new = sweep(tau, nu)
+        d_tau, d_nu = tau_new - tau, nu_new - nu
+        change = site_change(d_tau, d_nu, tau, nu)
         if damping is None:  # see adapt_step
             step, streak = adapt_step(
                 step, change, last_change, d_tau, d_nu, last_d, streak
             )
             last_change, last_d = change, (d_tau, d_nu)
+        converged = stopping(change, sweep, tau, nu, tau_new, nu_new)
         tau = tau + step.unsqueeze(-1) * d_tau
         nu = nu + step.unsqueeze(-1) * d_nu
-        converged = change <= tol
         if bool(converged.all()):
             break
         if anderson is not None and it >= ANDERSON_FROM:
