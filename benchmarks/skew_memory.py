@@ -7,7 +7,8 @@ the kernel's high-water mark (``/proc/self/status`` ``VmHWM``, reset through
 :func:`~prefbo.models.skew_checks.resample_memory_bytes`.
 
 Target: ``noise="probit"``, ``m`` answers about 2 designs in ``[0, 1]²``
-(70 % one way), float64, ``num_samples=2048`` and ``num_chains=16`` (the
+(70 % one way), or with ``--designs N`` about ``N`` designs (random pairs
+answered by a random utility), float64, ``num_samples=2048`` and ``num_chains=16`` (the
 defaults), seed 0; ``burnin=0`` and ``thinning=0`` (the memory does not
 depend on the number of sweeps, only the run time does). The hard-constraint
 models use ``n`` designs and ``2n`` answers consistent with a random utility.
@@ -28,6 +29,7 @@ Usage::
 
     python benchmarks/skew_memory.py              # 200, 400, 800, 1600 answers
     python benchmarks/skew_memory.py --sizes 200 400
+    python benchmarks/skew_memory.py --sizes 300 1000 --designs 1000
 """
 
 from __future__ import annotations
@@ -46,10 +48,19 @@ CHILD = textwrap.dedent(
     from prefbo.models.skew_checks import resample_memory_bytes
 
     noise, size, warm = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+    designs = int(sys.argv[4])
     kw = dict(num_samples=2048, num_chains=16, burnin=0, thinning=0, seed=0,
               progress=False, max_dimension=None)
     g = torch.Generator().manual_seed(0)
-    if noise == "probit":
+    if noise == "probit" and designs > 2:
+        X = torch.rand(designs, 2, generator=g, dtype=torch.float64)
+        u = torch.randn(designs, generator=g, dtype=torch.float64)
+        comp = torch.randint(0, designs, (2 * size, 2), generator=g)
+        comp = comp[comp[:, 0] != comp[:, 1]][:size]
+        comp = torch.where((u[comp[:, 0]] > u[comp[:, 1]])[:, None], comp,
+                           comp.flip(-1))
+        extra = {}
+    elif noise == "probit":
         X = torch.rand(2, 2, generator=g, dtype=torch.float64)
         one_way = torch.rand(size, generator=g) < 0.7
         comp = torch.where(one_way[:, None], torch.tensor([[0, 1]]),
@@ -83,14 +94,24 @@ CHILD = textwrap.dedent(
 )
 
 
-def measure(noise: str, size: int, warm: bool, mmap: bool) -> tuple[int, int, int]:
+def measure(
+    noise: str, size: int, warm: bool, mmap: bool, designs: int = 2
+) -> tuple[int, int, int]:
     r"""``(measured, stated)`` bytes and torch's threads, in a fresh interpreter."""
     env = dict(os.environ)
     env.pop("MALLOC_MMAP_THRESHOLD_", None)
     if mmap:
         env["MALLOC_MMAP_THRESHOLD_"] = "65536"
     run = subprocess.run(
-        [sys.executable, "-c", CHILD, noise, str(size), "1" if warm else "0"],
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            noise,
+            str(size),
+            "1" if warm else "0",
+            str(designs),
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -107,17 +128,24 @@ def main() -> None:
     parser.add_argument(
         "--noise", default="probit", choices=["probit", "none", "jnd", "shared"]
     )
+    parser.add_argument(
+        "--designs", type=int, default=2, help="probit: designs the answers are about"
+    )
     args = parser.parse_args()
     print(
-        "| noise | size | threads | stated | cold | warm | warm, mmap | stated - warm |"
+        "| noise | designs | size | threads | stated | cold | warm | warm, mmap "
+        "| stated - warm |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in args.sizes:
-        cold, stated, threads = measure(args.noise, size, warm=False, mmap=False)
-        warm, _, _ = measure(args.noise, size, warm=True, mmap=False)
-        mmap, _, _ = measure(args.noise, size, warm=True, mmap=True)
+        runs = [
+            measure(args.noise, size, warm, mmap, args.designs)
+            for warm, mmap in [(False, False), (True, False), (True, True)]
+        ]
+        (cold, stated, threads), (warm, _, _), (mmap, _, _) = runs
         print(
-            f"| {args.noise} | {size} | {threads} | {stated / 1e6:.1f} "
+            f"| {args.noise} | {args.designs} | {size} | {threads} "
+            f"| {stated / 1e6:.1f} "
             f"| {cold / 1e6:.1f} | {warm / 1e6:.1f} | {mmap / 1e6:.1f} "
             f"| {(stated - warm) / 1e6:+.1f} |",
             flush=True,

@@ -5,12 +5,14 @@ Size. The sampled dimension ``p`` (:func:`sampled_dimension`) is ``m`` (the
 answers) for the probit model, ``n`` (the designs) for ``"none"`` and
 ``"jnd"`` and ``2n`` for ``"shared"``. A probit resample holds ``3 p²``
 numbers while it samples (the factor of ``Σ``, the constraint matrix ``-I``
-and the sampler's precision) and ``2 p²`` plus two copies of the ``S x p``
-draws while it forms their weights; the hard-constraint models also hold
-their ``k x p`` constraint matrix, and the linear programs that find their
-start about 25 times that. See :func:`resample_memory_bytes`: 1,000 probit
-answers in float64 with the default 2048 draws take about 51 MB, 10,000
-about 2.8 GB, beside a fixed cost of about 50 MB for a process's first
+and the sampler's precision) and ``2 p²`` plus three copies of the ``S x p``
+draws while it forms their weights; with many designs the ``S x n`` weights
+and ``Q = Dᵀ Σ⁻¹ D`` (``n x n``) add to that. The hard-constraint models
+also hold their ``k x p`` constraint matrix, and the linear programs that
+find their start about 25 times that. See :func:`resample_memory_bytes`:
+1,000 probit answers about 2 designs in float64 with the default 2048 draws
+take at most about 68 MB, 10,000 about 2.8 GB, 300 answers about 1,000
+designs 46 MB, beside a fixed cost of about 50 MB for a process's first
 resample. A Gibbs sweep is ``p`` sequential coordinate updates, so the run
 time grows with ``p`` times the sweeps
 (``burnin + ceil(num_samples / num_chains) (thinning + 1)``). Above
@@ -63,13 +65,17 @@ def resample_memory_bytes(
     stored draws and ``S' = ceil(S / C) C`` the rows of the ``C`` chains'
     draw buffer, in numbers of ``itemsize`` bytes:
 
+    - probit, the kernel: ``n²`` beside ``K`` while GPyTorch evaluates it;
+      ``Σ = D K Dᵀ``: ``m n + p²``;
     - probit, sampling: ``3 p²``, the factor ``L`` of ``Σ``, the constraint
       matrix ``-I`` and the sampler's precision (Gibbs' conditional weights,
       LinESS's transposed root), plus the draws, ``S' p``;
-    - probit, the weights ``(Σ⁻¹ rᵀ)ᵀ D`` of the draws: ``2 p² + S' p + S p``,
-      ``L`` and the copy of it that ``torch.cholesky_solve`` works on, the
-      draws and their solved copy. This is the peak while ``p`` is below
-      about ``S`` (800 answers with the default 2048 draws);
+    - probit, the weights ``(Σ⁻¹ rᵀ)ᵀ D`` of the draws:
+      ``2 p² + S' p + 2 S p + S n``, ``L`` and the copy of it that
+      ``torch.cholesky_solve`` works on, the draws, two solved copies and
+      the ``S x n`` weights; then ``Q = Dᵀ Σ⁻¹ D``:
+      ``p² + S' p + S n + 2 m n + n²``. With many designs (``S n``, ``n²``)
+      these are the peak, with few the sampling is, from about ``p = S``;
     - hard constraints: ``3 n²`` while ``K`` gets its nugget; finding the
       start, the root and the constraints (``p² + k p``) and the two linear
       programs of ``find_interior_point``, whose dense whitened copies SciPy
@@ -81,9 +87,11 @@ def resample_memory_bytes(
       ``3 n² + S' p + S n``. ``"shared"`` keeps the factor of ``K``
       (``n²``) beside its root while it finds the start and samples.
 
-    The small terms ``3 n² + 2 m n + C (4 p + k)`` (the kernel matrices, the
-    difference matrix, the chains' states) are added, and two boolean
-    ``k x p`` masks of the constraint matrix (one byte an entry).
+    Alive throughout and added: ``K`` and the ``m x n`` difference matrix
+    ``D`` with the chains' states, ``n² + m n + C (4 p + k)`` (probit), or
+    ``3 n² + 2 m n + C (4 p + k)`` (the kernel matrices, ``D``, the states),
+    and two boolean ``k x p`` masks of the constraint matrix (one byte an
+    entry).
 
     Not counted, as they do not grow with the problem: the workspace of the
     linear-algebra library and the buffers it keeps for reuse (MKL: about
@@ -111,7 +119,15 @@ def resample_memory_bytes(
     p = sampled_dimension(noise, n, m)
     kept = -(-num_samples // num_chains) * num_chains  # the chains' draw buffer
     if noise == "probit":
-        phases = [3 * p * p + kept * p, 2 * p * p + (kept + num_samples) * p]
+        phases = [
+            n * n,
+            m * n + p * p,
+            3 * p * p + kept * p,
+            2 * p * p + kept * p + 2 * num_samples * p + num_samples * n,
+            p * p + kept * p + num_samples * n + 2 * m * n + n * n,
+        ]
+        small = n * n + m * n + num_chains * (4 * p + k)
+        return itemsize * (max(phases) + small) + 2 * k * p
     else:
         factor = n * n if noise == "shared" else 0  # K's factor beside the root
         start = p * p + factor + k * p + (8 * (16 * p * p + 24 * k * p)) // itemsize

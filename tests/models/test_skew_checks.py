@@ -34,7 +34,7 @@ def test_sampled_dimension_and_the_stated_sizes():
     # designs, float64, the default 2048 draws in 16 chains
     assert resample_memory_bytes("probit", 2, 1000, 1000, 2048, 8, num_chains=16) / (
         1e6
-    ) == pytest.approx(51, rel=0.01)
+    ) == pytest.approx(68, rel=0.01)
     assert resample_memory_bytes(
         "probit", 2, 10_000, 10_000, 2048, 8, num_chains=16
     ) / 1e9 == pytest.approx(2.8, rel=0.02)
@@ -42,19 +42,29 @@ def test_sampled_dimension_and_the_stated_sizes():
 
 def test_memory_estimate_counts_each_phase_by_hand():
     """The largest phase, plus the small terms and the two boolean masks."""
-    small = 3 * 2**2 + 2 * 1000 * 2 + 16 * (4 * 1000 + 1000)
+    small = 2**2 + 1000 * 2 + 16 * (4 * 1000 + 1000)  # K, D, the chains
     masks = 2 * 1000 * 1000
-    # 1,000 answers, 2048 draws: the weights (L and torch's copy of it, the
-    # draws and their solved copy) outweigh the sampling (L, -I, precision)
-    weights = 2 * 1000**2 + 2048 * 1000 + 2048 * 1000
+    # 1,000 answers, 2 designs, 2048 draws: the weights (L and torch's copy
+    # of it, the draws, two solved copies, the 2048 x 2 weights) outweigh the
+    # sampling (L, -I, precision) and Q
+    weights = 2 * 1000**2 + 2048 * 1000 + 2 * 2048 * 1000 + 2048 * 2
     assert weights > 3 * 1000**2 + 2048 * 1000
     assert resample_memory_bytes("probit", 2, 1000, 1000, 2048, 8, num_chains=16) == (
         8 * (weights + small) + masks
     )
     # 10 draws in 4 chains fill a 12-row buffer; then sampling is the peak
-    small = 3 * 2**2 + 2 * 1000 * 2 + 4 * (4 * 1000 + 1000)
+    small = 2**2 + 1000 * 2 + 4 * (4 * 1000 + 1000)
     assert resample_memory_bytes("probit", 2, 1000, 1000, 10, 4, num_chains=4) == (
         4 * (3 * 1000**2 + 12 * 1000 + small) + masks
+    )
+    # 3,000 designs, 20 answers: evaluating the kernel (n² beside K) is
+    # below Q = DᵀΣ⁻¹D (n², beside K, the 2048 x n weights and D's solve)
+    n, m = 3000, 20
+    small = n * n + m * n + 16 * (4 * m + m)
+    q = m * m + 2048 * m + 2048 * n + 2 * m * n + n * n
+    assert q > n * n
+    assert resample_memory_bytes("probit", n, m, m, 2048, 8, num_chains=16) == (
+        8 * (q + small) + 2 * m * m
     )
     # no consistent answers: 400 designs, 800 answers; the start's linear
     # programs (16 p² + 24 k p float64 numbers beside the root and A) peak
@@ -141,6 +151,8 @@ print(rss("VmHWM:") - base, stated)
     [
         # the draws and their solved copy (2 S p, 52 MB) peak
         (2, 200, 16384, 512),
+        # many designs: the S x n weights (131 MB) and Q = DᵀΣ⁻¹D peak
+        (1000, 50, 16384, 512),
         # the m x m matrices (3 m², 15 MB) peak; slow: 800 sequential updates
         pytest.param(40, 800, 4, 2, marks=pytest.mark.slow),
     ],
