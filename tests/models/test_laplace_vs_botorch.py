@@ -16,7 +16,11 @@ the same consolidation of duplicate designs (``consolidate_atol``). Checked:
 1. at fixed hyperparameters, prefbo builds whenever BoTorch does, and where
    BoTorch's clamp of ``z = (u_i − u_j)/√2`` to ``[−3, 3]`` is inactive at its
    mode (both are then the exact Laplace approximation of Chu & Ghahramani
-   2005) the posterior means agree to 1e-6 (float64);
+   2005) the posterior means agree to 1e-6 (float64), unless ``K`` is
+   numerically singular (condition above ``1e10``): there each library's
+   regulariser (prefbo's nugget, BoTorch's jitter) sets the answer, and
+   :func:`test_one_repeated_answer_on_a_singular_kernel_matches_the_closed_form`
+   checks prefbo against the closed form instead;
 2. after ``fit_gpytorch_mll`` on each, prefbo's fit ends whenever BoTorch's
    does, and prefbo's evidence at its optimum is at least its evidence at
    BoTorch's optimum (prefbo's evidence is exact where BoTorch clamps, so it is
@@ -49,6 +53,7 @@ from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 from gpytorch.priors import GammaPrior, SmoothedBoxPrior
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
+from scipy import optimize, special
 from torch import Tensor
 
 from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
@@ -262,6 +267,18 @@ def probe_points(case: Case, X: Tensor) -> Tensor:
     return torch.cat([X, fresh])
 
 
+def singular(case: Case, X: Tensor, k: ScaleKernel) -> bool:
+    r"""Whether the kernel matrix at ``X`` has a condition above ``1e10`` (in
+    float64), where the means depend on how a library regularises it: on
+    an RBF of lengthscale 2 over 6 designs in ``[0, 1]`` (condition 1e16)
+    BoTorch's mean is 1.7e-6 from the closed form and prefbo's 2e-15."""
+    if not case.float64:
+        return False
+    with torch.no_grad():
+        eig = torch.linalg.eigvalsh(k(X).to_dense())
+    return bool(eig.amax() > 1e10 * eig.amin().clamp_min(0.0))
+
+
 def check_fixed_hyperparameters(case: Case) -> None:
     r"""Check 1 of the module docstring on ``case``. A float32 case is
     compared with BoTorch's float64 model of the same data: BoTorch's own
@@ -288,7 +305,7 @@ def check_fixed_hyperparameters(case: Case) -> None:
     with torch.no_grad(), prefbo_warnings_allowed():
         mean_pb = pb.posterior(Xt).mean
         assert torch.isfinite(mean_pb).all()
-        if botorch_zmax(bt) < ZLIM:
+        if botorch_zmax(bt) < ZLIM and not singular(case, X, k):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # BoTorch's jitter warnings
@@ -296,6 +313,15 @@ def check_fixed_hyperparameters(case: Case) -> None:
             except Exception:  # noqa: BLE001 -- e.g. BoTorch's NotPSDError
                 return
             atol = 1e-6 if case.float64 else 2e-3 * (1 + mean_bt.abs().max().item())
+            if not case.float64 and case.kernel == 0.5:
+                # GPyTorch's float32 squared distances (‖x‖² + ‖y‖² - 2xᵀy
+                # about the points' mean) lose √ε ‖x - x̄‖ to cancellation,
+                # which Matérn-½'s exp(-r/ℓ) turns into a relative error of
+                # √ε ‖x - x̄‖ / ℓ at a probe on a design (BoTorch's float32
+                # kernel alike): 0.8 % at ℓ = 0.0625 on probes in [-1.5, 2.5]²
+                spread = (Xt - Xt.mean(0)).norm(dim=-1).max().item()
+                kernel_error = torch.finfo(torch.float32).eps ** 0.5 * spread
+                atol += kernel_error / case.lengthscale * mean_bt.abs().max().item()
             torch.testing.assert_close(mean_pb.to(mean_bt), mean_bt, rtol=0, atol=atol)
 
 
@@ -492,3 +518,33 @@ def test_float32_prior_free_fit_reaches_botorchs_evidence():
             seed=19865,
         )
     )
+
+
+def test_one_repeated_answer_on_a_singular_kernel_matches_the_closed_form():
+    # one comparison w ≻ l answered c times: at the Laplace mode f = K dᵀ γ
+    # with d = e_w - e_l and γ = c φ(Δ/s) / (s Φ(Δ/s)), Δ = dᵀf solving
+    # Δ = (dᵀKd) γ(Δ), so the posterior mean is k(x, X) dᵀ γ, no K⁻¹ needed
+    # (K: the model's training covariance, its nugget included)
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(6, 1, generator=g, dtype=torch.float64)
+    k = ScaleKernel(RBFKernel())
+    k.outputscale, k.base_kernel.lengthscale = 3.0, 2.0  # condition ~1e16
+    comp = torch.tensor([[2, 4]] * 4)
+    model = PairwiseLaplaceGP(X, comp, covar_module=k)
+    Xt = torch.cat([X, torch.linspace(-1.5, 2.5, 5, dtype=torch.float64)[:, None]])
+    s = model.likelihood.scale
+    with torch.no_grad():
+        K = model._train_covariance(X)
+        mean = model.posterior(Xt).mean.squeeze(-1)
+        ks = k(Xt, X).to_dense()
+    d = torch.zeros(6, dtype=torch.float64)
+    d[2], d[4] = 1.0, -1.0
+    v = float(d @ K @ d)
+
+    def gamma(delta):
+        log_phi = -0.5 * (delta / s) ** 2 - 0.5 * math.log(2 * math.pi)
+        return 4 * math.exp(log_phi - special.log_ndtr(delta / s)) / s
+
+    delta = optimize.brentq(lambda t: t - v * gamma(t), -50, 50, xtol=1e-15)
+    expected = ks @ d * gamma(delta)
+    torch.testing.assert_close(mean, expected, rtol=0, atol=1e-12)
