@@ -4,6 +4,8 @@ r"""The ``prefbo`` command line.
 - ``prefbo session new FILE --space space.json [--strategy ...]``: start an
   interactive session in the terminal, logged durably to ``FILE``.
 - ``prefbo session resume FILE``: continue a session from its log.
+- ``prefbo serve study.toml`` / ``prefbo serve --demo``: a study with people
+  in a browser (:mod:`prefbo.serve.cli`; needs ``pip install prefbo[serve]``).
 
 A session holds its log's lock while it runs (one writer per log, see
 :mod:`prefbo.loop.session`). Bad arguments, a missing, locked or damaged log
@@ -45,6 +47,12 @@ from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.session import SessionLogWarning
 from prefbo.loop.strategies import strategy_names
 from prefbo.space import Continuous, Space
+
+try:  # the serve extra (starlette, uvicorn, sqlalchemy, jinja2) is optional
+    from prefbo.serve import cli as serve_cli
+except ImportError as _missing:  # pragma: no cover - with the extra installed
+    serve_cli = None
+    SERVE_MISSING = str(_missing)
 
 
 def read_space(path: str | Path) -> tuple[list[str], list[list[float]]]:
@@ -198,6 +206,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="prefbo", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="run the Branin EUBO demo", add_help=False)
+    sub.add_parser(
+        "serve", help="a study in the browser (prefbo serve -h)", add_help=False
+    )
     s = sub.add_parser("session", help="an interactive preference session")
     ss = s.add_subparsers(dest="action", required=True)
     new = ss.add_parser("new", help="start a session logged to FILE")
@@ -234,6 +245,15 @@ def main(
         if args.command == "demo":
             demo.main(rest)
             return 0
+        if args.command == "serve":
+            if serve_cli is None:
+                print(
+                    "prefbo: error: prefbo serve needs the serve extra: pip install "
+                    f"'prefbo[serve]' ({SERVE_MISSING}).",
+                    file=sys.stderr,
+                )
+                return 2
+            return serve_cli.main(rest)
         if rest:
             _parser().error(f"unrecognized arguments: {' '.join(rest)}")
         return _session(args, stdin, stdout)

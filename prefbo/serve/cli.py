@@ -1,0 +1,141 @@
+r"""``prefbo serve``: run a study in the browser, replay or export it.
+
+    prefbo serve study.toml [--db study.db | --db postgresql://...]
+                            [--host 127.0.0.1] [--port 8000] [--workers 1]
+    prefbo serve --demo
+    prefbo serve replay study.db
+    prefbo serve export study.db --format csv|json
+
+The server prints the participants' join link and the researcher's link (the
+secrets are kept in the database, so a restart prints the same links). It
+listens on loopback unless ``--host`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import uvicorn
+
+from prefbo.exceptions import PrefboError
+from prefbo.serve.app import StudyApp, new_token
+from prefbo.serve.config import StudyConfig, StudyFileError, load_study, study_from_dict
+from prefbo.serve.demo import DEMO_STUDY
+from prefbo.serve.engine import QuestionEngine
+from prefbo.serve.export import export_csv, export_json
+from prefbo.serve.render import Renderer
+from prefbo.serve.store import Store, database_url
+from prefbo.serve.worker import config_from_store, start_workers
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="prefbo serve", description=__doc__.split("\n")[0])
+    p.add_argument("study", nargs="?", help="study.toml / study.json, or replay/export")
+    p.add_argument("database", nargs="?", help="replay/export: the study's database")
+    p.add_argument("--demo", action="store_true", help="serve the colour demo")
+    p.add_argument("--db", help="database file or SQLAlchemy URL (default: STUDY.db)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=int, default=1, help="model worker processes")
+    p.add_argument("--format", choices=["csv", "json"], default="csv")
+    return p
+
+
+def open_study(config: StudyConfig, url: str) -> Store:
+    r"""The study's database, created with the study in it, or opened and
+    checked to hold the same study.
+
+    Raises:
+        StudyFileError: The database holds another study.
+    """
+    store = Store(url)
+    stored = store.study_source()
+    if stored is None:
+        store.set_study_source(config.source)
+    elif stored != config.source:
+        raise StudyFileError(
+            f"the database {url} holds another study (started from a different "
+            "study file); use a new --db, or the study file it was started with."
+        )
+    return store
+
+
+def replay(target: str) -> dict:
+    r"""Every answer of the study in ``target`` (a database file or URL) fed
+    to a fresh model: the population's and each participant's favourite."""
+    store = Store(database_url(target))
+    config = config_from_store(store)
+    engine = QuestionEngine(config, store.answered())
+    pids = [p["id"] for p in store.participants()]
+    return {"answers": len(engine.answered), **engine.favourites(pids)}
+
+
+def serve(
+    config: StudyConfig,
+    url: str,
+    host: str,
+    port: int,
+    workers: int,
+    out: TextIO,
+) -> None:
+    r"""Serve ``config`` from the database ``url`` until interrupted."""
+    store = open_study(config, url)
+    renderer = Renderer(config)
+    join = store.secret("join_code", new_token)
+    researcher = store.secret("researcher_token", new_token)
+    app = StudyApp(store, config, renderer, join, researcher).app()
+    procs, stop = start_workers(url, str(config.root), workers)
+    base = f"http://{host}:{port}"
+    print(f"prefbo serve: {config.title!r}, database {url}", file=out)
+    print(f"  participants join at:  {base}/join/{join}", file=out)
+    print(f"  researcher's page:     {base}/r/{researcher}", file=out, flush=True)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(timeout=10)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    r"""Run ``prefbo serve``; returns the exit status."""
+    out = out or sys.stdout
+    args = _parser().parse_args(argv)
+    try:
+        if args.study in ("replay", "export"):
+            if args.database is None:
+                _parser().error(f"{args.study} needs the study's database")
+            if args.study == "replay":
+                print(json.dumps(replay(args.database), indent=2), file=out)
+                return 0
+            store = Store(database_url(args.database))
+            config = config_from_store(store)
+            if args.format == "csv":
+                out.write(export_csv(store, config))
+            else:
+                print(json.dumps(export_json(store, config), indent=1), file=out)
+            return 0
+        if args.demo:
+            folder = Path(tempfile.mkdtemp(prefix="prefbo-demo-"))
+            config = study_from_dict(DEMO_STUDY, root=folder, name="demo study")
+            db = args.db or str(folder / "demo.db")
+        elif args.study is None:
+            _parser().error("give a study file, or --demo")
+        else:
+            config = load_study(args.study)
+            db = args.db or str(Path(args.study).with_suffix(".db"))
+        if args.workers < 1:
+            _parser().error("--workers must be at least 1")
+        serve(config, database_url(db), args.host, args.port, args.workers, out)
+        return 0
+    except (PrefboError, OSError) as e:
+        print(f"prefbo serve: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0

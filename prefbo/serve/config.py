@@ -1,0 +1,269 @@
+r"""The study file of ``prefbo serve``: TOML or JSON.
+
+Example (``study.toml``)::
+
+    title = "Which colour do you prefer?"
+    instructions = "Click the one you prefer, or press its number."
+    q = 2                          # options per question, 2-4
+    answers_per_participant = 15   # the stopping rule: a participant is done
+    max_participants = 200         # joining closes after (optional)
+    no_preference = true           # offer "no preference" (stored, not fitted)
+    seed = 0
+
+    [model]
+    kind = "population"   # one model of everyone (q = 2), or "individual"
+    inference = "ep"      # or "laplace"
+    strategy = "eubo"     # population: eubo | random; individual: any
+    initial_random = 2
+
+    [[space]]             # as space.json's entries (or space = "space.json")
+    name = "hue"
+    type = "continuous"
+    lower = 0
+    upper = 360
+
+    [display]
+    kind = "values"       # the values with names (built in)
+    # kind = "files";    folder = "photos"; pattern = "{photo}.jpg"
+    # kind = "callable"; function = "render:swatch"  (values -> bytes, mime)
+
+Every error names the file and the field: :class:`StudyFileError`.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefbo.exceptions import InputDataError
+from prefbo.space import ItemPool, Space
+from prefbo.space.space import variable_from_dict
+
+MODEL_KINDS = ("population", "individual")
+INFERENCES = ("ep", "laplace")
+POPULATION_STRATEGIES = ("eubo", "random")
+DISPLAY_KINDS = ("values", "files", "callable")
+TOP_LEVEL = {
+    "title",
+    "instructions",
+    "q",
+    "answers_per_participant",
+    "max_participants",
+    "no_preference",
+    "seed",
+    "model",
+    "space",
+    "display",
+}
+
+
+class StudyFileError(InputDataError):
+    r"""A study file that cannot be served; the message names the field."""
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    r"""A checked study (see the module docstring for the fields).
+
+    Attributes:
+        space: The :class:`~prefbo.space.Space` of the designs.
+        root: The folder relative paths (display files, a callable's module)
+            are read from: the study file's.
+        source: The study as read, JSON-serialisable (stored in the
+            database, so a replay needs no file).
+    """
+
+    title: str
+    instructions: str
+    q: int
+    answers_per_participant: int
+    max_participants: int | None
+    no_preference: bool
+    seed: int
+    model_kind: str
+    inference: str
+    strategy: str
+    initial_random: int
+    space: Space
+    display: dict[str, Any]
+    root: Path
+    source: dict[str, Any] = field(repr=False)
+
+
+def load_study(path: str | Path) -> StudyConfig:
+    r"""Read and check a study file (``.toml``, else JSON).
+
+    Raises:
+        StudyFileError: The file is missing or unreadable, or a field is
+            missing, of the wrong type or out of range (the message names it).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise StudyFileError(f"{path}: cannot read the study file ({e}).") from e
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as e:
+        kind = "TOML" if path.suffix == ".toml" else "JSON"
+        raise StudyFileError(f"{path}: not valid {kind}: {e}") from e
+    if not isinstance(data, dict):
+        raise StudyFileError(f"{path}: the study must be a table/object.")
+    return study_from_dict(data, root=path.parent, name=str(path))
+
+
+def study_from_dict(
+    data: dict[str, Any], root: Path | str = ".", name: str = "study"
+) -> StudyConfig:
+    r"""A :class:`StudyConfig` from the parsed study (see :func:`load_study`)."""
+    root = Path(root)
+
+    def fail(where: str, message: str) -> StudyFileError:
+        return StudyFileError(f"{name}: {where} {message}")
+
+    unknown = sorted(set(data) - TOP_LEVEL)
+    if unknown:
+        raise fail(unknown[0], f"is not a study field (known: {sorted(TOP_LEVEL)}).")
+    source = json.loads(json.dumps(data))  # plain JSON types, a copy
+    q = _int(data, "q", 2, 2, 4, fail)
+    answers = _int(data, "answers_per_participant", 20, 1, 10_000, fail)
+    most = data.get("max_participants")
+    if most is not None:
+        most = _int(data, "max_participants", None, 1, 10**7, fail)
+    seed = _int(data, "seed", 0, 0, 2**31 - 1, fail)
+    no_pref = data.get("no_preference", False)
+    if not isinstance(no_pref, bool):
+        raise fail("no_preference", f"must be true or false; got {no_pref!r}.")
+    title = _text(data, "title", "Which do you prefer?", fail)
+    instructions = _text(
+        data,
+        "instructions",
+        "Click the option you prefer, or press its number on the keyboard.",
+        fail,
+    )
+    model = data.get("model", {})
+    if not isinstance(model, dict):
+        raise fail("model", f"must be a table; got {model!r}.")
+    extra = sorted(set(model) - {"kind", "inference", "strategy", "initial_random"})
+    if extra:
+        raise fail(f"model.{extra[0]}", "is not a model field.")
+    kind = _choice(model, "kind", "population", MODEL_KINDS, fail, "model.")
+    inference = _choice(model, "inference", "ep", INFERENCES, fail, "model.")
+    strategy = model.get("strategy", "eubo")
+    if kind == "population":
+        strategy = _choice(
+            model, "strategy", "eubo", POPULATION_STRATEGIES, fail, "model."
+        )
+        if q != 2:
+            raise fail(
+                "q",
+                f"must be 2 with model.kind = 'population'; got {q} "
+                "(use model.kind = 'individual' for 3 or 4 options).",
+            )
+    elif not isinstance(strategy, str):
+        raise fail("model.strategy", f"must be a strategy name; got {strategy!r}.")
+    initial = _int(model, "initial_random", 2, 1, 10_000, fail, "model.")
+    space = _space(data.get("space"), root, fail)
+    display = _display(data.get("display", {"kind": "values"}), space, root, fail)
+    return StudyConfig(
+        title=title,
+        instructions=instructions,
+        q=q,
+        answers_per_participant=answers,
+        max_participants=most,
+        no_preference=no_pref,
+        seed=seed,
+        model_kind=kind,
+        inference=inference,
+        strategy=strategy,
+        initial_random=initial,
+        space=space,
+        display=display,
+        root=root,
+        source=source,
+    )
+
+
+def _int(data, key, default, lo, hi, fail, prefix=""):
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise fail(f"{prefix}{key}", f"must be an integer; got {value!r}.")
+    if not lo <= value <= hi:
+        raise fail(f"{prefix}{key}", f"must be in [{lo}, {hi}]; got {value}.")
+    return value
+
+
+def _text(data, key, default, fail):
+    value = data.get(key, default)
+    if not isinstance(value, str):
+        raise fail(key, f"must be a string; got {value!r}.")
+    return value
+
+
+def _choice(data, key, default, choices, fail, prefix=""):
+    value = data.get(key, default)
+    if value not in choices:
+        raise fail(f"{prefix}{key}", f"must be one of {list(choices)}; got {value!r}.")
+    return value
+
+
+def _space(entry: Any, root: Path, fail) -> Space:
+    if entry is None:
+        raise fail("space", "is missing: a list of variables or a space.json path.")
+    if isinstance(entry, str):
+        try:
+            entry = json.loads((root / entry).read_text())["variables"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise fail("space", f"= {entry!r}: cannot read its variables ({e}).") from e
+    if not isinstance(entry, list) or not entry:
+        raise fail("space", f"must be a non-empty list of variables; got {entry!r}.")
+    variables = []
+    for i, v in enumerate(entry):
+        try:
+            variables.append(variable_from_dict(v))
+        except (InputDataError, TypeError) as e:
+            raise fail(f"space[{i}]", f"is not a variable: {e}") from e
+    try:
+        return Space(variables)
+    except (InputDataError, TypeError) as e:
+        raise fail("space", f"is not a space: {e}") from e
+
+
+def _display(entry: Any, space: Space, root: Path, fail) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise fail("display", f"must be a table; got {entry!r}.")
+    kind = _choice(entry, "kind", "values", DISPLAY_KINDS, fail, "display.")
+    if kind == "files":
+        folder, pattern = entry.get("folder"), entry.get("pattern")
+        if not isinstance(folder, str) or not (root / folder).is_dir():
+            raise fail("display.folder", f"must name a folder; got {folder!r}.")
+        if not isinstance(pattern, str):
+            raise fail("display.pattern", f"must be a string; got {pattern!r}.")
+        for values in _examples(space):
+            try:
+                file = root / folder / pattern.format(**values)
+            except (KeyError, IndexError, ValueError) as e:
+                raise fail(
+                    "display.pattern", f"{pattern!r} does not fit the space ({e})."
+                ) from e
+            if not file.is_file():
+                raise fail("display.pattern", f"names {str(file)!r}, which is missing.")
+        return {"kind": kind, "folder": folder, "pattern": pattern}
+    if kind == "callable":
+        function = entry.get("function")
+        if not isinstance(function, str) or function.count(":") != 1:
+            raise fail(
+                "display.function", f"must be 'module:function'; got {function!r}."
+            )
+        return {"kind": kind, "function": function}
+    return {"kind": "values"}
+
+
+def _examples(space: Space) -> list[dict[str, Any]]:
+    r"""Every design of a pool-only space, else a few sampled ones."""
+    if len(space.variables) == 1 and isinstance(space.variables[0], ItemPool):
+        return space.decode(space.grid())
+    return space.decode(space.sample(8, seed=0))

@@ -1,0 +1,201 @@
+r"""Where a served study's questions and favourites come from.
+
+A :class:`QuestionEngine` is built from the study and fed every answer in the
+database; it proposes the next question of a participant and the
+favourites the researcher sees. ``model.kind = "population"`` puts every
+participant on one :class:`~prefbo.loop.PopulationStudy` (a later
+participant's first questions already use what the others said);
+``"individual"`` gives each participant their own
+:class:`~prefbo.loop.PreferentialOptimizer` (any strategy and ``q``).
+
+A participant's next question is made while they look at their current one,
+whose answer is not known yet: the engine then believes the answer the model
+finds most likely ("kriging believer", Ginsbourger et al. 2010), so the next
+question is not the current one again. "No preference" answers are kept in
+the database and the export but not told to the models (a pairwise model has
+no tie).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from prefbo.kernels.population import POPULATION, with_participant
+from prefbo.loop import PopulationStudy, PreferentialOptimizer
+from prefbo.serve.config import StudyConfig
+from prefbo.space import Continuous, Integer, ItemPool
+
+
+def _told(question: dict[str, Any]) -> bool:
+    return question["answered_at"] is not None and not question["no_preference"]
+
+
+class QuestionEngine:
+    r"""The models of a study at one set of answers.
+
+    Args:
+        config: The study.
+        answered: Every answered question (rows of
+            :meth:`~prefbo.serve.store.Store.answered`).
+    """
+
+    def __init__(self, config: StudyConfig, answered: list[dict[str, Any]]) -> None:
+        self.config = config
+        self.answered = [a for a in answered if _told(a)]
+        self._study: PopulationStudy | None = None
+
+    def _population(self, pending: dict[int, list] | None = None) -> PopulationStudy:
+        c = self.config
+        study = PopulationStudy(
+            c.space,
+            model=c.inference,
+            strategy=c.strategy,
+            seed=c.seed,
+            initial_random=c.initial_random,
+        )
+        for a in self.answered:
+            study.tell(str(a["participant_id"]), a["choice"], _tensor(a["options"]))
+        for pid, (options, choice) in (pending or {}).items():
+            study.tell(str(pid), choice, options)
+        return study
+
+    def _individual(self, pid: int, pending: Any = None) -> PreferentialOptimizer:
+        c = self.config
+        opt = PreferentialOptimizer(
+            c.space,
+            model=c.inference,
+            strategy=c.strategy,
+            q=c.q,
+            seed=c.seed * 100_003 + pid,
+            initial_random=c.initial_random,
+        )
+        for a in self.answered:
+            if a["participant_id"] == pid:
+                opt.tell(a["choice"], _tensor(a["options"]))
+        if pending is not None:
+            opt.tell(pending[1], pending[0])
+        return opt
+
+    def propose(self, shown: dict[int, list | None]) -> dict[int, Tensor]:
+        r"""The next question of each participant in ``shown``.
+
+        Args:
+            shown: Participant id to the options of the question they are
+                looking at (``None``: none; the proposal is then for now).
+
+        Returns:
+            Participant id to a ``q x dim`` tensor of model points.
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # fit warnings: the loop's own
+            if self.config.model_kind == "population":
+                return self._propose_population(shown)
+            return {pid: self._propose_individual(pid, o) for pid, o in shown.items()}
+
+    def _propose_population(self, shown: dict[int, list | None]) -> dict[int, Tensor]:
+        pending = {pid: _tensor(o) for pid, o in shown.items() if o is not None}
+        believed: dict[int, tuple[Tensor, int]] = {}
+        if pending and self.answered:
+            study = self._population()
+            for pid, options in pending.items():
+                post = study.participant_model(str(pid)).posterior(
+                    options.unsqueeze(-2)
+                )
+                believed[pid] = (options, int(post.mean.reshape(-1).argmax()))
+        elif pending:  # no answer yet: any believed answer is as good
+            believed = {pid: (o, 0) for pid, o in pending.items()}
+        study = self._population(believed)
+        return {pid: study.ask(str(pid)) for pid in shown}
+
+    def _propose_individual(self, pid: int, options: list | None) -> Tensor:
+        if options is None:
+            return self._individual(pid).ask()
+        X = _tensor(options)
+        opt = self._individual(pid)
+        choice = 0
+        if opt.history:
+            mean, _ = opt.predict(X)
+            choice = int(mean.argmax())
+        return self._individual(pid, (X, choice)).ask()
+
+    def favourites(self, pids: list[int]) -> dict[str, Any]:
+        r"""The population's favourite (population kind) and each
+        participant's, with the posterior mean and sd of the utility there,
+        in the person's view (dicts by variable name)."""
+        space = self.config.space
+        out: dict[str, Any] = {"population": None, "participants": {}}
+        if not self.answered:
+            return out
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if self.config.model_kind == "population":
+                study = self._population()
+                x, mean, sd = study.best()
+                out["population"] = _favourite(space, x, mean, sd)
+                out["slices"] = _slices(study, space, out["population"]["values"])
+                for pid in pids:
+                    x, mean, sd = study.best(str(pid))
+                    out["participants"][str(pid)] = _favourite(space, x, mean, sd)
+                return out
+            for pid in pids:
+                opt = self._individual(pid)
+                if opt.history:
+                    x, mean, sd = opt.best()
+                    out["participants"][str(pid)] = _favourite(space, x, mean, sd)
+        return out
+
+
+#: points of a continuous variable's slice, and the most values of a finite one
+SLICE_POINTS, SLICE_VALUES = 21, 40
+
+
+def _slices(study: PopulationStudy, space: Any, at: dict[str, Any]) -> list[dict]:
+    r"""The population's utility along each variable through ``at``: a
+    continuous (or long integer) variable on a grid, an ordinal's or a
+    categorical's values in order, a pool's items ranked by the mean (the
+    best :data:`SLICE_VALUES`)."""
+    out = []
+    model = study.model
+    for v in space.variables:
+        values = None if isinstance(v, Continuous) else v.values()
+        discrete = values is not None and not (
+            isinstance(v, Integer) and len(values) > SLICE_POINTS
+        )
+        if not discrete:
+            grid = torch.linspace(0, 1, SLICE_POINTS, dtype=torch.float64)
+            values = list(dict.fromkeys(v.decode([float(t)]) for t in grid))
+        Z = space.encode([{**at, v.name: value} for value in values])
+        with torch.no_grad():
+            post = model.posterior(with_participant(Z, POPULATION).unsqueeze(-2))
+        mean = post.mean.reshape(-1)
+        sd = post.variance.reshape(-1).clamp_min(0).sqrt()
+        order = list(range(len(values)))
+        if isinstance(v, ItemPool):  # a ranking
+            order = mean.argsort(descending=True).tolist()
+        order = order[:SLICE_VALUES]
+        out.append(
+            {
+                "name": v.name,
+                "labels": [_label(values[i]) for i in order],
+                "mean": [float(mean[i]) for i in order],
+                "sd": [float(sd[i]) for i in order],
+                "discrete": discrete,
+            }
+        )
+    return out
+
+
+def _label(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def _tensor(options: list) -> Tensor:
+    return torch.tensor(options, dtype=torch.float64)
+
+
+def _favourite(space: Any, x: Tensor, mean: float, sd: float) -> dict[str, Any]:
+    return {"values": space.decode(x)[0], "mean": mean, "sd": sd}

@@ -1,0 +1,84 @@
+r"""Export of a served study: plain CSV and JSON, readable by any later
+version (no pickles; options as the person saw them, by variable name, and
+as the model's points).
+
+CSV: one row per answered question, in participant and ``seq`` order, with
+the columns ``participant, label, seq, question_id, origin, shown_at,
+answered_at, choice, no_preference`` and, for each option ``i`` and
+variable ``v``, ``option{i}.{v}``. JSON: the study as read, the schema
+version, the participants, every question (answered or not) and the audit
+trail of events (undone answers included).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import torch
+
+from prefbo.serve.config import StudyConfig
+from prefbo.serve.store import SCHEMA_VERSION, Store
+
+
+def _values(config: StudyConfig, options: list) -> list[dict[str, Any]]:
+    return config.space.decode(torch.tensor(options, dtype=torch.float64))
+
+
+def export_csv(store: Store, config: StudyConfig) -> str:
+    r"""Every answered question as CSV text (see the module docstring)."""
+    labels = {p["id"]: p["label"] for p in store.participants()}
+    names = config.space.names
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    head = [
+        "participant",
+        "label",
+        "seq",
+        "question_id",
+        "origin",
+        "shown_at",
+        "answered_at",
+        "choice",
+        "no_preference",
+    ]
+    head += [f"option{i}.{n}" for i in range(config.q) for n in names]
+    writer.writerow(head)
+    for q in store.answered():
+        row = [
+            q["participant_id"],
+            labels.get(q["participant_id"], ""),
+            q["seq"],
+            q["id"],
+            q["origin"],
+            q["shown_at"],
+            q["answered_at"],
+            "" if q["choice"] is None else q["choice"],
+            int(bool(q["no_preference"])),
+        ]
+        for values in _values(config, q["options"]):
+            row += [values[n] for n in names]
+        writer.writerow(row)
+    return buffer.getvalue()
+
+
+def export_json(store: Store, config: StudyConfig) -> dict[str, Any]:
+    r"""The whole study as JSON-serialisable data (see the module docstring)."""
+    participants = store.participants()
+    questions = []
+    for p in participants:
+        for q in store.questions_of(p["id"]):
+            if q["shown_at"] is None and q["answered_at"] is None:
+                continue  # made by a worker, never shown
+            q["values"] = _values(config, q["options"])
+            q["no_preference"] = bool(q["no_preference"])
+            questions.append(q)
+    return {
+        "format": "prefbo-serve-export",
+        "schema_version": SCHEMA_VERSION,
+        "study": store.study_source(),
+        "participants": participants,
+        "questions": questions,
+        "events": store.events(),
+    }

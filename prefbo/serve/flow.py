@@ -1,0 +1,297 @@
+r"""A participant's path through a served study, one transaction a step.
+
+Invariants per participant, kept by every function here: questions
+``0 .. a-1`` are answered (``a`` answers), question ``a`` is the one shown
+(or, right after an undo or before the first request, queued), and at most
+one more, ``a + 1``, waits unshown, made by a worker. An answer commits
+together with the showing of the next question, so what a participant was
+told is what the database holds; if no worker question waits, the next
+question is drawn uniformly from the space (``origin = "random"``) rather
+than keep the participant waiting.
+
+Conflicts between concurrent requests (two tabs, a double click) are
+decided by conditional updates: only one ``answered_at IS NULL -> now``
+succeeds, and the other gets :class:`Conflict`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import torch
+from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from torch import Tensor
+
+from prefbo.serve.config import StudyConfig
+from prefbo.serve.store import Store, log_event, participants, questions
+
+
+class Conflict(Exception):
+    r"""The request does not fit the participant's state (HTTP 409)."""
+
+
+class NotFound(Exception):
+    r"""No such question for this participant (HTTP 404)."""
+
+
+class Invalid(Exception):
+    r"""A malformed answer (HTTP 422)."""
+
+
+def _rows(conn, pid: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        select(questions)
+        .where(questions.c.participant_id == pid)
+        .order_by(questions.c.seq)
+    ).all()
+    return [dict(r._mapping) for r in rows]
+
+
+def _answered(rows: list[dict[str, Any]]) -> int:
+    return sum(r["answered_at"] is not None for r in rows)
+
+
+def _public(row: dict[str, Any], config: StudyConfig, answers: int) -> dict[str, Any]:
+    options = json.loads(row["options"])
+    return {
+        "done": False,
+        "question_id": row["id"],
+        "seq": row["seq"],
+        "options": config.space.decode(options_tensor(options)),
+        "q": config.q,
+        "answered": answers,
+        "total": config.answers_per_participant,
+        "no_preference": config.no_preference,
+    }
+
+
+def options_tensor(options: list) -> Tensor:
+    return torch.tensor(options, dtype=torch.float64)
+
+
+def _done(config: StudyConfig, answers: int) -> dict[str, Any]:
+    return {"done": True, "answered": answers, "total": config.answers_per_participant}
+
+
+def _random_options(config: StudyConfig, pid: int, seq: int) -> list:
+    seed = (config.seed * 1_000_003 + pid) * 10_007 + seq
+    X = config.space.sample(config.q, seed=seed % (2**31))
+    tries = 0
+    while len({tuple(r) for r in X.tolist()}) < config.q and tries < 20:
+        tries += 1  # a small finite space can draw a design twice
+        X = config.space.sample(config.q, seed=(seed + tries) % (2**31))
+    return X.tolist()
+
+
+def _show(conn, config: StudyConfig, pid: int, rows: list, a: int) -> dict[str, Any]:
+    r"""Show question ``a``: the waiting one, or a new random one."""
+    now = time.time()
+    row = next((r for r in rows if r["seq"] == a), None)
+    if row is None:
+        row = {
+            "id": uuid.uuid4().hex,
+            "participant_id": pid,
+            "seq": a,
+            "options": json.dumps(_random_options(config, pid, a)),
+            "origin": "random",
+            "based_on": a,
+            "created_at": now,
+            "shown_at": now,
+            "no_preference": False,
+        }
+        conn.execute(insert(questions).values(**row))
+    elif row["shown_at"] is None:
+        conn.execute(
+            update(questions).where(questions.c.id == row["id"]).values(shown_at=now)
+        )
+    return _public(row, config, a)
+
+
+def current(store: Store, config: StudyConfig, pid: int) -> dict[str, Any]:
+    r"""The question participant ``pid`` is on (shown now if it was not),
+    or ``{"done": True, ...}``."""
+    for _ in range(3):  # a worker may insert question a at the same moment
+        try:
+            with store.transaction() as conn:
+                rows = _rows(conn, pid)
+                a = _answered(rows)
+                if a >= config.answers_per_participant:
+                    return _done(config, a)
+                return _show(conn, config, pid, rows, a)
+        except IntegrityError:
+            continue
+    raise Conflict("the question could not be made; try again.")
+
+
+def answer(
+    store: Store, config: StudyConfig, pid: int, question_id: Any, choice: Any
+) -> dict[str, Any]:
+    r"""Record ``choice`` (an option index, or ``None`` for no preference)
+    for question ``question_id`` and show the next question, in one
+    transaction.
+
+    Raises:
+        Invalid: ``question_id`` is not a string, or ``choice`` is not an
+            index in ``[0, q)`` (or ``None`` where the study offers no
+            preference).
+        NotFound: The participant has no such question.
+        Conflict: The question is answered already or is not the current one.
+    """
+    if not isinstance(question_id, str):
+        raise Invalid(f"question_id must be a string; got {question_id!r}.")
+    if choice is None:
+        if not config.no_preference:
+            raise Invalid(
+                "choice must be an option index; this study has no 'no preference'."
+            )
+    elif isinstance(choice, bool) or not isinstance(choice, int):
+        raise Invalid(f"choice must be an integer option index; got {choice!r}.")
+    elif not 0 <= choice < config.q:
+        raise Invalid(f"choice must be in [0, {config.q}); got {choice}.")
+    for _ in range(3):
+        try:
+            with store.transaction() as conn:
+                return _answer(conn, config, pid, question_id, choice)
+        except IntegrityError:
+            continue
+    raise Conflict("the answer could not be stored; try again.")
+
+
+def _answer(conn, config, pid, question_id, choice):
+    rows = _rows(conn, pid)
+    row = next((r for r in rows if r["id"] == question_id), None)
+    if row is None:
+        raise NotFound("no such question for this participant.")
+    if row["answered_at"] is not None:
+        raise Conflict("this question was answered already.")
+    a = _answered(rows)
+    if row["seq"] != a or row["shown_at"] is None:
+        raise Conflict("this is not the current question; reload it.")
+    now = time.time()
+    done = conn.execute(
+        update(questions)
+        .where(and_(questions.c.id == question_id, questions.c.answered_at.is_(None)))
+        .values(
+            answered_at=now,
+            choice=None if choice is None else choice,
+            no_preference=choice is None,
+        )
+    )
+    if done.rowcount != 1:
+        raise Conflict("this question was answered already.")
+    log_event(conn, pid, question_id, "answer", {"choice": choice, "seq": a}, now)
+    row["answered_at"] = now
+    if a + 1 >= config.answers_per_participant:
+        conn.execute(
+            update(participants).where(participants.c.id == pid).values(finished_at=now)
+        )
+        return _done(config, a + 1)
+    return _show(conn, config, pid, rows, a + 1)
+
+
+def undo(store: Store, config: StudyConfig, pid: int) -> dict[str, Any]:
+    r"""Withdraw participant ``pid``'s latest answer and show its question
+    again (the withdrawn answer stays in the audit trail).
+
+    Raises:
+        Conflict: No answer to withdraw.
+    """
+    with store.transaction() as conn:
+        rows = _rows(conn, pid)
+        a = _answered(rows)
+        if a == 0:
+            raise Conflict("there is no answer to undo.")
+        last = rows[a - 1]
+        conn.execute(
+            update(questions)
+            .where(questions.c.id == last["id"])
+            .values(answered_at=None, choice=None, no_preference=False)
+        )
+        # the question shown after it waits again; a worker's later one goes
+        conn.execute(
+            update(questions)
+            .where(and_(questions.c.participant_id == pid, questions.c.seq == a))
+            .values(shown_at=None)
+        )
+        conn.execute(
+            delete(questions).where(
+                and_(questions.c.participant_id == pid, questions.c.seq > a)
+            )
+        )
+        conn.execute(
+            update(participants)
+            .where(participants.c.id == pid)
+            .values(finished_at=None)
+        )
+        log_event(
+            conn,
+            pid,
+            last["id"],
+            "undo",
+            {"choice": last["choice"], "no_preference": last["no_preference"]},
+        )
+        last.update(answered_at=None)
+        return _public(last, config, a - 1)
+
+
+def queue(store: Store, pid: int, seq: int, options: list, based_on: int) -> bool:
+    r"""Store a worker's question ``seq`` for participant ``pid`` unless one
+    is there already (another worker's, or a random one shown meanwhile);
+    returns whether it was stored."""
+    try:
+        with store.transaction() as conn:
+            conn.execute(
+                insert(questions).values(
+                    id=uuid.uuid4().hex,
+                    participant_id=pid,
+                    seq=seq,
+                    options=json.dumps(options),
+                    origin="model",
+                    based_on=based_on,
+                    created_at=time.time(),
+                    no_preference=False,
+                )
+            )
+        return True
+    except IntegrityError:
+        return False
+
+
+def needing_questions(store: Store, config: StudyConfig) -> dict[int, tuple]:
+    r"""Participants without a waiting question: id to ``(seq, shown
+    options or None, answers)`` of the question a worker should make."""
+    out: dict[int, tuple] = {}
+    with store.engine.connect() as conn:
+        active = (
+            conn.execute(
+                select(participants.c.id).where(participants.c.finished_at.is_(None))
+            )
+            .scalars()
+            .all()
+        )
+        rows = (
+            conn.execute(
+                select(questions).where(questions.c.participant_id.in_(active))
+            ).all()
+            if active
+            else []
+        )
+    by_pid: dict[int, list] = {pid: [] for pid in active}
+    for r in rows:
+        by_pid[r.participant_id].append(dict(r._mapping))
+    for pid, qs in by_pid.items():
+        a = _answered(qs)
+        seqs = {r["seq"]: r for r in qs}
+        shown = seqs.get(a)
+        if shown is not None and shown["shown_at"] is not None:
+            target, options = a + 1, json.loads(shown["options"])
+        else:
+            target, options = a, None
+        if target in seqs or target >= config.answers_per_participant:
+            continue
+        out[pid] = (target, options, a)
+    return out

@@ -1,0 +1,372 @@
+r"""The database of a served study (SQLAlchemy 2 Core).
+
+One database per study: SQLite by default (a file, in WAL mode, so readers do
+not block the writer), or any SQLAlchemy URL (PostgreSQL for a study served
+by several processes or hosts). Tables:
+
+- ``meta``: ``schema_version`` and the study as read (JSON), so a replay
+  needs nothing but the database;
+- ``participants``: an id, the SHA-256 of the participant's token (the link
+  itself is never stored), a label, when they joined and finished;
+- ``questions``: one row per question of a participant, numbered ``seq``
+  from 0 (unique per participant), with its options (the space's model
+  points, JSON), where it came from (``model`` or ``random``), and once
+  shown and answered, when and which option (``choice``; ``no_preference``
+  for "no preference", which is stored and exported but not fitted);
+- ``events``: every join, answer and undo in order, never updated (the
+  audit trail; an undone answer stays here);
+- ``snapshots``: the workers' latest favourites, for the researcher's page.
+
+Every write is one transaction: an answer and the next question's showing
+commit together before the reply is sent, so a server killed at any moment
+loses no acknowledged answer. :func:`migrate` brings an older schema up to
+:data:`SCHEMA_VERSION` step by step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from prefbo.exceptions import InputDataError
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+participants = Table(
+    "participants",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("label", String(200), nullable=False),
+    Column("joined_at", Float, nullable=False),
+    Column("finished_at", Float),
+)
+questions = Table(
+    "questions",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("participant_id", Integer, ForeignKey("participants.id"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("options", Text, nullable=False),
+    Column("origin", String(16), nullable=False),
+    Column("based_on", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("shown_at", Float),
+    Column("answered_at", Float),
+    Column("choice", Integer),
+    Column("no_preference", Boolean, nullable=False, default=False),
+    UniqueConstraint("participant_id", "seq", name="one_question_per_seq"),
+)
+events = Table(
+    "events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("participant_id", Integer, nullable=False),
+    Column("question_id", String(32)),
+    Column("kind", String(16), nullable=False),
+    Column("at", Float, nullable=False),
+    Column("data", Text, nullable=False),
+)
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", Float, nullable=False),
+    Column("answers", Integer, nullable=False),
+    Column("data", Text, nullable=False),
+)
+
+
+def token_hash(token: str) -> str:
+    r"""The stored form of a participant's token."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def database_url(target: str) -> str:
+    r"""An SQLAlchemy URL: ``target`` itself if it has a scheme, else the
+    SQLite file it names."""
+    return target if "://" in target else f"sqlite:///{target}"
+
+
+def open_engine(url: str) -> Engine:
+    r"""An engine on ``url``; SQLite files in WAL mode with a busy timeout
+    (several processes write: the server and its workers)."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def schema_version(conn: Connection) -> int:
+    r"""The database's schema version (0: no prefbo tables)."""
+    if not conn.dialect.has_table(conn, "meta"):
+        return 0
+    row = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version"))
+    value = row.scalar()
+    return 0 if value is None else int(value)
+
+
+def _to_1(conn: Connection) -> None:
+    metadata.create_all(conn)
+    conn.execute(insert(meta).values(key="schema_version", value="1"))
+
+
+#: Steps from version ``v`` to ``v + 1``. A later schema appends a step that
+#: alters the tables of the one before and bumps ``schema_version``.
+MIGRATIONS = {0: _to_1}
+
+
+def migrate(engine: Engine) -> int:
+    r"""Bring the database to :data:`SCHEMA_VERSION`; returns the version it
+    had. A newer schema than this prefbo knows is refused.
+
+    Raises:
+        InputDataError: The database's schema is newer than this prefbo's.
+    """
+    with engine.begin() as conn:
+        start = version = schema_version(conn)
+        if version > SCHEMA_VERSION:
+            raise InputDataError(
+                f"the study database has schema version {version}; this prefbo "
+                f"knows up to {SCHEMA_VERSION}: upgrade prefbo."
+            )
+        while version < SCHEMA_VERSION:
+            MIGRATIONS[version](conn)
+            version += 1
+            conn.execute(
+                update(meta)
+                .where(meta.c.key == "schema_version")
+                .values(value=str(version))
+            )
+    return start
+
+
+class Store:
+    r"""The study's database.
+
+    Args:
+        url: An SQLAlchemy URL (``sqlite:///study.db``, ``postgresql://...``).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = open_engine(url)
+        migrate(self.engine)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        r"""One transaction, committed on leaving (rolled back on an error)."""
+        with self.engine.begin() as conn:
+            yield conn
+
+    # -------------------------------------------------------------- study
+    def study_source(self) -> dict[str, Any] | None:
+        r"""The study stored at creation, or ``None`` in a new database."""
+        with self.engine.connect() as conn:
+            value = conn.execute(
+                select(meta.c.value).where(meta.c.key == "study")
+            ).scalar()
+        return None if value is None else json.loads(value)
+
+    def set_study_source(self, source: dict[str, Any]) -> None:
+        r"""Store the study (once: a database serves one study)."""
+        with self.transaction() as conn:
+            conn.execute(insert(meta).values(key="study", value=json.dumps(source)))
+
+    def secret(self, key: str, make: Any) -> str:
+        r"""The secret ``key`` of ``meta`` (the join code, the researcher's
+        token), made by ``make()`` and stored the first time."""
+        with self.engine.connect() as conn:
+            value = conn.execute(select(meta.c.value).where(meta.c.key == key)).scalar()
+        if value is not None:
+            return value
+        try:
+            with self.transaction() as conn:
+                conn.execute(insert(meta).values(key=key, value=make()))
+        except IntegrityError:
+            pass  # another process made it first
+        return self.secret(key, make)
+
+    # ------------------------------------------------------- participants
+    def add_participant(self, token: str, label: str) -> int:
+        r"""A new participant; returns its id."""
+        with self.transaction() as conn:
+            now = time.time()
+            pid = conn.execute(
+                insert(participants).values(
+                    token_hash=token_hash(token), label=label, joined_at=now
+                )
+            ).inserted_primary_key[0]
+            log_event(conn, pid, None, "join", {"label": label}, now)
+        return int(pid)
+
+    def participant_by_token(self, token: str) -> dict[str, Any] | None:
+        r"""The participant row of ``token``, or ``None``."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(participants).where(
+                    participants.c.token_hash == token_hash(token)
+                )
+            ).first()
+        return None if row is None else dict(row._mapping)
+
+    def count_participants(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count(participants.c.id))).scalar())
+
+    def participants(self) -> list[dict[str, Any]]:
+        r"""Every participant with their answer count and last activity."""
+        answered = (
+            select(
+                questions.c.participant_id,
+                func.count(questions.c.answered_at).label("answers"),
+                func.max(questions.c.answered_at).label("last"),
+            )
+            .group_by(questions.c.participant_id)
+            .subquery()
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(participants, answered.c.answers, answered.c.last)
+                .outerjoin(answered, answered.c.participant_id == participants.c.id)
+                .order_by(participants.c.id)
+            ).all()
+        out = []
+        for r in rows:
+            d = dict(r._mapping)
+            d.pop("token_hash")
+            d["answers"] = int(d["answers"] or 0)
+            out.append(d)
+        return out
+
+    # ---------------------------------------------------------- questions
+    def questions_of(self, pid: int, conn: Connection | None = None) -> list[dict]:
+        r"""Participant ``pid``'s questions by ``seq`` (options decoded)."""
+        query = (
+            select(questions)
+            .where(questions.c.participant_id == pid)
+            .order_by(questions.c.seq)
+        )
+        if conn is None:
+            with self.engine.connect() as c:
+                rows = c.execute(query).all()
+        else:
+            rows = conn.execute(query).all()
+        return [_question(r) for r in rows]
+
+    def answered(self) -> list[dict[str, Any]]:
+        r"""Every answered question of the study, by participant and seq."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(questions)
+                .where(questions.c.answered_at.is_not(None))
+                .order_by(questions.c.participant_id, questions.c.seq)
+            ).all()
+        return [_question(r) for r in rows]
+
+    def count_answers(self) -> int:
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.count()).where(questions.c.answered_at.is_not(None))
+                ).scalar()
+            )
+
+    def events(self) -> list[dict[str, Any]]:
+        r"""The audit trail, in order."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(events).order_by(events.c.id)).all()
+        out = []
+        for r in rows:
+            d = dict(r._mapping)
+            d["data"] = json.loads(d["data"])
+            out.append(d)
+        return out
+
+    # ---------------------------------------------------------- snapshots
+    def add_snapshot(self, answers: int, data: dict[str, Any]) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                insert(snapshots).values(
+                    at=time.time(), answers=answers, data=json.dumps(data)
+                )
+            )
+
+    def latest_snapshot(self) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(snapshots).order_by(snapshots.c.id.desc()).limit(1)
+            ).first()
+        if row is None:
+            return None
+        d = dict(row._mapping)
+        d["data"] = json.loads(d["data"])
+        return d
+
+
+def _question(row: Any) -> dict[str, Any]:
+    d = dict(row._mapping)
+    d["options"] = json.loads(d["options"])
+    return d
+
+
+def log_event(
+    conn: Connection,
+    pid: int,
+    question_id: str | None,
+    kind: str,
+    data: dict[str, Any],
+    at: float | None = None,
+) -> None:
+    r"""Append one event to the audit trail (inside ``conn``'s transaction)."""
+    conn.execute(
+        insert(events).values(
+            participant_id=pid,
+            question_id=question_id,
+            kind=kind,
+            at=time.time() if at is None else at,
+            data=json.dumps(data),
+        )
+    )

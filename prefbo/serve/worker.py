@@ -1,0 +1,113 @@
+r"""The worker processes of ``prefbo serve``: models off the request path.
+
+A worker polls the database for participants without a waiting question
+(:func:`~prefbo.serve.flow.needing_questions`), fits the study's models on
+every answer (:class:`~prefbo.serve.engine.QuestionEngine`) and stores the
+next question of each (:func:`~prefbo.serve.flow.queue`); after new answers
+it also stores the favourites for the researcher's page. Workers share
+nothing but the database: with ``workers = k`` each takes the participants
+whose id is its index modulo ``k``, and a question another process stored
+first is kept (the database's unique ``(participant, seq)``).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from typing import Any
+
+from prefbo.serve.config import StudyConfig, study_from_dict
+from prefbo.serve.engine import QuestionEngine
+from prefbo.serve.flow import needing_questions, queue
+from prefbo.serve.store import Store
+
+log = logging.getLogger("prefbo.serve")
+
+
+def config_from_store(store: Store, root: Any = ".") -> StudyConfig:
+    r"""The study stored in the database."""
+    source = store.study_source()
+    if source is None:
+        raise RuntimeError("the database holds no study.")
+    return study_from_dict(source, root=root, name="stored study")
+
+
+def work_once(
+    store: Store, config: StudyConfig, index: int = 0, workers: int = 1
+) -> int:
+    r"""One round: questions for every participant of this worker who needs
+    one; returns how many were stored."""
+    needing = {
+        pid: v
+        for pid, v in needing_questions(store, config).items()
+        if pid % workers == index
+    }
+    if not needing:
+        return 0
+    engine = QuestionEngine(config, store.answered())
+    proposals = engine.propose({pid: v[1] for pid, v in needing.items()})
+    stored = 0
+    for pid, (seq, _, answers) in needing.items():
+        stored += queue(store, pid, seq, proposals[pid].tolist(), answers)
+    return stored
+
+
+def snapshot_once(store: Store, config: StudyConfig, last: int) -> int:
+    r"""Store the favourites if the answers changed since ``last`` (a count);
+    returns the count they were made at."""
+    answers = store.count_answers()
+    if answers == last:
+        return last
+    pids = [p["id"] for p in store.participants()]
+    engine = QuestionEngine(config, store.answered())
+    store.add_snapshot(answers, engine.favourites(pids))
+    return answers
+
+
+def run_worker(
+    url: str,
+    root: str,
+    stop: Any,
+    index: int = 0,
+    workers: int = 1,
+    poll: float = 0.05,
+    snapshot_every: float = 5.0,
+) -> None:
+    r"""The worker loop, until ``stop`` (a ``multiprocessing.Event``) is set
+    or the server that started it is gone (killed: its workers do not
+    outlive it). Index 0 also keeps the researcher's favourites up to date."""
+    store = Store(url)
+    config = config_from_store(store, root)
+    last, next_snapshot = -1, 0.0
+    parent = os.getppid()
+    while not stop.is_set() and os.getppid() == parent:  # ends with the server
+        try:
+            made = work_once(store, config, index, workers)
+            if index == 0 and time.monotonic() >= next_snapshot:
+                last = snapshot_once(store, config, last)
+                next_snapshot = time.monotonic() + snapshot_every
+        except Exception:  # a failed round is logged; the next one retries
+            log.exception("worker %d: a round failed", index)
+            made = 0
+        if not made:
+            stop.wait(poll)
+
+
+def start_workers(url: str, root: str, workers: int) -> tuple[list, Any]:
+    r"""Start ``workers`` worker processes; returns them and their stop event."""
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    procs = [
+        ctx.Process(
+            target=run_worker,
+            args=(url, root, stop, i, workers),
+            name=f"prefbo-worker-{i}",
+            daemon=True,
+        )
+        for i in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    return procs, stop

@@ -1,0 +1,172 @@
+import json
+
+import pytest
+from starlette.testclient import TestClient
+
+from prefbo.serve.app import MAX_BODY, StudyApp
+from prefbo.serve.config import study_from_dict
+from prefbo.serve.demo import DEMO_STUDY
+from prefbo.serve.render import Renderer
+
+
+@pytest.fixture
+def client(store, make_config):
+    config = make_config(max_participants=3, no_preference=True)
+    store.set_study_source(config.source)
+    app = StudyApp(store, config, Renderer(config), "JOIN", "RESEARCHER").app()
+    with TestClient(app, raise_server_exceptions=False) as c:
+        c.store = store
+        yield c
+
+
+def _join(client, label=None):
+    r = client.post("/api/join", json={"join": "JOIN", "label": label})
+    assert r.status_code == 200
+    return r.json()["token"]
+
+
+def test_a_participant_joins_answers_undoes_and_finishes(client):
+    r = client.get("/join/JOIN", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/p/")
+    page = client.get(r.headers["location"])
+    assert page.status_code == 200 and "participant.js" in page.text
+    token = _join(client, "Bea")
+    api = f"/api/p/{token}"
+    q = client.get(f"{api}/question").json()
+    assert q["q"] == 2 and q["total"] == 4 and q["no_preference"]
+    q = client.post(
+        f"{api}/answer", json={"question_id": q["question_id"], "choice": 1}
+    ).json()
+    assert q["answered"] == 1
+    back = client.post(f"{api}/undo").json()
+    assert back["answered"] == 0
+    q = back
+    for choice in [0, None, 1, 0]:
+        q = client.post(
+            f"{api}/answer", json={"question_id": q["question_id"], "choice": choice}
+        ).json()
+    assert q == {"done": True, "answered": 4, "total": 4}
+    assert client.get(f"{api}/best").json() == {
+        "favourite": None,
+        "as_of_answers": None,
+    }
+
+
+@pytest.mark.parametrize(
+    "payload, status, message",
+    [
+        (b"{not json", 400, "not valid JSON"),
+        (b"[1, 2]", 400, "must be a JSON object"),
+        (json.dumps({"question_id": "Q"}).encode(), 422, "choice is missing"),
+        (json.dumps({"question_id": "Q", "choice": 2}).encode(), 422, "in [0, 2)"),
+        (json.dumps({"question_id": "Q", "choice": "1"}).encode(), 422, "integer"),
+        (json.dumps({"question_id": "nope", "choice": 0}).encode(), 404, "no such"),
+        (b"x" * (MAX_BODY + 1), 413, "over"),
+    ],
+)
+def test_bad_answers_are_4xx_and_store_nothing(client, payload, status, message):
+    token = _join(client)
+    q = client.get(f"/api/p/{token}/question").json()
+    body = payload.replace(b'"Q"', json.dumps(q["question_id"]).encode())
+    r = client.post(f"/api/p/{token}/answer", content=body)
+    assert r.status_code == status and message in r.json()["error"]
+    assert "Traceback" not in r.text
+    assert client.store.count_answers() == 0
+
+
+def test_tokens_stale_and_double_answers(client):
+    a, b = _join(client), _join(client)
+    qa = client.get(f"/api/p/{a}/question").json()
+    qb = client.get(f"/api/p/{b}/question").json()
+    # another participant's question, with one's own token: not found
+    r = client.post(
+        f"/api/p/{a}/answer", json={"question_id": qb["question_id"], "choice": 0}
+    )
+    assert r.status_code == 404
+    assert client.get("/api/p/unknown/question").status_code == 404
+    assert client.get("/p/unknown").status_code == 404
+    ok = client.post(
+        f"/api/p/{a}/answer", json={"question_id": qa["question_id"], "choice": 0}
+    )
+    assert ok.status_code == 200
+    again = client.post(
+        f"/api/p/{a}/answer", json={"question_id": qa["question_id"], "choice": 0}
+    )
+    assert again.status_code == 409 and "answered already" in again.json()["error"]
+    client.post(f"/api/p/{a}/undo")
+    stale = ok.json()["question_id"]
+    r = client.post(f"/api/p/{a}/answer", json={"question_id": stale, "choice": 1})
+    assert r.status_code == 409 and "not the current question" in r.json()["error"]
+    assert client.store.count_answers() == 0
+    assert client.post(f"/api/p/{a}/undo").status_code == 409
+
+
+def test_joining_is_closed_when_full_and_needs_the_code(client):
+    assert client.post("/api/join", json={"join": "WRONG"}).status_code == 404
+    assert client.get("/join/WRONG", follow_redirects=False).status_code == 404
+    for _ in range(3):
+        _join(client)
+    r = client.post("/api/join", json={"join": "JOIN"})
+    assert r.status_code == 403 and "full" in r.json()["error"]
+    assert client.store.count_participants() == 3
+
+
+def test_the_researchers_pages_need_the_token(client):
+    token = _join(client, "Cy")
+    q = client.get(f"/api/p/{token}/question").json()
+    client.post(
+        f"/api/p/{token}/answer", json={"question_id": q["question_id"], "choice": 1}
+    )
+    assert client.get("/r/WRONG").status_code == 404
+    assert client.get("/r/WRONG/export.csv").status_code == 404
+    page = client.get("/r/RESEARCHER")
+    assert page.status_code == 200 and "Cy" in page.text and "<svg" in page.text
+    status = client.get("/api/r/RESEARCHER/status").json()
+    assert status["answers"] == 1 and status["participants"][0]["label"] == "Cy"
+    csv = client.get("/r/RESEARCHER/export.csv")
+    assert csv.headers["content-type"].startswith("text/csv")
+    head, row = csv.text.strip().splitlines()
+    assert head.startswith("participant,label,seq") and ",Cy,0," in row
+    data = client.get("/r/RESEARCHER/export.json").json()
+    assert (
+        data["questions"][0]["choice"] == 1
+        and data["study"]["answers_per_participant"] == 4
+    )
+    added = client.post("/api/r/RESEARCHER/participants", json={"label": "Di"}).json()
+    assert added["url"] == f"/p/{added['token']}"
+    assert client.get("/r/RESEARCHER/export.xml").status_code == 404
+
+
+def test_options_are_rendered_for_their_participant_only(store, tmp_path):
+    config = study_from_dict(DEMO_STUDY, root=tmp_path)
+    app = StudyApp(store, config, Renderer(config), "J", "R").app()
+    with TestClient(app, raise_server_exceptions=False) as client:
+        a, b = _join_code(client, "J"), _join_code(client, "J")
+        q = client.get(f"/api/p/{a}/question").json()
+        assert q["media"] == ["image/svg+xml", "image/svg+xml"]
+        r = client.get(f"/p/{a}/option/{q['question_id']}/1")
+        assert r.status_code == 200 and r.content.startswith(b"<svg")
+        assert client.get(f"/p/{b}/option/{q['question_id']}/1").status_code == 404
+        assert client.get(f"/p/{a}/option/{q['question_id']}/2").status_code == 404
+
+
+def _join_code(client, code):
+    return client.post("/api/join", json={"join": code}).json()["token"]
+
+
+def test_a_failing_renderer_is_a_500_without_details(store, make_config, monkeypatch):
+    config = make_config()
+    renderer = Renderer(config)
+    renderer.kind = "callable"
+
+    def boom(values):
+        raise RuntimeError("secret detail")
+
+    renderer._function = boom
+    app = StudyApp(store, config, renderer, "J", "R").app()
+    with TestClient(app, raise_server_exceptions=False) as client:
+        token = _join_code(client, "J")
+        q = client.get(f"/api/p/{token}/question").json()
+        assert q["media"] == [None, None]  # the page still gets its question
+        r = client.get(f"/p/{token}/option/{q['question_id']}/0")
+        assert r.status_code == 500 and "secret detail" not in r.text

@@ -1,0 +1,128 @@
+import json
+import re
+
+import pytest
+
+from prefbo.serve.config import StudyFileError, load_study, study_from_dict
+from prefbo.space import Continuous, Integer
+
+SPACE = [{"name": "x", "type": "continuous", "lower": 0.0, "upper": 1.0}]
+
+
+def test_a_toml_study_reads_every_field(tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_text(
+        """
+title = "Pick one"
+q = 2
+answers_per_participant = 7
+max_participants = 3
+no_preference = true
+seed = 5
+
+[model]
+kind = "population"
+inference = "laplace"
+strategy = "random"
+initial_random = 3
+
+[[space]]
+name = "sweetness"
+type = "continuous"
+lower = 0
+upper = 10
+
+[[space]]
+name = "size"
+type = "integer"
+lower = 1
+upper = 5
+"""
+    )
+    c = load_study(path)
+    assert (c.title, c.q, c.answers_per_participant, c.max_participants) == (
+        "Pick one",
+        2,
+        7,
+        3,
+    )
+    assert c.no_preference and c.seed == 5 and c.initial_random == 3
+    assert (c.model_kind, c.inference, c.strategy) == (
+        "population",
+        "laplace",
+        "random",
+    )
+    assert [type(v) for v in c.space.variables] == [Continuous, Integer]
+    assert c.display == {"kind": "values"} and c.root == tmp_path
+    # what the database stores: the file as read, plain JSON
+    assert json.loads(json.dumps(c.source)) == c.source
+
+
+def test_a_json_study_and_a_space_file(tmp_path):
+    (tmp_path / "space.json").write_text(json.dumps({"variables": SPACE}))
+    (tmp_path / "study.json").write_text(
+        json.dumps({"space": "space.json", "q": 3, "model": {"kind": "individual"}})
+    )
+    c = load_study(tmp_path / "study.json")
+    assert c.space.names == ["x"] and c.q == 3 and c.strategy == "eubo"
+
+
+@pytest.mark.parametrize(
+    "fields, where",
+    [
+        ({"q": 5}, "q must be in [2, 4]; got 5"),
+        ({"q": "2"}, "q must be an integer"),
+        ({"q": 3}, "q must be 2 with model.kind = 'population'"),
+        ({"answers_per_participant": 0}, "answers_per_participant must be in"),
+        ({"no_preference": "yes"}, "no_preference must be true or false"),
+        ({"colour": 1}, "colour is not a study field"),
+        ({"model": {"kind": "everyone"}}, "model.kind must be one of"),
+        ({"model": {"inference": "mcmc"}}, "model.inference must be one of"),
+        ({"model": {"strategy": "ts"}}, "model.strategy must be one of"),
+        ({"model": {"knd": "population"}}, "model.knd is not a model field"),
+        ({"space": []}, "space must be a non-empty list"),
+        ({"space": [{"name": "x", "type": "spline"}]}, "space[0] is not a variable"),
+        ({"space": "missing.json"}, "space = 'missing.json': cannot read"),
+        ({"display": {"kind": "smell"}}, "display.kind must be one of"),
+        ({"display": {"kind": "files", "folder": "nope"}}, "display.folder must"),
+        ({"display": {"kind": "callable", "function": "f"}}, "display.function must"),
+    ],
+)
+def test_errors_name_the_field(tmp_path, fields, where):
+    data = {"space": SPACE, **fields}
+    with pytest.raises(StudyFileError, match=r"^study.toml: " + re.escape(where)):
+        study_from_dict(data, root=tmp_path, name="study.toml")
+
+
+def test_files_display_checks_every_item_has_its_file(tmp_path):
+    (tmp_path / "img").mkdir()
+    pool = [
+        {
+            "name": "dish",
+            "type": "items",
+            "ids": ["a", "b", "c"],
+            "features": [[0.0], [0.5], [1.0]],
+        }
+    ]
+    display = {"kind": "files", "folder": "img", "pattern": "{dish}.png"}
+    for name in "ab":
+        (tmp_path / "img" / f"{name}.png").write_bytes(b"x")
+    with pytest.raises(StudyFileError, match=r"display.pattern names .*c.png"):
+        study_from_dict({"space": pool, "display": display}, root=tmp_path)
+    (tmp_path / "img" / "c.png").write_bytes(b"x")
+    c = study_from_dict({"space": pool, "display": display}, root=tmp_path)
+    assert c.display["pattern"] == "{dish}.png"
+    bad = {**display, "pattern": "{flavour}.png"}
+    with pytest.raises(StudyFileError, match="does not fit the space"):
+        study_from_dict({"space": pool, "display": bad}, root=tmp_path)
+
+
+def test_unreadable_and_invalid_files(tmp_path):
+    with pytest.raises(StudyFileError, match="cannot read the study file"):
+        load_study(tmp_path / "none.toml")
+    (tmp_path / "bad.toml").write_text("q = = 2")
+    with pytest.raises(StudyFileError, match="not valid TOML"):
+        load_study(tmp_path / "bad.toml")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(StudyFileError, match="must be a table"):
+        load_study(tmp_path / "list.json")

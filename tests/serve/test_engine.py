@@ -1,0 +1,66 @@
+import torch
+
+from prefbo.serve.engine import QuestionEngine
+
+
+def _answers(config, pid, n, seed=0):
+    r"""``n`` answered questions of ``pid``: the sweeter option wins."""
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for k in range(n):
+        X = config.space.snap(torch.rand(config.q, config.space.dim, generator=g))
+        choice = int(X[:, 0].argmax())
+        rows.append(
+            {
+                "participant_id": pid,
+                "seq": k,
+                "options": X.tolist(),
+                "answered_at": float(k),
+                "choice": choice,
+                "no_preference": False,
+            }
+        )
+    return rows
+
+
+def test_the_next_question_is_not_the_one_being_looked_at(make_config):
+    # the next question is made before the current one is answered: the
+    # engine believes the likelier answer, so the two differ
+    config = make_config()
+    answered = _answers(config, 1, 6) + _answers(config, 2, 3, seed=1)
+    engine = QuestionEngine(config, answered)
+    now = engine.propose({2: None})[2]
+    assert now.shape == (2, config.space.dim)
+    after = engine.propose({2: now.tolist()})[2]
+    assert not torch.allclose(after, now) and not torch.allclose(after, now.flip(0))
+
+
+def test_no_preference_answers_are_not_told(make_config):
+    config = make_config()
+    rows = _answers(config, 1, 3)
+    rows[1]["no_preference"], rows[1]["choice"] = True, None
+    assert len(QuestionEngine(config, rows).answered) == 2
+
+
+def test_favourites_and_slices_of_a_population(make_config):
+    config = make_config()
+    answered = _answers(config, 1, 8) + _answers(config, 2, 8, seed=1)
+    fav = QuestionEngine(config, answered).favourites([1, 2, 3])
+    assert fav["population"]["values"]["sweetness"] > 5.0
+    assert fav["population"]["sd"] >= 0
+    assert set(fav["participants"]) == {"1", "2", "3"}  # 3: a newcomer
+    sweet, size = fav["slices"]
+    assert sweet["name"] == "sweetness" and not sweet["discrete"]
+    assert len(sweet["mean"]) == 21 and sweet["mean"][-1] > sweet["mean"][0]
+    assert size["labels"] == [1, 2, 3, 4, 5] and size["discrete"]
+
+
+def test_individual_models_ask_q_options_each(make_config):
+    config = make_config(q=3, model={"kind": "individual", "strategy": "random"})
+    answered = _answers(config, 1, 4)
+    engine = QuestionEngine(config, answered)
+    out = engine.propose({1: None, 2: None})
+    assert out[1].shape == out[2].shape == (3, config.space.dim)
+    fav = engine.favourites([1, 2])
+    assert fav["population"] is None and set(fav["participants"]) == {"1"}
+    assert QuestionEngine(config, []).favourites([1])["participants"] == {}

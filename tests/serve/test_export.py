@@ -1,0 +1,33 @@
+import csv
+import io
+import json
+
+from prefbo.serve import flow
+from prefbo.serve.export import export_csv, export_json
+
+
+def test_exports_hold_every_answer_in_plain_columns(store, make_config):
+    config = make_config(no_preference=True)
+    store.set_study_source(config.source)
+    pid = store.add_participant("t", "Eve")
+    q = flow.current(store, config, pid)
+    q1 = flow.answer(store, config, pid, q["question_id"], 1)
+    flow.undo(store, config, pid)
+    q1 = flow.answer(store, config, pid, q["question_id"], 0)
+    flow.answer(store, config, pid, q1["question_id"], None)
+    rows = list(csv.DictReader(io.StringIO(export_csv(store, config))))
+    assert [(r["seq"], r["choice"], r["no_preference"]) for r in rows] == [
+        ("0", "0", "0"),
+        ("1", "", "1"),
+    ]
+    assert rows[0]["label"] == "Eve"
+    assert float(rows[0]["option1.sweetness"]) == q["options"][1]["sweetness"]
+    assert int(rows[0]["option0.size"]) == q["options"][0]["size"]
+    data = json.loads(json.dumps(export_json(store, config)))  # plain JSON
+    assert data["study"] == config.source and data["schema_version"] == 1
+    kinds = [e["kind"] for e in data["events"]]
+    assert kinds == ["join", "answer", "undo", "answer", "answer"]
+    assert data["events"][1]["data"]["choice"] == 1  # the undone answer stays
+    shown = [q["seq"] for q in data["questions"]]
+    assert shown == [0, 1, 2]  # the third: shown, not answered
+    assert data["questions"][0]["values"][0] == q["options"][0]

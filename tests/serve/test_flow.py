@@ -1,0 +1,100 @@
+import pytest
+
+from prefbo.serve import flow
+
+
+def _join(store, name="p"):
+    return store.add_participant(f"token-{name}", name)
+
+
+def test_answers_commit_with_the_next_question_until_done(store, make_config):
+    config = make_config()
+    pid = _join(store)
+    q0 = flow.current(store, config, pid)
+    assert not q0["done"] and q0["seq"] == 0 and len(q0["options"]) == 2
+    assert set(q0["options"][0]) == {"sweetness", "size"}
+    # asking again shows the same question
+    assert flow.current(store, config, pid)["question_id"] == q0["question_id"]
+    q = q0
+    for k in range(1, 4):
+        q = flow.answer(store, config, pid, q["question_id"], k % 2)
+        assert q["seq"] == k and q["answered"] == k
+    done = flow.answer(store, config, pid, q["question_id"], 0)
+    assert done == {"done": True, "answered": 4, "total": 4}
+    assert flow.current(store, config, pid)["done"]
+    rows = store.questions_of(pid)
+    assert [r["choice"] for r in rows] == [1, 0, 1, 0]
+    assert [p["finished_at"] is not None for p in store.participants()] == [True]
+    assert [e["kind"] for e in store.events()] == ["join"] + ["answer"] * 4
+
+
+def test_bad_answers_store_nothing(store, make_config):
+    config = make_config()
+    pid, other = _join(store, "a"), _join(store, "b")
+    q = flow.current(store, config, pid)
+    theirs = flow.current(store, config, other)
+    with pytest.raises(flow.Invalid, match=r"in \[0, 2\); got 2"):
+        flow.answer(store, config, pid, q["question_id"], 2)
+    with pytest.raises(flow.Invalid, match="integer option index; got '0'"):
+        flow.answer(store, config, pid, q["question_id"], "0")
+    with pytest.raises(flow.Invalid, match="no preference"):
+        flow.answer(store, config, pid, q["question_id"], None)
+    with pytest.raises(flow.Invalid, match="question_id must be a string"):
+        flow.answer(store, config, pid, 7, 0)
+    with pytest.raises(flow.NotFound):  # another participant's question
+        flow.answer(store, config, pid, theirs["question_id"], 0)
+    with pytest.raises(flow.NotFound):
+        flow.answer(store, config, pid, "nonsense", 0)
+    assert store.count_answers() == 0
+    flow.answer(store, config, pid, q["question_id"], 0)
+    with pytest.raises(flow.Conflict, match="answered already"):  # a double submit
+        flow.answer(store, config, pid, q["question_id"], 1)
+    assert store.count_answers() == 1
+    assert store.questions_of(pid)[0]["choice"] == 0
+
+
+def test_undo_shows_the_question_again_and_keeps_the_trail(store, make_config):
+    config = make_config(no_preference=True)
+    pid = _join(store)
+    with pytest.raises(flow.Conflict, match="no answer to undo"):
+        flow.undo(store, config, pid)
+    q0 = flow.current(store, config, pid)
+    q1 = flow.answer(store, config, pid, q0["question_id"], None)  # no preference
+    back = flow.undo(store, config, pid)
+    assert back["question_id"] == q0["question_id"] and back["answered"] == 0
+    with pytest.raises(flow.Conflict, match="not the current question"):
+        flow.answer(store, config, pid, q1["question_id"], 0)  # stale
+    again = flow.answer(store, config, pid, q0["question_id"], 1)
+    assert again["question_id"] == q1["question_id"]  # the same next question
+    rows = store.questions_of(pid)
+    assert (rows[0]["choice"], rows[0]["no_preference"]) == (1, False)
+    kinds = [(e["kind"], e["data"].get("choice")) for e in store.events()]
+    assert kinds == [("join", None), ("answer", None), ("undo", None), ("answer", 1)]
+
+
+def test_a_worker_question_is_shown_next_and_never_twice(store, make_config):
+    config = make_config()
+    pid = _join(store)
+    assert flow.needing_questions(store, config) == {pid: (0, None, 0)}
+    assert flow.queue(store, pid, 0, [[0.1, 0.2], [0.9, 0.8]], 0)
+    assert not flow.queue(store, pid, 0, [[0.3, 0.2], [0.9, 0.8]], 0)  # taken
+    assert flow.needing_questions(store, config) == {}  # one waits, unshown
+    q0 = flow.current(store, config, pid)
+    assert q0["options"][0]["sweetness"] == pytest.approx(1.0)
+    seq, shown, answers = flow.needing_questions(store, config)[pid]
+    assert (seq, answers) == (1, 0) and shown == [[0.1, 0.2], [0.9, 0.8]]
+    flow.queue(store, pid, 1, [[0.5, 0.0], [0.6, 1.0]], 0)
+    q1 = flow.answer(store, config, pid, q0["question_id"], 0)
+    assert q1["options"][0]["sweetness"] == pytest.approx(5.0)
+    origins = [r["origin"] for r in store.questions_of(pid)]
+    assert origins == ["model", "model"]
+
+
+def test_without_a_worker_question_a_random_one_is_shown(store, make_config):
+    config = make_config()
+    pid = _join(store)
+    q0 = flow.current(store, config, pid)
+    [row] = store.questions_of(pid)
+    assert row["origin"] == "random" and q0["options"][0] != q0["options"][1]
+    # the same draw for the same participant, question and seed
+    assert flow._random_options(config, pid, 0) == row["options"]

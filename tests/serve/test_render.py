@@ -1,0 +1,64 @@
+import pytest
+
+from prefbo.serve.config import StudyFileError, study_from_dict
+from prefbo.serve.render import CACHE_SIZE, Renderer, RenderError, load_callable
+
+POOL = [
+    {"name": "dish", "type": "items", "ids": ["a", "b"], "features": [[0.0], [1.0]]}
+]
+
+
+def test_files_are_read_with_their_type(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "a.png").write_bytes(b"\x89PNG a")
+    (tmp_path / "img" / "b.png").write_bytes(b"\x89PNG b")
+    display = {"kind": "files", "folder": "img", "pattern": "{dish}.png"}
+    config = study_from_dict({"space": POOL, "display": display}, root=tmp_path)
+    r = Renderer(config)
+    assert r.render({"dish": "b"}) == (b"\x89PNG b", "image/png")
+    assert r.mime({"dish": "a"}) == "image/png"
+    # a value that would leave the folder is refused
+    r.config.display["pattern"] = "../{dish}.png"
+    with pytest.raises(RenderError, match="outside the display folder"):
+        r.render({"dish": "x"})
+
+
+def test_a_callable_renders_and_is_checked(tmp_path):
+    (tmp_path / "myrender.py").write_text(
+        "def text(values):\n"
+        "    return (f\"dish {values['dish']}\".encode(), 'text/plain')\n"
+        "def wrong(values):\n"
+        "    return 'not bytes'\n"
+        "number = 3\n"
+    )
+    data = {"space": POOL, "display": {"kind": "callable", "function": "myrender:text"}}
+    r = Renderer(study_from_dict(data, root=tmp_path))
+    assert r.render({"dish": "a"}) == (b"dish a", "text/plain")
+    assert r.mime({"dish": "b"}) == "text/plain"
+    r._function = load_callable("myrender:wrong", tmp_path)
+    with pytest.raises(RenderError, match=r"must return \(bytes, mime type\)"):
+        r.render({"dish": "b", "other": 1})
+    with pytest.raises(StudyFileError, match="is not callable"):
+        load_callable("myrender:number", tmp_path)
+    with pytest.raises(StudyFileError, match="cannot be loaded"):
+        load_callable("myrender:missing", tmp_path)
+    with pytest.raises(StudyFileError, match="cannot be loaded"):
+        load_callable("no_such_module_here:f", tmp_path)
+
+
+def test_the_cache_is_bounded(tmp_path):
+    calls = []
+    data = {
+        "space": [{"name": "x", "type": "continuous", "lower": 0.0, "upper": 1.0}],
+        "display": {"kind": "callable", "function": "prefbo.serve.demo:swatch"},
+    }
+    r = Renderer(study_from_dict(data, root=tmp_path))
+    r._function = lambda v: (calls.append(v) or b"x", "image/png")
+    for i in range(CACHE_SIZE + 5):
+        r.render({"x": i / 1000})
+    r.render({"x": 0.0})  # pushed out: rendered again
+    r.render({"x": (CACHE_SIZE + 4) / 1000})  # kept
+    assert len(calls) == CACHE_SIZE + 6 and len(r._cache) == CACHE_SIZE
+    with pytest.raises(RenderError, match="nothing to render"):
+        r.kind = "values"
+        r.render({"x": 0.9999})

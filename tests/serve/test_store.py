@@ -1,0 +1,65 @@
+import json
+
+import pytest
+from sqlalchemy import text
+
+from prefbo.exceptions import InputDataError
+from prefbo.serve.store import (
+    SCHEMA_VERSION,
+    Store,
+    database_url,
+    migrate,
+    open_engine,
+    schema_version,
+    token_hash,
+)
+
+
+def test_a_new_database_gets_the_schema_in_wal_mode(tmp_path):
+    url = database_url(str(tmp_path / "s.db"))
+    assert url == f"sqlite:///{tmp_path / 's.db'}"
+    assert database_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    store = Store(url)
+    with store.engine.connect() as conn:
+        assert schema_version(conn) == SCHEMA_VERSION
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    # opening it again migrates nothing
+    assert migrate(store.engine) == SCHEMA_VERSION
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    with store.transaction() as conn:
+        conn.execute(text("UPDATE meta SET value = '99' WHERE key = 'schema_version'"))
+    with pytest.raises(InputDataError, match="schema version 99.*upgrade prefbo"):
+        migrate(open_engine(store.url))
+
+
+def test_participants_tokens_are_stored_hashed(store):
+    pid = store.add_participant("secret-token", "Ann")
+    assert store.participant_by_token("secret-token")["id"] == pid
+    assert store.participant_by_token("other") is None
+    with store.engine.connect() as conn:
+        stored = conn.execute(text("SELECT token_hash FROM participants")).scalar()
+    assert stored == token_hash("secret-token") and "secret-token" not in stored
+    [row] = store.participants()
+    assert row["label"] == "Ann" and row["answers"] == 0 and "token_hash" not in row
+    assert [e["kind"] for e in store.events()] == ["join"]
+
+
+def test_secrets_and_study_are_made_once(store):
+    made = iter(["first", "second"])
+    assert store.secret("join_code", lambda: next(made)) == "first"
+    assert store.secret("join_code", lambda: next(made)) == "first"
+    assert store.study_source() is None
+    store.set_study_source({"q": 2})
+    assert store.study_source() == {"q": 2}
+
+
+def test_snapshots_latest_first(store):
+    assert store.latest_snapshot() is None
+    store.add_snapshot(3, {"population": None})
+    store.add_snapshot(5, {"population": {"mean": 1.0}})
+    snap = store.latest_snapshot()
+    assert snap["answers"] == 5 and snap["data"] == {"population": {"mean": 1.0}}
+    assert json.dumps(snap["data"])
