@@ -13,6 +13,13 @@ the same JSON endpoints from Python.
 Needs the ``serve`` extra: ``pip install prefbo[serve]``.
 """
 
-from prefbo.serve.config import StudyConfig, load_study
+from prefbo.serve.client import StudyClient, StudyServerError
+from prefbo.serve.config import StudyConfig, StudyFileError, load_study
 
-__all__ = ["StudyConfig", "load_study"]
+__all__ = [
+    "StudyClient",
+    "StudyConfig",
+    "StudyFileError",
+    "StudyServerError",
+    "load_study",
+]
