@@ -58,6 +58,11 @@ def new_token() -> str:
     return secrets.token_urlsafe(18)
 
 
+def _short(value: Any) -> Any:
+    r"""A float to 4 significant digits for the page; anything else as is."""
+    return f"{value:.4g}" if isinstance(value, float) else value
+
+
 class StudyApp:
     r"""The handlers of one study; :meth:`app` is the ASGI application.
 
@@ -83,6 +88,7 @@ class StudyApp:
             loader=FileSystemLoader(HERE / "templates"),
             autoescape=select_autoescape(["html"]),
         )
+        self.templates.filters["short"] = _short
 
     # ------------------------------------------------------------ helpers
     def _participant(self, token: str) -> dict[str, Any]:
@@ -243,7 +249,8 @@ class StudyApp:
         token = request.path_params["token"]
         self._researcher(token)
         status = await run_in_threadpool(self._status)
-        times = [e["at"] for e in await run_in_threadpool(self.store.events)]
+        answered = await run_in_threadpool(self.store.answered)
+        times = [q["answered_at"] for q in answered]
         snap = status["snapshot"]
         slices = [] if snap is None else snap["data"].get("slices", [])
         return self._page(
@@ -252,7 +259,7 @@ class StudyApp:
             status=status,
             join_url=f"/join/{self.join_code}",
             answers_plot=answers_over_time(times),
-            slice_plots=[utility_slice(s) for s in slices],
+            slice_plots=[(s["name"], utility_slice(s)) for s in slices],
         )
 
     async def api_status(self, request: Request) -> Response:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -95,12 +96,20 @@ def serve(
     print(f"prefbo serve: {config.title!r}, database {url}", file=out)
     print(f"  participants join at:  {base}/join/{join}", file=out)
     print(f"  researcher's page:     {base}/r/{researcher}", file=out, flush=True)
+    # uvicorn ends on SIGTERM by raising it again after its own shutdown,
+    # which would skip the workers' stop below: make it an interrupt
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
+        signal.signal(signal.SIGTERM, previous)
         stop.set()
         for p in procs:
             p.join(timeout=10)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -121,17 +130,25 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             else:
                 print(json.dumps(export_json(store, config), indent=1), file=out)
             return 0
+        if args.workers < 1:
+            _parser().error("--workers must be at least 1")
         if args.demo:
-            folder = Path(tempfile.mkdtemp(prefix="prefbo-demo-"))
-            config = study_from_dict(DEMO_STUDY, root=folder, name="demo study")
-            db = args.db or str(folder / "demo.db")
-        elif args.study is None:
+            with tempfile.TemporaryDirectory(prefix="prefbo-demo-") as folder:
+                config = study_from_dict(DEMO_STUDY, root=folder, name="demo study")
+                if args.db is None:
+                    print(
+                        "the demo's database is deleted at exit (keep it: --db)",
+                        file=out,
+                    )
+                db = args.db or str(Path(folder) / "demo.db")
+                url = database_url(db)
+                serve(config, url, args.host, args.port, args.workers, out)
+            return 0
+        if args.study is None:
             _parser().error("give a study file, or --demo")
         else:
             config = load_study(args.study)
             db = args.db or str(Path(args.study).with_suffix(".db"))
-        if args.workers < 1:
-            _parser().error("--workers must be at least 1")
         serve(config, database_url(db), args.host, args.port, args.workers, out)
         return 0
     except (PrefboError, OSError) as e:

@@ -74,14 +74,16 @@ def run_worker(
     workers: int = 1,
     poll: float = 0.05,
     snapshot_every: float = 5.0,
+    parent: int | None = None,
 ) -> None:
     r"""The worker loop, until ``stop`` (a ``multiprocessing.Event``) is set
-    or the server that started it is gone (killed: its workers do not
-    outlive it). Index 0 also keeps the researcher's favourites up to date."""
+    or the server that started it (process ``parent``, by default this
+    process's parent) is gone (killed: its workers do not outlive it). Index
+    0 also keeps the researcher's favourites up to date."""
     store = Store(url)
     config = config_from_store(store, root)
     last, next_snapshot = -1, 0.0
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
     while not stop.is_set() and os.getppid() == parent:  # ends with the server
         try:
             made = work_once(store, config, index, workers)
@@ -103,6 +105,7 @@ def start_workers(url: str, root: str, workers: int) -> tuple[list, Any]:
         ctx.Process(
             target=run_worker,
             args=(url, root, stop, i, workers),
+            kwargs={"parent": os.getpid()},
             name=f"prefbo-worker-{i}",
             daemon=True,
         )

@@ -1,0 +1,375 @@
+r"""``prefbo serve --demo`` end to end in a real browser (headless Chromium).
+
+Starts the demo server as its own process on a free loopback port, takes one
+participant through the whole study with Selenium (clicks, the key "2", undo,
+the progress bar, the thank-you section), then checks the researcher's page
+lists them with every answer and a favourite. Saves two screenshots
+(``serve_participant.png``, ``serve_researcher.png``) into
+``$PREFBO_TEST_OUTPUT``, or the test's tmp_path.
+
+Skipped when Chromium, chromedriver or Selenium is missing, unless
+``PREFBO_REQUIRE_BROWSER=1``, which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+ROOT = Path(__file__).resolve().parents[2]
+TOTAL = 12  # the demo's answers_per_participant
+Q = 2  # the demo's question size
+TRACE = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+")
+JOIN = re.compile(r"participants join at:\s+(http://\S+/join/\S+)")
+RESEARCHER = re.compile(r"researcher's page:\s+(http://\S+/r/\S+)")
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("PREFBO_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"PREFBO_REQUIRE_BROWSER=1 but {reason}")
+    pytest.skip(reason)
+
+
+def _require_browser() -> None:
+    for path, what in ((CHROMIUM, "Chromium"), (CHROMEDRIVER, "chromedriver")):
+        if not os.access(path, os.X_OK):
+            _unavailable(f"{what} is not installed at {path}")
+    for module in ("selenium", "starlette", "uvicorn"):
+        try:
+            __import__(module)
+        except ImportError:
+            _unavailable(
+                f"{module} is not installed (pip install selenium prefbo[serve])"
+            )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+class Server:
+    r"""``prefbo serve --demo`` in its own process group."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.port = _free_port()
+        self.log = tmp_path / "server.log"
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TMPDIR": str(tmp_path),  # the demo's study folder goes here
+        }
+        cmd = [sys.executable, "-m", "prefbo.cli", "serve", "--demo"]
+        cmd += ["--port", str(self.port), "--db", str(tmp_path / "demo.db")]
+        self._stderr = self.log.open("w")
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stdout: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def links(self, timeout: float = 40.0) -> tuple[str, str]:
+        r"""The join and researcher links it prints, once it answers HTTP."""
+        deadline = time.monotonic() + timeout
+        join = researcher = None
+        while join is None or researcher is None:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                raise AssertionError(f"the server printed no links:\n{self.output()}")
+            try:
+                line = self.lines.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                continue
+            self.stdout.append(line)
+            join = join or (m.group(1) if (m := JOIN.search(line)) else None)
+            researcher = researcher or (
+                m.group(1) if (m := RESEARCHER.search(line)) else None
+            )
+        base = f"http://127.0.0.1:{self.port}"
+        assert join.startswith(base) and researcher.startswith(base), self.stdout
+        while True:  # the links are printed just before uvicorn listens
+            try:
+                if _http(base + "/healthz")[0] == 200:
+                    return join, researcher
+            except OSError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"the server does not answer:\n{self.output()}")
+            time.sleep(0.1)
+
+    def output(self) -> str:
+        if not self._stderr.closed:
+            self._stderr.flush()
+        return "".join(self.stdout) + self.log.read_text()
+
+    def stop(self) -> None:
+        r"""Ask the server to stop as Ctrl-C does (it stops its workers), then
+        kill whatever is left of its process group. Safe to call twice."""
+        try:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGINT)
+                try:
+                    self.proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:  # the workers, and the server itself if it did not stop
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=10)
+        finally:
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            if not self._stderr.closed:
+                self._stderr.close()
+
+
+def _driver(tmp_path: Path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,800",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = Service(
+        executable_path=CHROMEDRIVER, log_output=str(tmp_path / "driver.log")
+    )
+    driver = webdriver.Chrome(service=service, options=options)
+    # a 1200 x 800 viewport (the window's frame takes some of the window)
+    driver.set_window_size(1200, 800)
+    inner = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+    driver.set_window_size(2400 - inner[0], 1600 - inner[1])
+    driver.set_page_load_timeout(20)
+    return driver
+
+
+def _no_trace(driver) -> None:
+    source = driver.page_source
+    assert not TRACE.search(source), f"a stack trace on {driver.current_url}:\n{source}"
+
+
+def _output_folder(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("PREFBO_TEST_OUTPUT") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_a_participant_takes_the_demo_study_in_a_browser(tmp_path):
+    _require_browser()
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    out = _output_folder(tmp_path)
+    server = Server(tmp_path)
+    driver = None
+    try:
+        driver = _driver(tmp_path)  # Chromium starts while the server does
+        join, researcher = server.links()
+        base = f"http://127.0.0.1:{server.port}"
+        wait = WebDriverWait(driver, 15, poll_frequency=0.05)
+
+        def count_text() -> str:
+            return driver.find_element(By.ID, "count").text
+
+        def wait_answered(n: int) -> None:
+            want = f"{n} of {TOTAL} answered"
+            try:
+                wait.until(lambda d: count_text() == want)
+            except TimeoutException:
+                message = driver.find_element(By.ID, "message").text
+                raise AssertionError(
+                    f"waited for {want!r}, page shows {count_text()!r}, "
+                    f"message {message!r}\n{server.output()}"
+                ) from None
+            assert driver.find_element(By.ID, "message").text == ""
+            width = driver.execute_script(
+                "return document.getElementById('bar').style.width"
+            )
+            assert float(width.rstrip("%")) == pytest.approx(
+                100 * n / TOTAL, abs=1e-3
+            ), width
+            undo = driver.find_element(By.ID, "undo")
+            assert undo.is_enabled() == (n > 0)
+
+        def question_cards() -> list:
+            r"""The current question's cards, once every image has loaded."""
+            wait.until(
+                lambda d: len(d.find_elements(By.CSS_SELECTOR, "button.option")) == Q
+            )
+            wait.until(
+                lambda d: d.execute_script(
+                    "const imgs = [...document.querySelectorAll('button.option img')];"
+                    "return imgs.length === arguments[0]"
+                    " && imgs.every((i) => i.complete && i.naturalWidth > 0);",
+                    Q,
+                )
+            )
+            cards = driver.find_elements(By.CSS_SELECTOR, "button.option")
+            keys = [c.find_element(By.CSS_SELECTOR, ".key").text for c in cards]
+            assert keys == [str(i + 1) for i in range(Q)]
+            return cards
+
+        def image_sources() -> list[str]:
+            return [
+                img.get_attribute("src")
+                for img in driver.find_elements(By.CSS_SELECTOR, "button.option img")
+            ]
+
+        # -- the join link makes a participant and sends them to their page
+        driver.get(join)
+        wait.until(lambda d: "/p/" in d.current_url)
+        participant_url = driver.current_url
+        assert participant_url.startswith(base + "/p/")
+        assert driver.title == "Which colour do you like better?"
+        wait_answered(0)
+        cards = question_cards()
+        assert driver.find_element(By.ID, "nopref").is_displayed()
+        assert not driver.find_element(By.ID, "thanks").is_displayed()
+        first = image_sources()
+
+        # -- a click answers; undo takes it back and shows the same question
+        cards[0].click()
+        wait_answered(1)
+        question_cards()
+        assert image_sources() != first
+        driver.find_element(By.ID, "undo").click()
+        wait_answered(0)
+        question_cards()
+        assert image_sources() == first
+
+        # -- the key "2" answers too, then clicks for the rest
+        driver.find_element(By.TAG_NAME, "body").send_keys("2")
+        wait_answered(1)
+        for n in range(1, TOTAL):
+            cards = question_cards()
+            if n == 4:
+                driver.save_screenshot(str(out / "serve_participant.png"))
+            cards[n % Q].click()
+            wait_answered(n + 1)
+        wait.until(lambda d: d.find_element(By.ID, "thanks").is_displayed())
+        assert driver.find_elements(By.CSS_SELECTOR, "button.option") == []
+        assert not driver.find_element(By.ID, "nopref").is_displayed()
+        _no_trace(driver)
+        errors = [
+            e
+            for e in driver.get_log("browser")
+            if e["level"] == "SEVERE" and "favicon.ico" not in e["message"]
+        ]
+        assert errors == [], errors
+
+        # -- a reload of the finished page still says thanks
+        driver.refresh()
+        wait.until(lambda d: d.find_element(By.ID, "thanks").is_displayed())
+        wait_answered(TOTAL)
+
+        # -- the researcher's page lists them, and (within ~15 s) a favourite
+        driver.get(researcher)
+        assert driver.title.startswith("Researcher:")
+
+        def participant_row(d):
+            rows = d.find_elements(By.CSS_SELECTOR, "#participants tbody tr")
+            assert len(rows) == 1, [r.text for r in rows]
+            cells = [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")]
+            return cells
+
+        cells = participant_row(driver)
+        assert cells[1] == "participant 1" and cells[2] == str(TOTAL), cells
+        assert cells[4] == "yes", cells
+        deadline = time.monotonic() + 15
+        while not (
+            participant_row(driver)[5] and driver.find_elements(By.ID, "population")
+        ):
+            assert time.monotonic() < deadline, (
+                f"no favourite on the researcher's page after 15 s: "
+                f"{participant_row(driver)}\n{server.output()}"
+            )
+            time.sleep(0.5)
+            driver.refresh()
+        cells = participant_row(driver)
+        assert re.search(r"hue = .*saturation = .*lightness = ", cells[5]), cells
+        population = driver.find_element(By.ID, "population").text
+        assert "after 12 answers" in population, population
+        assert f"{TOTAL} answers" in driver.find_element(By.TAG_NAME, "main").text
+        # the plot counts answers (not joins and undos)
+        assert f"{TOTAL} answers in" in driver.page_source
+        _no_trace(driver)
+        driver.execute_script(  # the participant's row in view, and what fits above
+            "document.querySelector('#participants tbody tr')"
+            ".scrollIntoView({block: 'end'})"
+        )
+        driver.save_screenshot(str(out / "serve_researcher.png"))
+
+        # -- unknown links: a 404 with a JSON error, no stack trace
+        for path, error in (
+            ("/p/not-a-participant", "unknown participant link."),
+            ("/api/p/not-a-participant/question", "unknown participant link."),
+            ("/join/not-the-code", "unknown join link."),
+            ("/r/not-the-token", "not found."),
+        ):
+            status, text = _http(base + path)
+            assert status == 404, (path, status, text)
+            assert json.loads(text) == {"error": error}, (path, text)
+            driver.get(base + path)
+            assert error in driver.find_element(By.TAG_NAME, "body").text
+            _no_trace(driver)
+
+        assert server.proc.poll() is None, server.output()
+        server.stop()
+        assert server.proc.returncode == 0, server.output()
+        assert not TRACE.search(server.output()), server.output()
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.stop()
