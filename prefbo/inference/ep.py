@@ -302,9 +302,10 @@ def run_ep(
             ``anderson_memory`` is of the wrong type.
         InputDataError: ``form``, ``max_iter``, ``tol``, ``damping`` or
             ``anderson_memory`` is out of range.
-        NumericalError: In float32, contradicting answers at a tiny probit
-            scale need site precisions beyond ``2**23`` times the prior
-            variance's inverse, which float32 does not resolve (use float64).
+        NumericalError: In float32, answers at a small noise need site
+            precisions beyond ``2**16`` times the prior variance's inverse,
+            where float32's means drift from float64's by ``ε`` times that
+            (use float64).
     """
     if not isinstance(likelihood, PairwiseProbitLikelihood):
         raise UnsupportedError(
@@ -368,7 +369,7 @@ def _run_ep(
                 "EP: the approximate posterior precision is not positive definite; "
                 "check the kernel hyperparameters."
             )
-        check_holdable(tau, comps, prior_diag, likelihood.scale)
+        check_holdable(tau, comps, prior_diag, likelihood.scale / 2**0.5)
         tau_c, nu_c, valid = _cavities(q, tau, nu, comps, index)
         vc = 1.0 / tau_c
         mc = nu_c * vc

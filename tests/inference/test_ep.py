@@ -507,3 +507,18 @@ def test_float32_ep_refuses_site_precisions_it_cannot_hold(noise_std):
     # float64 holds them
     model = PairwiseEPGP(X.double(), comp, likelihood=lik)
     assert bool(model.ep_state.converged)
+
+
+def test_float32_ep_refuses_small_noise_where_its_means_drift():
+    # consistent-ish answers at noise 1e-3: float32 means were 3.6e-2 from
+    # float64's (eps x site stiffness 7e5), without a word
+    X, comp, _ = make_pairwise_data(20, 100, 2, noise_std=0.1, seed=2)
+    lik = PairwiseProbitLikelihood(noise_std=1e-3)
+    with pytest.raises(NumericalError, match=r"noise_std=0.001 pin"):
+        PairwiseEPGP(X.float(), comp, likelihood=lik).posterior(X.float())
+    # at noise 1e-2 it is taken and within 1e-2 of float64
+    lik = PairwiseProbitLikelihood(noise_std=1e-2)
+    m32 = PairwiseEPGP(X.float(), comp, likelihood=lik)
+    m64 = PairwiseEPGP(X, comp, likelihood=lik)
+    diff = m32.posterior(X.float()).mean.double() - m64.posterior(X).mean
+    assert diff.abs().max() < 1e-2

@@ -45,7 +45,7 @@ def test_check_holdable_refuses_float32_sites_beyond_its_resolution():
     prior_diag = torch.ones(2)
     ok = torch.full((2,), 0.4 * FLOAT32_MAX_STIFFNESS)  # stiffness 0.8 x limit
     check_holdable(ok, comps, prior_diag, 1e-3)
-    with pytest.raises(NumericalError, match=r"noise_std=1e-05.*float64"):
+    with pytest.raises(NumericalError, match=r"noise_std=1e-05 .*float64"):
         check_holdable(ok * 2, comps, prior_diag, 1e-5)
     # float64 sites are held at any size (the projector form)
     check_holdable(ok.double() * 1e20, comps, prior_diag.double(), 1e-11)
