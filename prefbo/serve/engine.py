@@ -19,6 +19,7 @@ no tie).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -81,22 +82,37 @@ class QuestionEngine:
         return opt
 
     def propose(self, shown: dict[int, list | None]) -> dict[int, Tensor]:
-        r"""The next question of each participant in ``shown``.
+        r"""The next question of each participant in ``shown`` (see
+        :meth:`propose_each`)."""
+        return dict(self.propose_each(shown))
+
+    def propose_each(
+        self, shown: dict[int, list | None]
+    ) -> Iterator[tuple[int, Tensor]]:
+        r"""The next question of each participant in ``shown``, one at a
+        time and in its order, so a caller can store each as it comes (the
+        population's fits are made once, before the first).
 
         Args:
             shown: Participant id to the options of the question they are
                 looking at (``None``: none; the proposal is then for now).
 
-        Returns:
-            Participant id to a ``q x dim`` tensor of model points.
+        Yields:
+            ``(participant id, q x dim tensor of model points)``.
         """
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # fit warnings: the loop's own
             if self.config.model_kind == "population":
-                return self._propose_population(shown)
-            return {pid: self._propose_individual(pid, o) for pid, o in shown.items()}
+                study = self._believing(shown)
+                for pid in shown:
+                    yield pid, study.ask(str(pid))
+            else:
+                for pid, options in shown.items():
+                    yield pid, self._propose_individual(pid, options)
 
-    def _propose_population(self, shown: dict[int, list | None]) -> dict[int, Tensor]:
+    def _believing(self, shown: dict[int, list | None]) -> PopulationStudy:
+        r"""The population study of every answer and, for each question on
+        screen, the answer the model finds likelier."""
         pending = {pid: _tensor(o) for pid, o in shown.items() if o is not None}
         believed: dict[int, tuple[Tensor, int]] = {}
         if pending and self.answered:
@@ -108,8 +124,7 @@ class QuestionEngine:
                 believed[pid] = (options, int(post.mean.reshape(-1).argmax()))
         elif pending:  # no answer yet: any believed answer is as good
             believed = {pid: (o, 0) for pid, o in pending.items()}
-        study = self._population(believed)
-        return {pid: study.ask(str(pid)) for pid in shown}
+        return self._population(believed)
 
     def _propose_individual(self, pid: int, options: list | None) -> Tensor:
         if options is None:

@@ -261,18 +261,19 @@ def queue(store: Store, pid: int, seq: int, options: list, based_on: int) -> boo
         return False
 
 
-def needing_questions(store: Store, config: StudyConfig) -> dict[int, tuple]:
-    r"""Participants without a waiting question: id to ``(seq, shown
-    options or None, answers)`` of the question a worker should make."""
+def needing_questions(
+    store: Store, config: StudyConfig, only: list[int] | None = None
+) -> dict[int, tuple]:
+    r"""Participants (of ``only``, default all) without a waiting question:
+    id to ``(seq, shown options or None, answers, shown at)`` of the
+    question a worker should make (``shown at``: when the question on
+    screen was shown, ``inf`` for none)."""
     out: dict[int, tuple] = {}
+    query = select(participants.c.id).where(participants.c.finished_at.is_(None))
+    if only is not None:
+        query = query.where(participants.c.id.in_(only))
     with store.engine.connect() as conn:
-        active = (
-            conn.execute(
-                select(participants.c.id).where(participants.c.finished_at.is_(None))
-            )
-            .scalars()
-            .all()
-        )
+        active = conn.execute(query).scalars().all()
         rows = (
             conn.execute(
                 select(questions).where(questions.c.participant_id.in_(active))
@@ -289,9 +290,10 @@ def needing_questions(store: Store, config: StudyConfig) -> dict[int, tuple]:
         shown = seqs.get(a)
         if shown is not None and shown["shown_at"] is not None:
             target, options = a + 1, json.loads(shown["options"])
+            since = shown["shown_at"]
         else:
-            target, options = a, None
+            target, options, since = a, None, float("inf")
         if target in seqs or target >= config.answers_per_participant:
             continue
-        out[pid] = (target, options, a)
+        out[pid] = (target, options, a, since)
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
 import time
 from typing import Any
 
@@ -38,7 +39,10 @@ def work_once(
     store: Store, config: StudyConfig, index: int = 0, workers: int = 1
 ) -> int:
     r"""One round: questions for every participant of this worker who needs
-    one; returns how many were stored."""
+    one, those who have looked at their question longest first; each is
+    stored as soon as it is made, unless the participant has moved past it
+    meanwhile (shown a uniform question for lack of it). Returns how many
+    were stored."""
     needing = {
         pid: v
         for pid, v in needing_questions(store, config).items()
@@ -46,11 +50,14 @@ def work_once(
     }
     if not needing:
         return 0
+    order = sorted(needing, key=lambda pid: needing[pid][3])
     engine = QuestionEngine(config, store.answered())
-    proposals = engine.propose({pid: v[1] for pid, v in needing.items()})
     stored = 0
-    for pid, (seq, _, answers) in needing.items():
-        stored += queue(store, pid, seq, proposals[pid].tolist(), answers)
+    for pid, options in engine.propose_each({pid: needing[pid][1] for pid in order}):
+        seq, _, answers, _ = needing[pid]
+        still = needing_questions(store, config, [pid]).get(pid)
+        if still is not None and still[0] == seq:
+            stored += queue(store, pid, seq, options.tolist(), answers)
     return stored
 
 
@@ -84,7 +91,8 @@ def run_worker(
     config = config_from_store(store, root)
     last, next_snapshot = -1, 0.0
     parent = os.getppid() if parent is None else parent
-    while not stop.is_set() and os.getppid() == parent:  # ends with the server
+    threading.Thread(target=_watch, args=(parent,), daemon=True).start()
+    while not stop.is_set() and os.getppid() == parent:
         try:
             made = work_once(store, config, index, workers)
             if index == 0 and time.monotonic() >= next_snapshot:
@@ -95,6 +103,15 @@ def run_worker(
             made = 0
         if not made:
             stop.wait(poll)
+
+
+def _watch(parent: int, every: float = 0.5) -> None:
+    r"""End this process at once when ``parent`` is no longer its parent (a
+    killed server): a round of fits can take minutes, and the worker must
+    not outlive the server meanwhile. An open transaction is rolled back."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(0)
 
 
 def start_workers(url: str, root: str, workers: int) -> tuple[list, Any]:

@@ -1,6 +1,10 @@
 import multiprocessing
+import subprocess
+import sys
+import time
 
 from prefbo.serve import flow
+from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.worker import (
     config_from_store,
     run_worker,
@@ -45,3 +49,57 @@ def test_the_loop_stops_on_its_event(store, make_config):
     stop = multiprocessing.get_context("spawn").Event()
     stop.set()
     run_worker(store.url, ".", stop)  # returns at once
+
+
+def test_a_question_the_participant_has_moved_past_is_not_stored(
+    store, make_config, monkeypatch
+):
+    config = make_config()
+    pid = store.add_participant("t", "p")
+    q = flow.current(store, config, pid)  # a random question 0, on screen
+    real = QuestionEngine.propose_each
+
+    def meanwhile(self, shown):
+        for item in real(self, shown):
+            # the participant answers while the worker fits: question 1 is
+            # shown at once (uniform), so the worker's question 1 is stale
+            flow.answer(store, config, pid, q["question_id"], 0)
+            yield item
+
+    monkeypatch.setattr(QuestionEngine, "propose_each", meanwhile)
+    assert work_once(store, config) == 0
+    assert [r["origin"] for r in store.questions_of(pid)] == ["random", "random"]
+
+
+def test_a_worker_ends_when_its_server_is_killed(tmp_path):
+    # the server (here a plain process) starts a child that watches it; the
+    # child must end soon after the server is SIGKILLed, even mid-round
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', "
+            "'import os; from prefbo.serve.worker import _watch; "
+            "print(os.getpid(), flush=True); _watch(os.getppid(), 0.1)'])\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    with server.stdout:
+        child = int(server.stdout.readline())
+    server.kill()
+    server.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _running(child):
+        time.sleep(0.05)
+    assert not _running(child)
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
