@@ -97,8 +97,12 @@ def resample_memory_bytes(
     linear-algebra library and the buffers it keeps for reuse (MKL: about
     6 MB per thread, 12-15 MB with 2 threads), LinESS's noise blocks
     (``2¹⁷`` numbers each, a few MB), and the one-off cost of a process's
-    first resample (about 50 MB: MKL and OpenMP start-up, code paged in).
-    The probit model writes ``-I`` into the memory of ``Σ`` once ``Σ`` is
+    first resample (about 50 MB: MKL and OpenMP start-up, code paged in; up
+    to ~90 MB at 2,000 designs). Freed blocks that glibc keeps in its heap
+    are not counted either: with its default thresholds the resident peak
+    of a warm process at 2,000 designs and 1,000 answers was up to 25 MB
+    above this count in 2 of 5 runs (167 MB, below it, with
+    ``MALLOC_MMAP_THRESHOLD_=65536``). The probit model writes ``-I`` into the memory of ``Σ`` once ``Σ`` is
     factored: freeing that ``m x m`` block raised glibc's adaptive mmap
     threshold, so the sampler's ``m x m`` blocks went to the heap and stayed
     resident past sampling (22 MB above this count at 1,600 answers).
