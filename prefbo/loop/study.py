@@ -170,6 +170,7 @@ class PopulationStudy:
         self._order: list[str] = []  # participants by their id
         self._pending: dict[str, Tensor] = {}
         self._model: Any = None
+        self._fixed: dict[str, Tensor] | None = None
         self.failed_fits = 0
         self.random_fallbacks = 0
         self.log_dir = None if log_dir is None else Path(log_dir)
@@ -318,6 +319,11 @@ class PopulationStudy:
         k = self._answers()
         if k == 0:
             return None
+        if self._model is None and self._fixed is not None:
+            with expected_fit_warnings():
+                model = population_model(self._data(), model=self.model_name)
+                model.load_state_dict(self._fixed, strict=False)
+            self._model = model.eval()
         if self._model is None:
             with seeded(self.seed * 7919 + k), expected_fit_warnings():
                 model = population_model(self._data(), model=self.model_name)
@@ -328,6 +334,33 @@ class PopulationStudy:
                         self.failed_fits += 1
             self._model = model.eval()
         return self._model
+
+    def hyperparameters(self) -> dict[str, Tensor]:
+        r"""The fitted model's kernel hyperparameters (its ``covar_module``
+        state), for :meth:`fix_hyperparameters` of this or another study."""
+        if self.model is None:
+            raise InputDataError("hyperparameters() needs at least one answer.")
+        state = self.model.state_dict()
+        return {k: v.clone() for k, v in state.items() if k.startswith("covar_module.")}
+
+    def fix_hyperparameters(self, state: dict[str, Tensor] | None) -> None:
+        r"""Use these hyperparameters (from :meth:`hyperparameters`) for the
+        model instead of fitting it at each change of the answers: a
+        server's questions between refits cost an EP run, not a fit.
+        ``None`` fits again.
+
+        Raises:
+            InputDataError: A key that is not a kernel hyperparameter.
+        """
+        if state is not None:
+            bad = sorted(k for k in state if not k.startswith("covar_module."))
+            if bad:
+                raise InputDataError(
+                    f"{bad[0]!r} is not a hyperparameter of the population "
+                    "model's kernel (covar_module.*)."
+                )
+        self._fixed = None if state is None else dict(state)
+        self._model = None
 
     def participant_model(self, name: str) -> ParticipantView:
         r"""Participant ``name``'s utility as a model on the unit-cube designs

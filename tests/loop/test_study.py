@@ -126,3 +126,29 @@ def test_bad_settings_and_names_are_refused(tmp_path):
     with pytest.raises(InputDataError, match=r"was closed"):
         study.ask("ann")
     PopulationStudy.resume(tmp_path).close()  # released
+
+
+def test_fixed_hyperparameters_are_used_instead_of_a_fit(monkeypatch):
+    study = PopulationStudy(BOUNDS, seed=1, acqf_options=SMALL)
+    _run(study, _people(["ann", "bob"]), rounds=3)
+    hyper = study.hyperparameters()
+    assert all(k.startswith("covar_module.") for k in hyper)
+    other = PopulationStudy(BOUNDS, seed=1, acqf_options=SMALL)
+    for name in ("ann", "bob"):
+        for t in study.history(name):
+            other.tell(name, t.answer, t.options)
+    other.tell("cy", 0, torch.tensor([[0.1, 0.2], [0.8, 0.3]]).double())
+    other.fix_hyperparameters(hyper)
+    fits = []
+    monkeypatch.setattr(
+        "prefbo.loop.study.fit_gpytorch_mll", lambda mll: fits.append(mll)
+    )
+    model = other.model
+    assert fits == []  # no fit: the given hyperparameters
+    for k, v in hyper.items():
+        torch.testing.assert_close(model.state_dict()[k], v)
+    other.fix_hyperparameters(None)  # fits again
+    assert other.model is not None
+    assert len(fits) == 1
+    with pytest.raises(InputDataError, match="is not a hyperparameter of"):
+        other.fix_hyperparameters({"likelihood.nothing": torch.tensor(1.0)})
