@@ -42,12 +42,24 @@ class QuestionEngine:
         config: The study.
         answered: Every answered question (rows of
             :meth:`~prefbo.serve.store.Store.answered`).
+        hyperparameters: The population model's kernel hyperparameters from
+            an earlier fit (:meth:`~prefbo.loop.PopulationStudy.hyperparameters`)
+            to use instead of a fit; ``None``: fit them.
+
+    Attributes:
+        hyperparameters: Those used by the last population model (fitted
+            once here where none were given), for a later engine.
     """
 
-    def __init__(self, config: StudyConfig, answered: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        config: StudyConfig,
+        answered: list[dict[str, Any]],
+        hyperparameters: dict[str, Tensor] | None = None,
+    ) -> None:
         self.config = config
         self.answered = [a for a in answered if _told(a)]
-        self._study: PopulationStudy | None = None
+        self.hyperparameters = hyperparameters
 
     def _population(self, pending: dict[int, list] | None = None) -> PopulationStudy:
         c = self.config
@@ -62,6 +74,10 @@ class QuestionEngine:
             study.tell(str(a["participant_id"]), a["choice"], _tensor(a["options"]))
         for pid, (options, choice) in (pending or {}).items():
             study.tell(str(pid), choice, options)
+        if self.hyperparameters is not None:
+            study.fix_hyperparameters(self.hyperparameters)
+        elif self.answered or pending:
+            self.hyperparameters = study.hyperparameters()  # the one fit
         return study
 
     def _individual(self, pid: int, pending: Any = None) -> PreferentialOptimizer:

@@ -35,14 +35,43 @@ def config_from_store(store: Store, root: Any = ".") -> StudyConfig:
     return study_from_dict(source, root=root, name="stored study")
 
 
+class Hyperparameters:
+    r"""A worker's population hyperparameters between rounds: refitted once
+    the answers have grown by a quarter (and by at least :data:`REFIT_MIN`)
+    since the last fit, reused in between (a round then costs EP runs and
+    the questions, not fits)."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] | None = None
+        self.at = 0
+
+    def current(self, answers: int) -> dict[str, Any] | None:
+        r"""The hyperparameters to use at ``answers`` answers (``None``: fit)."""
+        if answers >= max(self.at + REFIT_MIN, 1.25 * self.at):
+            return None
+        return self.state
+
+    def update(self, engine: QuestionEngine, answers: int, used: Any) -> None:
+        if used is None and engine.hyperparameters is not None:
+            self.state, self.at = engine.hyperparameters, answers
+
+
+REFIT_MIN = 10  # answers
+
+
 def work_once(
-    store: Store, config: StudyConfig, index: int = 0, workers: int = 1
+    store: Store,
+    config: StudyConfig,
+    index: int = 0,
+    workers: int = 1,
+    hyper: Hyperparameters | None = None,
 ) -> int:
     r"""One round: questions for every participant of this worker who needs
-    one, those who have looked at their question longest first; each is
-    stored as soon as it is made, unless the participant has moved past it
-    meanwhile (shown a uniform question for lack of it). Returns how many
-    were stored."""
+    one, those who have looked at their question longest first. Each is
+    stored as soon as it is made, as the participant's next question then:
+    one who moved on meanwhile (shown a uniform question for lack of it)
+    gets it one question later, made without their newest answer, as a
+    batch of Bayesian optimisation is. Returns how many were stored."""
     needing = {
         pid: v
         for pid, v in needing_questions(store, config).items()
@@ -51,24 +80,30 @@ def work_once(
     if not needing:
         return 0
     order = sorted(needing, key=lambda pid: needing[pid][3])
-    engine = QuestionEngine(config, store.answered())
+    answered = store.answered()
+    used = None if hyper is None else hyper.current(len(answered))
+    engine = QuestionEngine(config, answered, used)
     stored = 0
     for pid, options in engine.propose_each({pid: needing[pid][1] for pid in order}):
-        seq, _, answers, _ = needing[pid]
-        still = needing_questions(store, config, [pid]).get(pid)
-        if still is not None and still[0] == seq:
-            stored += queue(store, pid, seq, options.tolist(), answers)
+        now = needing_questions(store, config, [pid]).get(pid)
+        if now is not None:
+            stored += queue(store, pid, now[0], options.tolist(), needing[pid][2])
+        if hyper is not None:  # fitted by the first proposal
+            hyper.update(engine, len(answered), used)
+            hyper = None
     return stored
 
 
-def snapshot_once(store: Store, config: StudyConfig, last: int) -> int:
+def snapshot_once(
+    store: Store, config: StudyConfig, last: int, hyper: Hyperparameters | None = None
+) -> int:
     r"""Store the favourites if the answers changed since ``last`` (a count);
     returns the count they were made at."""
     answers = store.count_answers()
     if answers == last:
         return last
     pids = [p["id"] for p in store.participants()]
-    engine = QuestionEngine(config, store.answered())
+    engine = QuestionEngine(config, store.answered(), hyper and hyper.state)
     store.add_snapshot(answers, engine.favourites(pids))
     return answers
 
@@ -90,13 +125,14 @@ def run_worker(
     store = Store(url)
     config = config_from_store(store, root)
     last, next_snapshot = -1, 0.0
+    hyper = Hyperparameters()
     parent = os.getppid() if parent is None else parent
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     while not stop.is_set() and os.getppid() == parent:
         try:
-            made = work_once(store, config, index, workers)
+            made = work_once(store, config, index, workers, hyper)
             if index == 0 and time.monotonic() >= next_snapshot:
-                last = snapshot_once(store, config, last)
+                last = snapshot_once(store, config, last, hyper)
                 next_snapshot = time.monotonic() + snapshot_every
         except Exception:  # a failed round is logged; the next one retries
             log.exception("worker %d: a round failed", index)

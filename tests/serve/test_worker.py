@@ -6,6 +6,7 @@ import time
 from prefbo.serve import flow
 from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.worker import (
+    Hyperparameters,
     config_from_store,
     run_worker,
     snapshot_once,
@@ -51,7 +52,7 @@ def test_the_loop_stops_on_its_event(store, make_config):
     run_worker(store.url, ".", stop)  # returns at once
 
 
-def test_a_question_the_participant_has_moved_past_is_not_stored(
+def test_a_participant_who_moved_on_gets_the_question_one_later(
     store, make_config, monkeypatch
 ):
     config = make_config()
@@ -62,13 +63,18 @@ def test_a_question_the_participant_has_moved_past_is_not_stored(
     def meanwhile(self, shown):
         for item in real(self, shown):
             # the participant answers while the worker fits: question 1 is
-            # shown at once (uniform), so the worker's question 1 is stale
+            # shown at once (uniform), so the worker's goes to question 2
             flow.answer(store, config, pid, q["question_id"], 0)
             yield item
 
     monkeypatch.setattr(QuestionEngine, "propose_each", meanwhile)
-    assert work_once(store, config) == 0
-    assert [r["origin"] for r in store.questions_of(pid)] == ["random", "random"]
+    assert work_once(store, config) == 1
+    rows = store.questions_of(pid)
+    assert [(r["seq"], r["origin"], r["based_on"]) for r in rows] == [
+        (0, "random", 0),
+        (1, "random", 1),
+        (2, "model", 0),
+    ]
 
 
 def test_a_worker_ends_when_its_server_is_killed(tmp_path):
@@ -103,3 +109,20 @@ def _running(pid):
             return f.read().split(") ")[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_hyperparameters_are_refitted_as_the_answers_grow(store, make_config):
+    config = make_config()
+    hyper = Hyperparameters()
+    assert hyper.current(0) is None
+    a, b = store.add_participant("ta", "a"), store.add_participant("tb", "b")
+    for pid in (a, b):
+        q = flow.current(store, config, pid)
+        for _ in range(2):
+            q = flow.answer(store, config, pid, q["question_id"], 0)
+    assert work_once(store, config, hyper=hyper) == 2  # fits once
+    assert hyper.at == 4 and hyper.state is not None
+    assert hyper.current(13) is hyper.state  # fewer than 10 new answers
+    assert hyper.current(14) is None  # 10 more: refit
+    hyper.at = 100
+    assert hyper.current(124) is hyper.state and hyper.current(125) is None
