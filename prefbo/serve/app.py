@@ -257,7 +257,7 @@ class StudyApp:
             "researcher.html",
             token=token,
             status=status,
-            join_url=f"/join/{self.join_code}",
+            join_url=f"{str(request.base_url).rstrip('/')}/join/{self.join_code}",
             answers_plot=answers_over_time(times),
             slice_plots=[(s["name"], utility_slice(s)) for s in slices],
         )

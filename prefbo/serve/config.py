@@ -14,6 +14,7 @@ Example (``study.toml``)::
     kind = "population"   # one model of everyone (q = 2), or "individual"
     inference = "ep"      # or "laplace"
     strategy = "eubo"     # population: eubo | random; individual: any
+                          # strategy for q (default eubo at q = 2, else qeubo)
     initial_random = 2
 
     [[space]]             # as space.json's entries (or space = "space.json")
@@ -38,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputDataError, PrefboError
+from prefbo.loop import PreferentialOptimizer
 from prefbo.space import ItemPool, Space
 from prefbo.space.space import variable_from_dict
 
@@ -116,9 +118,14 @@ def load_study(path: str | Path) -> StudyConfig:
 
 
 def study_from_dict(
-    data: dict[str, Any], root: Path | str = ".", name: str = "study"
+    data: dict[str, Any],
+    root: Path | str = ".",
+    name: str = "study",
+    check_files: bool = True,
 ) -> StudyConfig:
-    r"""A :class:`StudyConfig` from the parsed study (see :func:`load_study`)."""
+    r"""A :class:`StudyConfig` from the parsed study (see :func:`load_study`);
+    ``check_files=False`` leaves the display's files unchecked (a replay or
+    export reads the database only)."""
     root = Path(root)
 
     def fail(where: str, message: str) -> StudyFileError:
@@ -163,11 +170,19 @@ def study_from_dict(
                 f"must be 2 with model.kind = 'population'; got {q} "
                 "(use model.kind = 'individual' for 3 or 4 options).",
             )
-    elif not isinstance(strategy, str):
-        raise fail("model.strategy", f"must be a strategy name; got {strategy!r}.")
+    else:
+        strategy = model.get("strategy", "eubo" if q == 2 else "qeubo")
+        if not isinstance(strategy, str):
+            raise fail("model.strategy", f"must be a strategy name; got {strategy!r}.")
     initial = _int(model, "initial_random", 2, 1, 10_000, fail, "model.")
     space = _space(data.get("space"), root, fail)
-    display = _display(data.get("display", {"kind": "values"}), space, root, fail)
+    if kind == "individual":
+        try:  # what each participant's optimiser will be: checked now
+            PreferentialOptimizer(space, model=inference, strategy=strategy, q=q)
+        except PrefboError as e:
+            raise fail("model.strategy", f"= {strategy!r} does not fit: {e}") from e
+    entry = data.get("display", {"kind": "values"})
+    display = _display(entry, space, root, fail) if check_files else dict(entry)
     return StudyConfig(
         title=title,
         instructions=instructions,

@@ -34,8 +34,9 @@ class Renderer:
     r"""Renders a study's options; checks a callable at start-up.
 
     Raises:
-        StudyFileError: ``display.function`` cannot be imported or is not
-            callable.
+        StudyFileError: ``display.function`` cannot be imported, is not
+            callable, or fails or returns something else than ``(bytes,
+            mime type)`` on a sample design.
     """
 
     def __init__(self, config: StudyConfig) -> None:
@@ -47,6 +48,12 @@ class Renderer:
             self._function = load_callable(config.display["function"], config.root)
         if self.kind == "files":
             self._folder = (config.root / config.display["folder"]).resolve()
+        if self.kind == "callable":  # one design now: a wrong return stops here
+            sample = config.space.decode(config.space.sample(1, seed=0))[0]
+            try:
+                self.render(sample)
+            except RenderError as e:
+                raise StudyFileError(f"display.function: {e}") from e
 
     def mime(self, values: dict[str, Any]) -> str | None:
         r"""The mime type of an option (``None`` for ``values``)."""

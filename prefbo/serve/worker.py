@@ -15,11 +15,12 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from typing import Any
 
-from prefbo.serve.config import StudyConfig, study_from_dict
+from prefbo.serve.config import StudyConfig, StudyFileError, study_from_dict
 from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.flow import needing_questions, queue
 from prefbo.serve.store import Store
@@ -27,12 +28,21 @@ from prefbo.serve.store import Store
 log = logging.getLogger("prefbo.serve")
 
 
-def config_from_store(store: Store, root: Any = ".") -> StudyConfig:
-    r"""The study stored in the database."""
+def config_from_store(
+    store: Store, root: Any = ".", check_files: bool = True
+) -> StudyConfig:
+    r"""The study stored in the database (``check_files=False``: without
+    looking for the display's files, for a replay or export).
+
+    Raises:
+        StudyFileError: The database holds no study.
+    """
     source = store.study_source()
     if source is None:
-        raise RuntimeError("the database holds no study.")
-    return study_from_dict(source, root=root, name="stored study")
+        raise StudyFileError(f"the database {store.url} holds no study.")
+    return study_from_dict(
+        source, root=root, name="stored study", check_files=check_files
+    )
 
 
 class Hyperparameters:
@@ -122,6 +132,7 @@ def run_worker(
     or the server that started it (process ``parent``, by default this
     process's parent) is gone (killed: its workers do not outlive it). Index
     0 also keeps the researcher's favourites up to date."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops us (stop)
     store = Store(url)
     config = config_from_store(store, root)
     last, next_snapshot = -1, 0.0

@@ -6,7 +6,7 @@ import pytest
 from prefbo.cli import main as prefbo_main
 from prefbo.serve import flow
 from prefbo.serve.cli import main, open_study, replay
-from prefbo.serve.config import StudyFileError
+from prefbo.serve.config import StudyFileError, study_from_dict
 
 
 def _study_db(tmp_path, make_config, answers=3):
@@ -55,3 +55,25 @@ def test_start_up_errors_name_the_field(tmp_path, capsys):
         main(["replay"])
     with pytest.raises(SystemExit):
         main([])
+
+
+def test_export_and_replay_need_no_display_files(tmp_path):
+    (tmp_path / "img").mkdir()
+    for name in "ab":
+        (tmp_path / "img" / f"{name}.png").write_bytes(b"x")
+    pool = [
+        {"name": "dish", "type": "items", "ids": ["a", "b"], "features": [[0.0], [1.0]]}
+    ]
+    display = {"kind": "files", "folder": "img", "pattern": "{dish}.png"}
+    config = study_from_dict({"space": pool, "display": display}, root=tmp_path)
+    store = open_study(config, f"sqlite:///{tmp_path / 'pool.db'}")
+    pid = store.add_participant("t", "p")
+    q = flow.current(store, config, pid)
+    flow.answer(store, config, pid, q["question_id"], 0)
+    for f in (tmp_path / "img").iterdir():
+        f.unlink()
+    (tmp_path / "img").rmdir()  # elsewhere, or the media gone
+    text = io.StringIO()
+    assert main(["export", str(tmp_path / "pool.db")], out=text) == 0
+    assert "option0.dish" in text.getvalue()
+    assert replay(str(tmp_path / "pool.db"))["answers"] == 1

@@ -64,7 +64,7 @@ def test_a_json_study_and_a_space_file(tmp_path):
         json.dumps({"space": "space.json", "q": 3, "model": {"kind": "individual"}})
     )
     c = load_study(tmp_path / "study.json")
-    assert c.space.names == ["x"] and c.q == 3 and c.strategy == "eubo"
+    assert c.space.names == ["x"] and c.q == 3 and c.strategy == "qeubo"
 
 
 @pytest.mark.parametrize(
@@ -126,3 +126,28 @@ def test_unreadable_and_invalid_files(tmp_path):
     (tmp_path / "list.json").write_text("[1, 2]")
     with pytest.raises(StudyFileError, match="must be a table"):
         load_study(tmp_path / "list.json")
+
+
+def test_an_individual_strategy_must_fit_q(tmp_path):
+    individual = {"kind": "individual", "strategy": "eubo"}
+    with pytest.raises(StudyFileError, match=r"model.strategy = 'eubo' does not fit"):
+        study_from_dict({"space": SPACE, "q": 3, "model": individual}, root=tmp_path)
+    c = study_from_dict(
+        {"space": SPACE, "q": 3, "model": {"kind": "individual"}}, root=tmp_path
+    )
+    assert c.strategy == "qeubo"  # the default for q > 2
+    c = study_from_dict({"space": SPACE, "model": {"kind": "individual"}})
+    assert c.strategy == "eubo"
+
+
+def test_a_replay_needs_no_display_files(tmp_path):
+    pool = [
+        {"name": "dish", "type": "items", "ids": ["a", "b"], "features": [[0.0], [1.0]]}
+    ]
+    display = {"kind": "files", "folder": "gone", "pattern": "{dish}.png"}
+    with pytest.raises(StudyFileError, match="display.folder"):
+        study_from_dict({"space": pool, "display": display}, root=tmp_path)
+    c = study_from_dict(
+        {"space": pool, "display": display}, root=tmp_path, check_files=False
+    )
+    assert c.display["folder"] == "gone"

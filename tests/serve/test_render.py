@@ -48,9 +48,12 @@ def test_a_callable_renders_and_is_checked(tmp_path):
 
 def test_the_cache_is_bounded(tmp_path):
     calls = []
+    (tmp_path / "anyrender.py").write_text(
+        "def f(values):\n    return b'x', 'image/png'\n"
+    )
     data = {
         "space": [{"name": "x", "type": "continuous", "lower": 0.0, "upper": 1.0}],
-        "display": {"kind": "callable", "function": "prefbo.serve.demo:swatch"},
+        "display": {"kind": "callable", "function": "anyrender:f"},
     }
     r = Renderer(study_from_dict(data, root=tmp_path))
     r._function = lambda v: (calls.append(v) or b"x", "image/png")
@@ -62,3 +65,17 @@ def test_the_cache_is_bounded(tmp_path):
     with pytest.raises(RenderError, match="nothing to render"):
         r.kind = "values"
         r.render({"x": 0.9999})
+
+
+def test_a_callable_is_tried_on_a_design_at_start_up(tmp_path):
+    (tmp_path / "badret.py").write_text(
+        "def text(values):\n    return 'not bytes'\n"
+        "def boom(values):\n    raise ValueError('no')\n"
+    )
+    for name, message in [("text", "must return"), ("boom", "failed on")]:
+        data = {
+            "space": POOL,
+            "display": {"kind": "callable", "function": f"badret:{name}"},
+        }
+        with pytest.raises(StudyFileError, match=f"display.function: .*{message}"):
+            Renderer(study_from_dict(data, root=tmp_path))
