@@ -102,10 +102,11 @@ def resample_memory_bytes(
     are not counted either: with its default thresholds the resident peak
     of a warm process at 2,000 designs and 1,000 answers was up to 25 MB
     above this count in 2 of 5 runs (167 MB, below it, with
-    ``MALLOC_MMAP_THRESHOLD_=65536``). The probit model writes ``-I`` into the memory of ``Σ`` once ``Σ`` is
-    factored: freeing that ``m x m`` block raised glibc's adaptive mmap
-    threshold, so the sampler's ``m x m`` blocks went to the heap and stayed
-    resident past sampling (22 MB above this count at 1,600 answers).
+    ``MALLOC_MMAP_THRESHOLD_=65536``). The probit model writes ``-I`` into
+    the memory of ``Σ`` once ``Σ`` is factored: freeing that ``m x m`` block
+    raised glibc's adaptive mmap threshold, so the sampler's ``m x m`` blocks
+    went to the heap and stayed resident past sampling (22 MB above this
+    count at 1,600 answers).
     ``benchmarks/skew_memory.py`` measures the peak against this estimate.
 
     Args:
