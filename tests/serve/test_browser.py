@@ -327,12 +327,15 @@ def test_a_participant_takes_the_demo_study_in_a_browser(tmp_path):
         cells = participant_row(driver)
         assert cells[1] == "participant 1" and cells[2] == str(TOTAL), cells
         assert cells[4] == "yes", cells
-        deadline = time.monotonic() + 15
-        while not (
-            participant_row(driver)[5] and driver.find_elements(By.ID, "population")
-        ):
+        deadline = time.monotonic() + 40  # the workers refit every few seconds
+
+        def fitted_on_all(d):
+            found = d.find_elements(By.ID, "population")
+            return found and f"after {TOTAL} answers" in found[0].text
+
+        while not (participant_row(driver)[5] and fitted_on_all(driver)):
             assert time.monotonic() < deadline, (
-                f"no favourite on the researcher's page after 15 s: "
+                f"no favourite of all answers on the researcher's page after 40 s: "
                 f"{participant_row(driver)}\n{server.output()}"
             )
             time.sleep(0.5)
