@@ -132,24 +132,33 @@ def run_worker(
     or the server that started it (process ``parent``, by default this
     process's parent) is gone (killed: its workers do not outlive it). Index
     0 also keeps the researcher's favourites up to date."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops us (stop)
     store = Store(url)
     config = config_from_store(store, root)
     last, next_snapshot = -1, 0.0
     hyper = Hyperparameters()
     parent = os.getppid() if parent is None else parent
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
-    while not stop.is_set() and os.getppid() == parent:
-        try:
-            made = work_once(store, config, index, workers, hyper)
-            if index == 0 and time.monotonic() >= next_snapshot:
-                last = snapshot_once(store, config, last, hyper)
-                next_snapshot = time.monotonic() + snapshot_every
-        except Exception:  # a failed round is logged; the next one retries
-            log.exception("worker %d: a round failed", index)
-            made = 0
-        if not made:
-            stop.wait(poll)
+    try:
+        while not stop.is_set() and os.getppid() == parent:
+            try:
+                made = work_once(store, config, index, workers, hyper)
+                if index == 0 and time.monotonic() >= next_snapshot:
+                    last = snapshot_once(store, config, last, hyper)
+                    next_snapshot = time.monotonic() + snapshot_every
+            except Exception:  # a failed round is logged; the next one retries
+                log.exception("worker %d: a round failed", index)
+                made = 0
+            if not made:
+                stop.wait(poll)
+    finally:
+        store.engine.dispose()
+
+
+def _worker_process(*args: Any, **kwargs: Any) -> None:
+    r"""A worker process: :func:`run_worker`, deaf to the terminal's Ctrl-C
+    (the server stops its workers through their event)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    run_worker(*args, **kwargs)
 
 
 def _watch(parent: int, every: float = 0.5) -> None:
@@ -167,7 +176,7 @@ def start_workers(url: str, root: str, workers: int) -> tuple[list, Any]:
     stop = ctx.Event()
     procs = [
         ctx.Process(
-            target=run_worker,
+            target=_worker_process,
             args=(url, root, stop, i, workers),
             kwargs={"parent": os.getpid()},
             name=f"prefbo-worker-{i}",

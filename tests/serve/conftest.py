@@ -1,12 +1,19 @@
+import os
+
 import pytest
+from sqlalchemy import create_engine
 
 from prefbo.serve.config import study_from_dict
-from prefbo.serve.store import Store
+from prefbo.serve.store import Store, metadata
 
 SPACE = [
     {"name": "sweetness", "type": "continuous", "lower": 0.0, "upper": 10.0},
     {"name": "size", "type": "integer", "lower": 1, "upper": 5},
 ]
+
+# an SQLAlchemy URL of an empty PostgreSQL database the tests may fill and
+# drop (.ci/run starts one): the store's tests then run on it too
+POSTGRES = os.environ.get("PREFBO_TEST_POSTGRES")
 
 
 @pytest.fixture
@@ -18,8 +25,23 @@ def make_config(tmp_path):
     return make
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = Store(f"sqlite:///{tmp_path / 'study.db'}")
+def _drop_all(url):
+    engine = create_engine(url)
+    metadata.drop_all(engine)
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'study.db'}"
+    elif POSTGRES is None:
+        pytest.skip("PREFBO_TEST_POSTGRES names no PostgreSQL database")
+    else:
+        url = POSTGRES
+        _drop_all(url)
+    s = Store(url)
     yield s
     s.engine.dispose()
+    if request.param == "postgresql":
+        _drop_all(url)
