@@ -226,7 +226,7 @@ class StudyApp:
                 raise HTTPException(404, "no such question for this participant.")
             if not 0 <= index < len(rows[0]["options"]):
                 raise HTTPException(404, "no such option.")
-            values = self.config.space.decode(flow.options_tensor(rows[0]["options"]))
+            values = flow.option_values(self.config, rows[0]["options"])
             try:
                 return self.renderer.render(values[index])
             except RenderError as e:

@@ -16,14 +16,9 @@ import csv
 import io
 from typing import Any
 
-import torch
-
 from prefbo.serve.config import StudyConfig
+from prefbo.serve.flow import option_values
 from prefbo.serve.store import SCHEMA_VERSION, Store
-
-
-def _values(config: StudyConfig, options: list) -> list[dict[str, Any]]:
-    return config.space.decode(torch.tensor(options, dtype=torch.float64))
 
 
 def export_csv(store: Store, config: StudyConfig) -> str:
@@ -57,7 +52,7 @@ def export_csv(store: Store, config: StudyConfig) -> str:
             "" if q["choice"] is None else q["choice"],
             int(bool(q["no_preference"])),
         ]
-        for values in _values(config, q["options"]):
+        for values in option_values(config, q["options"]):
             row += [values[n] for n in names]
         writer.writerow(row)
     return buffer.getvalue()
@@ -71,7 +66,7 @@ def export_json(store: Store, config: StudyConfig) -> dict[str, Any]:
         for q in store.questions_of(p["id"]):
             if q["shown_at"] is None and q["answered_at"] is None:
                 continue  # made by a worker, never shown
-            q["values"] = _values(config, q["options"])
+            q["values"] = option_values(config, q["options"])
             q["no_preference"] = bool(q["no_preference"])
             questions.append(q)
     return {

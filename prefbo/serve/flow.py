@@ -24,7 +24,6 @@ from typing import Any
 import torch
 from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from torch import Tensor
 
 from prefbo.serve.config import StudyConfig
 from prefbo.serve.store import Store, log_event, participants, questions
@@ -61,7 +60,7 @@ def _public(row: dict[str, Any], config: StudyConfig, answers: int) -> dict[str,
         "done": False,
         "question_id": row["id"],
         "seq": row["seq"],
-        "options": config.space.decode(options_tensor(options)),
+        "options": option_values(config, options),
         "q": config.q,
         "answered": answers,
         "total": config.answers_per_participant,
@@ -69,8 +68,10 @@ def _public(row: dict[str, Any], config: StudyConfig, answers: int) -> dict[str,
     }
 
 
-def options_tensor(options: list) -> Tensor:
-    return torch.tensor(options, dtype=torch.float64)
+def option_values(config: StudyConfig, options: list) -> list[dict[str, Any]]:
+    r"""Stored options (model points, JSON lists) as the person saw them:
+    dicts by variable name."""
+    return config.space.decode(torch.tensor(options, dtype=torch.float64))
 
 
 def _done(config: StudyConfig, answers: int) -> dict[str, Any]:
