@@ -430,13 +430,17 @@ class PreferentialOptimizer(FittedModels):
         u = torch.rand(k, self.dim, generator=gen, dtype=torch.float64)  # k x d
         return self.bounds[0] + (self.bounds[1] - self.bounds[0]) * u
 
+    def _fixed_option(self) -> Tensor | None:
+        r"""The ``d`` design every new question starts with, or ``None``."""
+        if self.keep_winner and self._tells:
+            last = self._tells[-1]
+            return last.options[last.answer]
+        return None
+
     def _next_question(self) -> Tensor:
         k = len(self._tells)
         step_seed = self.seed * 1_000_003 + k
-        fixed = None
-        if self.keep_winner and self._tells:
-            last = self._tells[-1]
-            fixed = last.options[last.answer]  # d
+        fixed = self._fixed_option()
         n_new = self.q - (fixed is not None)
         if k < self.initial_random or not self._strategy.uses_model:
             new = self._uniform(n_new, step_seed, fixed)
