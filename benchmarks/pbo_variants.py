@@ -20,6 +20,18 @@ Each variant changes one thing of ``PreferentialOptimizer``'s default:
 - ``cold-refits``: ``warm_start_fits=False`` (every refit starts at the
   default hyperparameters instead of the previous fit's: does the chain of
   warm starts keep a fit in a basin the answers have left?);
+- ``os-box-0.9-100``: BoTorch's box prior on the outputscale raised at its
+  lower end to ``SmoothedBox(0.9, 100)`` (fits at 0.01 take the person for
+  a coin and stop learning);
+- ``keep-winner``: ``keep_winner=True`` (every question keeps the last
+  answer's winner);
+- ``keep-best``: every question keeps the current recommendation, the other
+  option maximises EUBO given it;
+- ``thompson``: ``strategy="ts"``;
+- ``laplace``: ``model="laplace"``;
+- ``sticky-0.9``, ``sticky-0.75``: the recommendation (the incumbent) stays
+  until a told design of higher posterior mean beats it with posterior
+  probability above 0.9 (0.75);
 - ``outputscale-grid-mixture``: four EP models whose outputscales are fixed
   at 1, 10, 100 and 1,000 (lengthscales fitted, warm-started along the
   answers), weighted after every answer by their evidence (plus the
@@ -36,7 +48,7 @@ Runs are appended to a JSON-lines store (default
 both of ``(r + 0.001) / (r_default + 0.001)`` after 30 and 60 answers (below
 1: the variant is better), and per variant the count of runs above 3x the
 default's median regret of their cell. Findings:
-``results/pbo_regret_diagnosis.md``, sections 6 and 7.
+``results/pbo_regret_diagnosis.md``, sections 6-10.
 
 Run single-threaded, e.g.::
 
@@ -207,11 +219,53 @@ class MixtureLoop:
         return designs[int(mean.argmax())].clone()
 
 
+class KeepBestOptimizer(pbo_regret.PreferentialOptimizer):
+    r"""The loop asking its current recommendation against a new option."""
+
+    def _fixed_option(self) -> Tensor | None:
+        return self.best()[0] if self._tells else None
+
+
+class KeepBestLoop(pbo_regret.PrefboLoop):
+    r"""The default with every question ``[best(), EUBO's other option]``."""
+
+    def __init__(self, u: pbo_regret.Utility, seed: int, **kwargs: Any) -> None:
+        self.opt = KeepBestOptimizer(u.bounds, seed=seed, **kwargs)
+
+
+class StickyBestLoop(pbo_regret.PrefboLoop):
+    r"""The default, keeping its recommendation (the incumbent) until a told
+    design of higher posterior mean is better than it with posterior
+    probability above ``threshold`` (joint posterior of the two)."""
+
+    def __init__(self, u: pbo_regret.Utility, seed: int, threshold: float) -> None:
+        super().__init__(u, seed)
+        self.threshold = threshold
+        self.incumbent: Tensor | None = None
+
+    def best(self) -> Tensor:  # noqa: D102
+        x = self.opt.best()[0]
+        if self.incumbent is None or torch.equal(x, self.incumbent):
+            self.incumbent = x
+            return x
+        Z = self.opt._to_model(torch.stack([x, self.incumbent]))
+        with torch.no_grad():
+            post = self.opt.model.posterior(Z)
+            m = post.mean.reshape(-1)
+            C = post.mvn.covariance_matrix.reshape(2, 2)
+        sd = (C[0, 0] + C[1, 1] - 2 * C[0, 1]).clamp_min(1e-12).sqrt()
+        p = torch.distributions.Normal(0.0, 1.0).cdf((m[0] - m[1]) / sd)
+        if float(p) > self.threshold:
+            self.incumbent = x
+        return self.incumbent
+
+
 VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
     BASE: lambda u, seed: pbo_regret.PrefboLoop(u, seed),
     "os-lognormal-30": lognormal_loop(30.0, 1.5, 200.0),
     "os-lognormal-100": lognormal_loop(100.0, 2.0, 2000.0),
     "os-box-10000": box_loop(0.01, 1e4),
+    "os-box-0.9-100": box_loop(0.9, 100.0),
     "recommend-mean-minus-sd": lambda u, seed: MeanMinusSdLoop(u, seed),
     "resolved-repeats-allowed": lambda u, seed: pbo_regret.PrefboLoop(
         u, seed, avoid_resolved=False
@@ -219,6 +273,12 @@ VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
     "cold-refits": lambda u, seed: pbo_regret.PrefboLoop(
         u, seed, warm_start_fits=False
     ),
+    "keep-winner": lambda u, seed: pbo_regret.PrefboLoop(u, seed, keep_winner=True),
+    "keep-best": lambda u, seed: KeepBestLoop(u, seed),
+    "sticky-0.9": lambda u, seed: StickyBestLoop(u, seed, 0.9),
+    "sticky-0.75": lambda u, seed: StickyBestLoop(u, seed, 0.75),
+    "thompson": lambda u, seed: pbo_regret.PrefboLoop(u, seed, strategy="ts"),
+    "laplace": lambda u, seed: pbo_regret.PrefboLoop(u, seed, model="laplace"),
     "outputscale-grid-mixture": lambda u, seed: MixtureLoop(u, seed),
     "eubo-optimize-acqf-control": lambda u, seed: MixtureLoop(u, seed, grid=None),
 }
