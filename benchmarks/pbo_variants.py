@@ -254,7 +254,7 @@ class StickyBestLoop(pbo_regret.PrefboLoop):
             m = post.mean.reshape(-1)
             C = post.mvn.covariance_matrix.reshape(2, 2)
         sd = (C[0, 0] + C[1, 1] - 2 * C[0, 1]).clamp_min(1e-12).sqrt()
-        p = torch.distributions.Normal(0.0, 1.0).cdf((m[0] - m[1]) / sd)
+        p = torch.special.ndtr((m[0] - m[1]) / sd)
         if float(p) > self.threshold:
             self.incumbent = x
         return self.incumbent
