@@ -5,7 +5,9 @@ standardised over their box, the simulated person's noise σ in those units,
 the same 4 random pairs first); only the *tuning* seeds are meant for it.
 Each variant changes one thing of ``PreferentialOptimizer``'s default:
 
-- ``default``: nothing (the reference of the comparison);
+- ``default``: the loop's default before the virtual comparisons at the
+  box's faces (``boundary_step=None``), the reference of the comparison and
+  the base of every variant below but the ``boundary`` ones;
 - ``os-lognormal-30``, ``os-lognormal-100``: the EP kernel's outputscale
   prior ``LogNormal(log 30, 1.5)`` (constraint ``(0.005, 200)``) or
   ``LogNormal(log 100, 2)`` (constraint ``(0.005, 2000)``) instead of
@@ -32,6 +34,13 @@ Each variant changes one thing of ``PreferentialOptimizer``'s default:
 - ``sticky-0.9``, ``sticky-0.75``: the recommendation (the incumbent) stays
   until a told design of higher posterior mean beats it with posterior
   probability above 0.9 (0.75);
+- ``boundary-0.05``, ``boundary-0.1``: the virtual comparisons at the faces
+  of :mod:`prefbo.loop.boundary` with ``boundary_step`` 0.05 or 0.1 (the
+  loop's default since this screen: ``boundary-0.1``);
+- ``boundary-told-0.1``, ``boundary-told-0.2``: virtual comparisons that are
+  a function of the told questions alone: one for every *told* option on a
+  face, and those of the options proposed while a question is computed
+  dropped once it is asked (:class:`BoundaryToldOptimizer`);
 - ``outputscale-grid-mixture``: four EP models whose outputscales are fixed
   at 1, 10, 100 and 1,000 (lengthscales fitted, warm-started along the
   answers), weighted after every answer by their evidence (plus the
@@ -48,7 +57,7 @@ Runs are appended to a JSON-lines store (default
 both of ``(r + 0.001) / (r_default + 0.001)`` after 30 and 60 answers (below
 1: the variant is better), and per variant the count of runs above 3x the
 default's median regret of their cell. Findings:
-``results/pbo_regret_diagnosis.md``, sections 6-10.
+``results/pbo_regret_diagnosis.md``, sections 6-11.
 
 Run single-threaded, e.g.::
 
@@ -79,6 +88,7 @@ from torch import Tensor
 
 from prefbo.acquisition import FastAnalyticEUBO
 from prefbo.kernels.defaults import default_preference_covar_module
+from prefbo.loop.answers import Answer, pairs_from
 from prefbo.mlls import PairwiseEPMLL
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -87,6 +97,10 @@ import pbo_regret  # noqa: E402
 STORE = pbo_regret.RESULTS / "pbo_regret_tuning_variants.jsonl"
 BASE = "default"
 GRID = (1.0, 10.0, 100.0, 1000.0)
+FACE_TOL = 1e-4  # an option this close to a face (unit cube) lies on it
+# the loop's default before the virtual comparisons at the faces: the base of
+# every variant screened before them (their stored runs reproduce with it)
+PREVIOUS = {"boundary_step": None}
 BUDGETS = (30, 60)
 
 
@@ -123,7 +137,9 @@ def lognormal_loop(median: float, scale: float, upper: float):
         prior = LogNormalPrior(math.log(median), scale)
         con = Interval(0.005, upper, initial_value=1.0)
         kernel = _kernel(u.dim, prior, con)
-        return pbo_regret.PrefboLoop(u, seed, model_options={"covar_module": kernel})
+        return pbo_regret.PrefboLoop(
+            u, seed, model_options={"covar_module": kernel}, **PREVIOUS
+        )
 
     return make
 
@@ -136,7 +152,9 @@ def box_loop(lower: float, upper: float):
         kernel = default_preference_covar_module(
             u.dim, outputscale_bounds=(lower, upper)
         )
-        return pbo_regret.PrefboLoop(u, seed, model_options={"covar_module": kernel})
+        return pbo_regret.PrefboLoop(
+            u, seed, model_options={"covar_module": kernel}, **PREVIOUS
+        )
 
     return make
 
@@ -181,13 +199,14 @@ class MixtureLoop:
         self.u, self.seed, self.answers = u, seed, 0
         make = pbo_regret.PreferentialOptimizer
         if grid is None:
-            self.opts = [make(u.bounds, seed=seed)]
+            self.opts = [make(u.bounds, seed=seed, **PREVIOUS)]
         else:
             self.opts = [
                 make(
                     u.bounds,
                     seed=seed,
                     model_options={"covar_module": fixed_outputscale_kernel(u.dim, g)},
+                    **PREVIOUS,
                 )
                 for g in grid
             ]
@@ -239,7 +258,7 @@ class StickyBestLoop(pbo_regret.PrefboLoop):
     probability above ``threshold`` (joint posterior of the two)."""
 
     def __init__(self, u: pbo_regret.Utility, seed: int, threshold: float) -> None:
-        super().__init__(u, seed)
+        super().__init__(u, seed, **PREVIOUS)
         self.threshold = threshold
         self.incumbent: Tensor | None = None
 
@@ -260,25 +279,99 @@ class StickyBestLoop(pbo_regret.PrefboLoop):
         return self.incumbent
 
 
+def face_comparisons(opt: Any, options: Tensor, step: float) -> list[Answer]:
+    r"""The virtual comparisons "the design ``step`` inside ≻ the option",
+    one per face of the unit cube each of ``options`` (``q x d``, the box)
+    lies on."""
+    out = []
+    for z in opt._to_model(options):
+        for d in range(z.shape[-1]):
+            inner = z.clone()
+            if z[d] <= FACE_TOL:
+                inner[d] = step
+            elif z[d] >= 1 - FACE_TOL:
+                inner[d] = 1 - step
+            else:
+                continue
+            out.append(Answer(-1, opt._from_model(torch.stack([inner, z])), 0))
+    return out
+
+
+class BoundaryToldOptimizer(pbo_regret.PreferentialOptimizer):
+    r"""Virtual comparisons that are a function of the told answers alone:
+    one for every told option on a face, and while a question is asked, one
+    for every option proposed on a face (the question is asked again, at most
+    ``rounds`` times; these are dropped once it is asked)."""
+
+    def __init__(self, *args: Any, step: float, rounds: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.step, self.rounds = step, rounds
+        self._temporary: list[Answer] = []
+
+    def _model_data(self, tells=None):
+        events: list[Answer] = []
+        for t in self._tells if tells is None else tells:
+            events += [t, *face_comparisons(self, t.options, self.step)]
+        if tells is None:
+            events += self._temporary
+        designs, comps = pairs_from(events)
+        return self._to_model(designs), comps
+
+    def _next_question(self) -> Tensor:
+        k = len(self._tells)
+        self._temporary = []
+        for r in range(self.rounds + 1):
+            question = super()._next_question()
+            if r == self.rounds or k < self.initial_random:
+                break
+            new = face_comparisons(self, question, self.step)
+            if not new:
+                break
+            self._temporary += new
+            self._model = None  # rebuilt with them
+        if self._temporary:
+            self._temporary, self._model = [], None
+        return question
+
+
+class BoundaryToldLoop(pbo_regret.PrefboLoop):
+    r"""The default with :class:`BoundaryToldOptimizer`'s virtual comparisons."""
+
+    def __init__(self, u: pbo_regret.Utility, seed: int, step: float) -> None:
+        self.opt = BoundaryToldOptimizer(
+            u.bounds, seed=seed, step=step, rounds=3, **PREVIOUS
+        )
+
+
 VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
-    BASE: lambda u, seed: pbo_regret.PrefboLoop(u, seed),
+    BASE: lambda u, seed: pbo_regret.PrefboLoop(u, seed, **PREVIOUS),
     "os-lognormal-30": lognormal_loop(30.0, 1.5, 200.0),
     "os-lognormal-100": lognormal_loop(100.0, 2.0, 2000.0),
     "os-box-10000": box_loop(0.01, 1e4),
     "os-box-0.9-100": box_loop(0.9, 100.0),
-    "recommend-mean-minus-sd": lambda u, seed: MeanMinusSdLoop(u, seed),
+    "recommend-mean-minus-sd": lambda u, seed: MeanMinusSdLoop(u, seed, **PREVIOUS),
     "resolved-repeats-allowed": lambda u, seed: pbo_regret.PrefboLoop(
-        u, seed, avoid_resolved=False
+        u, seed, avoid_resolved=False, **PREVIOUS
     ),
     "cold-refits": lambda u, seed: pbo_regret.PrefboLoop(
-        u, seed, warm_start_fits=False
+        u, seed, warm_start_fits=False, **PREVIOUS
     ),
-    "keep-winner": lambda u, seed: pbo_regret.PrefboLoop(u, seed, keep_winner=True),
-    "keep-best": lambda u, seed: KeepBestLoop(u, seed),
+    "keep-winner": lambda u, seed: pbo_regret.PrefboLoop(
+        u, seed, keep_winner=True, **PREVIOUS
+    ),
+    "keep-best": lambda u, seed: KeepBestLoop(u, seed, **PREVIOUS),
     "sticky-0.9": lambda u, seed: StickyBestLoop(u, seed, 0.9),
     "sticky-0.75": lambda u, seed: StickyBestLoop(u, seed, 0.75),
-    "thompson": lambda u, seed: pbo_regret.PrefboLoop(u, seed, strategy="ts"),
-    "laplace": lambda u, seed: pbo_regret.PrefboLoop(u, seed, model="laplace"),
+    "thompson": lambda u, seed: pbo_regret.PrefboLoop(
+        u, seed, strategy="ts", **PREVIOUS
+    ),
+    "laplace": lambda u, seed: pbo_regret.PrefboLoop(
+        u, seed, model="laplace", **PREVIOUS
+    ),
+    "boundary-0.05": lambda u, seed: pbo_regret.PrefboLoop(u, seed, boundary_step=0.05),
+    "boundary-0.1": lambda u, seed: pbo_regret.PrefboLoop(u, seed, boundary_step=0.1),
+    "boundary-told-0.1": lambda u, seed: BoundaryToldLoop(u, seed, step=0.1),
+    "boundary-told-0.2": lambda u, seed: BoundaryToldLoop(u, seed, step=0.2),
     "outputscale-grid-mixture": lambda u, seed: MixtureLoop(u, seed),
     "eubo-optimize-acqf-control": lambda u, seed: MixtureLoop(u, seed, grid=None),
 }

@@ -19,11 +19,17 @@ from prefbo.utils.checks import describe
 
 @dataclass(frozen=True)
 class Answer:
-    r"""One told answer: the ``q x d`` options and the chosen index."""
+    r"""One told answer: the ``q x d`` options and the chosen index.
+
+    ``virtual``: the ``k x 2 x d`` virtual comparisons ``[inner, face]``
+    ("``inner`` ≻ ``face``") made while its question was computed
+    (:mod:`prefbo.loop.boundary`), or ``None``.
+    """
 
     seq: int
     options: Tensor
     answer: int
+    virtual: Tensor | None = None
 
 
 def _outside_box(options: Tensor, bounds: Tensor, row: str = "option") -> str | None:
@@ -185,6 +191,32 @@ def check_answer(answer: Any, options: Any, bounds: Tensor) -> tuple[Tensor, int
         )
     check_question(options, bounds)
     return options, answer
+
+
+def check_virtual(virtual: Any, bounds: Tensor) -> Tensor:
+    r"""Logged virtual comparisons: ``k x 2 x d`` finite designs in the box.
+
+    Raises:
+        InputTypeError: ``virtual`` is not numbers.
+        InputDataError: Not ``k x 2 x d`` (``k >= 1``), or a design not
+            finite or outside the box.
+    """
+    d = bounds.shape[-1]
+    try:
+        virtual = torch.as_tensor(virtual, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise InputTypeError(
+            f"virtual must be a k x 2 x {d} list of numbers; got {describe(virtual)}."
+        ) from None
+    if virtual.ndim != 3 or virtual.shape[0] < 1 or virtual.shape[1:] != (2, d):
+        raise InputDataError(
+            f"virtual must be a k x 2 x {d} list (k >= 1); got shape "
+            f"{tuple(virtual.shape)}."
+        )
+    outside = _outside_box(virtual.reshape(-1, d), bounds, row="design")
+    if outside is not None:
+        raise InputDataError(f"virtual must lie in the box bounds; {outside}.")
+    return virtual
 
 
 def pairs_from(tells: list[Answer]) -> tuple[Tensor, Tensor]:

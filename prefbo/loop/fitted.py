@@ -50,6 +50,7 @@ class FittedModels:
     fit_options: dict[str, Any]
     failed_fits: int
     _tells: list[Answer]
+    _proposed: list[Tensor]
     _fits: dict[int, Any]
     _model: Any
     _kind: Any
@@ -104,7 +105,18 @@ class FittedModels:
         return cube
 
     def _model_data(self, tells: list[Answer] | None = None) -> tuple[Tensor, Tensor]:
-        designs, comps = pairs_from(self._tells if tells is None else tells)
+        r"""The models' designs and comparisons of ``tells`` (default: every
+        answer, and the virtual comparisons of the question being computed),
+        each answer after the virtual comparisons made for its question
+        (:mod:`prefbo.loop.boundary`)."""
+        events: list[Answer] = []
+        for t in self._tells if tells is None else tells:
+            if t.virtual is not None:
+                events += [Answer(-1, pair, 0) for pair in t.virtual]
+            events.append(t)
+        if tells is None:
+            events += [Answer(-1, pair, 0) for pair in self._proposed]
+        designs, comps = pairs_from(events)
         return self._to_model(designs), comps
 
     def predict(self, X: Tensor) -> tuple[Tensor, Tensor]:
@@ -176,7 +188,7 @@ class FittedModels:
         if c == 0:
             if 0 not in self._fits:
                 with seeded(self.seed * 7919), expected_fit_warnings():
-                    self._fits[0] = self._kind.build(*self._model_data())
+                    self._fits[0] = self._kind.build(*self._model_data(self._tells))
             return self._fits[0]
         if c in self._fits:
             return self._fits[c]

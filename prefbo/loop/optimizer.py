@@ -7,7 +7,9 @@ The model comes from a model kind (:mod:`prefbo.loop.model_kinds`), the
 questions from a strategy (:mod:`prefbo.loop.strategies`); both are looked up
 by name, and new ones are registered there.
 
-Determinism: the state is a pure function of the answers told so far. Each
+Determinism: the state is a pure function of the answers told so far (with
+the virtual comparisons at the box's faces that an asked question carries to
+its answer, :mod:`prefbo.loop.boundary`). Each
 question is computed under a torch RNG forked and seeded by ``(seed, number
 of answers)``, and each model fit under one seeded by ``(seed, number of
 answers at that fit)`` from fresh default hyperparameters, so the same answers
@@ -36,30 +38,28 @@ from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError
 from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer, check_answer
+from prefbo.loop.boundary import DEFAULT_STEP
 from prefbo.loop.fit_warnings import expected_fit_warnings
-from prefbo.loop.fitted import FittedModels, seeded
+from prefbo.loop.fitted import FittedModels
 from prefbo.loop.model_kinds import get_model_kind
-from prefbo.loop.repeats import identical_options, not_worth_asking
+from prefbo.loop.questions import Questions
 from prefbo.loop.replay import replay
 from prefbo.loop.session import SessionLog, check_json_config
 from prefbo.loop.spaces import (
     as_space,
     check_space_options,
     check_space_size,
-    choose_options,
     encode_options,
-    random_designs,
-    takes_exact,
     unit_box,
 )
-from prefbo.loop.strategies import Question, get_strategy
+from prefbo.loop.strategies import get_strategy
 from prefbo.space import Space
-from prefbo.utils.checks import check_int, check_seed
+from prefbo.utils.checks import check_float, check_int, check_seed
 
 __all__ = ["Answer", "PreferentialOptimizer", "expected_fit_warnings"]
 
 
-class PreferentialOptimizer(FittedModels):
+class PreferentialOptimizer(Questions, FittedModels):
     r"""Ask/tell preferential BO over a box or a
     :class:`~prefbo.space.Space` (see the module docstring)."""
 
@@ -78,6 +78,7 @@ class PreferentialOptimizer(FittedModels):
         warm_start_fits: bool = True,
         unit_cube: bool = True,
         avoid_resolved: bool = True,
+        boundary_step: float | None = DEFAULT_STEP,
         fit_options: dict[str, Any] | None = None,
         acqf_options: dict[str, Any] | None = None,
         model_options: dict[str, Any] | None = None,
@@ -138,6 +139,18 @@ class PreferentialOptimizer(FittedModels):
                 whose answer the model no longer needs
                 (:mod:`prefbo.loop.repeats`). ``False``: only identical
                 options are refused, as logs written before this setting.
+            boundary_step: Tell the model that the utility rises into the
+                box from its faces (:mod:`prefbo.loop.boundary`): while a
+                question is computed, every option the strategy proposes on
+                a face becomes the loser of a virtual comparison with the
+                design this far inside (a fraction of the box's width, in
+                ``(0, 0.5]``; with a space, only its continuous and integer
+                variables have faces) and the question is computed again;
+                the comparisons made are kept with the question's answer
+                (and logged with it). It keeps EUBO from spending its
+                questions on the faces and corners, where a stationary
+                model's variance is largest. ``None``: no virtual
+                comparisons, as logs written before this setting.
             fit_options: scipy L-BFGS-B ``options`` of the Laplace and EP
                 hyperparameter refits (``fit_gpytorch_mll``'s
                 ``optimizer_kwargs["options"]``); default ``{"maxfun": 30,
@@ -163,9 +176,9 @@ class PreferentialOptimizer(FittedModels):
             InputTypeError: ``q``, ``refit_every``, ``seed`` or
                 ``initial_random`` is not an int, ``keep_winner``,
                 ``warm_start_fits``, ``unit_cube`` or ``avoid_resolved`` not a
-                bool, ``model`` or ``strategy`` not
-                a str, ``bounds`` not numbers, ``log_path`` not a path, or an
-                option of the wrong type (named).
+                bool, ``boundary_step`` not ``None`` or a float, ``model`` or
+                ``strategy`` not a str, ``bounds`` not numbers, ``log_path``
+                not a path, or an option of the wrong type (named).
             InputDataError: An unknown model kind, strategy or option key, or
                 an invalid value (named), e.g. ``bounds`` that are not
                 finite or whose width overflows.
@@ -196,6 +209,14 @@ class PreferentialOptimizer(FittedModels):
         if self.space is not None:
             check_space_size(self.space, q)
         check_int("refit_every", refit_every, 1)
+        self.boundary_step = check_float(
+            "boundary_step",
+            boundary_step,
+            minimum=0.0,
+            maximum=0.5,
+            open_minimum=True,
+            allow_none=True,
+        )
         check_seed("seed", seed)
         # the first question comes before any answer: no model to acquire with
         check_int("initial_random", initial_random, int(self._strategy.uses_model))
@@ -215,7 +236,12 @@ class PreferentialOptimizer(FittedModels):
         # prefbo.loop.repeats), replaced by uniformly random options
         self.random_fallbacks = 0
         self._tells: list[Answer] = []
+        # the virtual comparisons ([inner, face], 2 x d) of the options
+        # proposed for the question being computed (prefbo.loop.boundary);
+        # once it is asked, _pending_virtual (k x 2 x d), kept for its answer
+        self._proposed: list[Tensor] = []
         self._pending: Tensor | None = None
+        self._pending_virtual: Tensor | None = None
         self._model = None
         self.warm_start_fits = bool(warm_start_fits)
         self.unit_cube, self.avoid_resolved = bool(unit_cube), bool(avoid_resolved)
@@ -248,6 +274,7 @@ class PreferentialOptimizer(FittedModels):
             "warm_start_fits": self.warm_start_fits,
             "unit_cube": self.unit_cube,
             "avoid_resolved": self.avoid_resolved,
+            "boundary_step": self.boundary_step,
             "fit_options": self.fit_options,
             "acqf_options": self.acqf_options,
             "model_options": self.model_options,
@@ -258,7 +285,15 @@ class PreferentialOptimizer(FittedModels):
     def history(self) -> list[Answer]:
         r"""The answers in force (undone ones removed), oldest first (copies:
         editing them does not change the optimizer's data)."""
-        return [Answer(t.seq, t.options.clone(), t.answer) for t in self._tells]
+        return [
+            Answer(
+                t.seq,
+                t.options.clone(),
+                t.answer,
+                None if t.virtual is None else t.virtual.clone(),
+            )
+            for t in self._tells
+        ]
 
     @property
     def dim(self) -> int:
@@ -307,11 +342,16 @@ class PreferentialOptimizer(FittedModels):
         elif self.space is not None:
             options = encode_options(self.space, options)
         options, answer = self.check_answer(answer, options)
+        virtual = None  # the pending question's, if these are its options
+        if self._pending is not None and torch.equal(options, self._pending):
+            virtual = self._pending_virtual
         seq = len(self._tells)
         if self._log is not None:
             record = {"type": "tell", "options": options.tolist(), "answer": answer}
+            if virtual is not None:
+                record["virtual"] = virtual.tolist()
             seq = self._log.append(record)
-        self._apply_tell(options, answer, seq)
+        self._apply_tell(options, answer, seq, virtual)
 
     def undo(self) -> Answer:
         r"""Withdraw the latest answer (logged as an ``undo`` record).
@@ -355,13 +395,15 @@ class PreferentialOptimizer(FittedModels):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _apply_tell(self, options: Tensor, answer: int, seq: int) -> None:
-        self._tells.append(Answer(seq, options.clone(), answer))
-        self._pending, self._model = None, None
+    def _apply_tell(
+        self, options: Tensor, answer: int, seq: int, virtual: Tensor | None = None
+    ) -> None:
+        self._tells.append(Answer(seq, options.clone(), answer, virtual))
+        self._pending, self._pending_virtual, self._model = None, None, None
 
     def _apply_undo(self) -> Answer:
         last = self._tells.pop()
-        self._pending, self._model = None, None
+        self._pending, self._pending_virtual, self._model = None, None, None
         for c in [c for c in self._fits if c > len(self._tells)]:
             del self._fits[c]  # its answers are no longer all in force
         return last
@@ -420,62 +462,3 @@ class PreferentialOptimizer(FittedModels):
         else:
             log.next_seq, opt._log = count + 1, log
         return opt
-
-    # ------------------------------------------------------------ questions
-    def _uniform(self, k: int, step_seed: int, avoid: Tensor | None = None) -> Tensor:
-        if self.space is not None:  # distinct designs, none the kept winner
-            seed = step_seed % _options.SEED_MOD
-            return random_designs(self.space, k, seed, avoid)
-        gen = torch.Generator().manual_seed(step_seed % _options.SEED_MOD)
-        u = torch.rand(k, self.dim, generator=gen, dtype=torch.float64)  # k x d
-        return self.bounds[0] + (self.bounds[1] - self.bounds[0]) * u
-
-    def _fixed_option(self) -> Tensor | None:
-        r"""The ``d`` design every new question starts with, or ``None``."""
-        if self.keep_winner and self._tells:
-            last = self._tells[-1]
-            return last.options[last.answer]
-        return None
-
-    def _next_question(self) -> Tensor:
-        k = len(self._tells)
-        step_seed = self.seed * 1_000_003 + k
-        fixed = self._fixed_option()
-        n_new = self.q - (fixed is not None)
-        if k < self.initial_random or not self._strategy.uses_model:
-            new = self._uniform(n_new, step_seed, fixed)
-        else:
-            box = self._model_box()
-            model = self.model
-            asked = [self._to_model(t.options) for t in self._tells]
-            first = None if fixed is None else self._to_model(fixed).unsqueeze(0)
-
-            def allowed(new: Tensor) -> bool:
-                X = new if first is None else torch.cat([first, new])
-                if not self.avoid_resolved:
-                    return not identical_options(X)
-                return not not_worth_asking(model, X, asked)
-
-            exact = takes_exact(self.space, self.strategy, self.q, self.keep_winner)
-            question = Question(
-                model=model,
-                bounds=box,
-                fixed=None if first is None else first[0],
-                num_new=n_new,
-                seed=step_seed % _options.SEED_MOD,
-                options=self.acqf_options,
-                best=lambda: self._to_model(self.best()[0]),
-                allowed=allowed,
-            )
-            with seeded(step_seed), expected_fit_warnings():
-                new = choose_options(
-                    self.strategy, self._strategy, question, self.space, exact
-                )
-            if new is not None and allowed(new):
-                new = self._from_model(new)
-            else:  # the strategy found nothing worth asking: a random question
-                self.random_fallbacks += 1
-                new = self._uniform(n_new, step_seed, fixed)
-        if fixed is None:
-            return new
-        return torch.cat([fixed.unsqueeze(0), new])  # q x d

@@ -251,15 +251,17 @@ def upgrade_config(config: dict[str, Any]) -> dict[str, Any]:
 
     Logs written before ``warm_start_fits``, ``fit_options``, the EUBO
     ``optimizer``, the acquisition ``ftol``, ``unit_cube`` and
-    ``avoid_resolved`` existed resume with the behaviour they were written
-    with: no warm-started fits, scipy's L-BFGS-B defaults for the refits,
-    BoTorch's ``optimize_acqf`` and its default tolerance, models on the box's
-    own units, only identical options refused.
+    ``avoid_resolved`` and ``boundary_step`` existed resume with the
+    behaviour they were written with: no warm-started fits, scipy's L-BFGS-B
+    defaults for the refits, BoTorch's ``optimize_acqf`` and its default
+    tolerance, models on the box's own units, only identical options
+    refused, no virtual comparisons at the faces.
     """
     config = dict(config)
     config.setdefault("warm_start_fits", False)
     config.setdefault("unit_cube", False)
     config.setdefault("avoid_resolved", False)
+    config.setdefault("boundary_step", None)
     config.setdefault("fit_options", {"maxfun": 15000})  # scipy's default
     if isinstance(config.get("fit_options"), dict):
         config["fit_options"] = {"ftol": SCIPY_FTOL, **config["fit_options"]}

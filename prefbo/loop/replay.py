@@ -28,6 +28,7 @@ from prefbo.exceptions import (
     SessionLogWarning,
 )
 from prefbo.loop import options as _options
+from prefbo.loop.answers import check_virtual
 from prefbo.loop.session import read_session_log
 from prefbo.space import Space
 
@@ -44,7 +45,7 @@ def line_error(path: str | os.PathLike, seq: int, what: str, why: str) -> str:
 #: The keys of each record type (prefbo writes no others).
 RECORD_KEYS = {
     "header": {"type", "seq", "version", "config"},
-    "tell": {"type", "seq", "options", "answer"},
+    "tell": {"type", "seq", "options", "answer", "virtual"},
     "undo": {"type", "seq"},
 }
 
@@ -174,7 +175,16 @@ def _apply(opt: Any, log_path: str | os.PathLike, rec: dict[str, Any]) -> None:
     check_record_keys(log_path, rec)
     if rec["type"] == "tell":
         options, answer = tell_record(log_path, rec, opt.check_answer)
-        opt._apply_tell(options, answer, rec["seq"])
+        virtual = None
+        if "virtual" in rec:
+            try:
+                virtual = check_virtual(rec["virtual"], opt.bounds)
+            except PrefboError as e:
+                why = f"holds bad virtual comparisons: {e}"
+                raise SessionLogError(
+                    line_error(log_path, rec["seq"], "tell", why)
+                ) from None
+        opt._apply_tell(options, answer, rec["seq"], virtual)
     elif opt._tells:  # undo
         opt._apply_undo()
     else:

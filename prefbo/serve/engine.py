@@ -89,6 +89,9 @@ class QuestionEngine:
             q=c.q,
             seed=c.seed * 100_003 + pid,
             initial_random=c.initial_random,
+            # rebuilt from the stored answers, which do not keep the virtual
+            # comparisons an asked question carries (prefbo.loop.boundary)
+            boundary_step=None,
         )
         for a in self.answered:
             if a["participant_id"] == pid:

@@ -1,0 +1,96 @@
+r"""Virtual comparisons at the box's faces: the utility rises into the box.
+
+With a stationary kernel and a constant prior mean the posterior variance is
+largest on the faces and corners of the box, and EUBO, which rewards
+variance, puts most of its options there (on Branin at σ = 0.1, 40-50 of
+52; ``benchmarks/results/pbo_regret_diagnosis.md``, section 4), where a
+person's optimum rarely is. Siivola et al. (2018, "Correcting boundary
+over-exploration deficiencies in Bayesian optimization with virtual
+derivative sign observations") correct this with virtual observations, at
+the boundary points the acquisition function proposes, that the objective's
+derivative points into the box. The loop uses their finite-difference form,
+which every pairwise model takes as it takes an answer: for an option on a
+face, the virtual answer "the design ``step`` further inside is preferred to
+it" (``step`` in units of the box's width, one comparison per face the
+option lies on).
+
+While a question is computed, every option the strategy proposes on a face
+gets its virtual comparison and the question is computed again (at most
+:data:`ROUNDS` times). The comparisons made are kept with the question's
+answer (and written with it to the session log), so every later model and
+fit has them and a resumed session asks what the original would have asked;
+an answer told with options other than the asked question's has none.
+
+Real answers outweigh them: a person who keeps choosing a face design moves
+the posterior there.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from prefbo.space import Space
+from prefbo.space.variables import Continuous, Integer
+
+# an option this close to a face of the unit cube lies on it (L-BFGS-B
+# returns its bounds exactly)
+FACE_TOL = 1e-4
+# questions recomputed with the proposals' virtual comparisons, at most
+ROUNDS = 3
+# the loop's default step: a tenth of the box's width
+DEFAULT_STEP = 0.1
+
+
+def face_columns(space: Space | None, dim: int) -> Tensor:
+    r"""Which model columns have faces (ordered numeric ranges).
+
+    Args:
+        space: The optimiser's space, or ``None`` for a box.
+        dim: The number of model columns.
+
+    Returns:
+        A ``dim`` bool tensor: every column of a box; the columns of a
+        space's :class:`~prefbo.space.Continuous` and
+        :class:`~prefbo.space.Integer` variables (not one-hot categories,
+        ordinal levels or item features).
+    """
+    if space is None:
+        return torch.ones(dim, dtype=torch.bool)
+    mask = torch.zeros(dim, dtype=torch.bool)
+    for variable, columns in zip(space.variables, space.slices):
+        if isinstance(variable, (Continuous, Integer)):
+            mask[columns] = True
+    return mask
+
+
+def face_comparisons(
+    Z: Tensor, columns: Tensor, step: float
+) -> list[tuple[Tensor, Tensor]]:
+    r"""The virtual comparisons of options on faces of the unit cube.
+
+    Args:
+        Z: ``q x d`` options, points of the unit cube.
+        columns: ``d`` bool tensor of the columns that have faces
+            (:func:`face_columns`).
+        step: How far inside the preferred design lies, in ``(0, 0.5]``.
+
+    Returns:
+        ``[(inner, option), ...]``, "``inner`` ≻ ``option``": for each option
+        and each column in ``columns`` where it lies within
+        :data:`FACE_TOL` of 0 (1), ``inner`` is the option with that column
+        set to ``step`` (``1 - step``). Options in order, then columns.
+    """
+    pairs = []
+    for z in Z:
+        for d in columns.nonzero().reshape(-1).tolist():
+            if z[d] <= FACE_TOL:
+                value = step
+            elif z[d] >= 1 - FACE_TOL:
+                value = 1 - step
+            else:
+                continue
+            inner = z.clone()
+            inner[d] = value
+            pairs.append((inner, z.clone()))
+    return pairs

@@ -1,0 +1,136 @@
+r"""How the loop computes its next question.
+
+:class:`Questions` is the part of :class:`~prefbo.loop.PreferentialOptimizer`
+that turns the current model into the next question: uniformly random
+options first (``initial_random``), then the strategy's, with the option
+kept from the last answer (``keep_winner``), the rule against questions not
+worth asking (:mod:`prefbo.loop.repeats`, a random question if the strategy
+finds nothing else) and the virtual comparisons at the box's faces
+(:mod:`prefbo.loop.boundary`). Each question is computed under an RNG
+seeded by ``(seed, number of answers)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from prefbo.loop import options as _options
+from prefbo.loop.answers import Answer
+from prefbo.loop.boundary import ROUNDS, face_columns, face_comparisons
+from prefbo.loop.fit_warnings import expected_fit_warnings
+from prefbo.loop.fitted import seeded
+from prefbo.loop.repeats import identical_options, not_worth_asking
+from prefbo.loop.spaces import choose_options, random_designs, takes_exact
+from prefbo.loop.strategies import Question
+from prefbo.space import Space
+
+
+class Questions:
+    r"""The next question of an optimiser (a mixin of
+    :class:`~prefbo.loop.PreferentialOptimizer`, which holds the answers, the
+    model, the strategy and the settings)."""
+
+    space: Space | None
+    bounds: Tensor
+    q: int
+    seed: int
+    strategy: str
+    initial_random: int
+    keep_winner: bool
+    avoid_resolved: bool
+    boundary_step: float | None
+    dim: int
+    model: Any
+    acqf_options: dict[str, Any]
+    random_fallbacks: int
+    _strategy: Any
+    _tells: list[Answer]
+    _model: Any
+    _proposed: list[Tensor]
+    _pending_virtual: Tensor | None
+
+    def _uniform(self, k: int, step_seed: int, avoid: Tensor | None = None) -> Tensor:
+        if self.space is not None:  # distinct designs, none the kept winner
+            seed = step_seed % _options.SEED_MOD
+            return random_designs(self.space, k, seed, avoid)
+        gen = torch.Generator().manual_seed(step_seed % _options.SEED_MOD)
+        u = torch.rand(k, self.dim, generator=gen, dtype=torch.float64)  # k x d
+        return self.bounds[0] + (self.bounds[1] - self.bounds[0]) * u
+
+    def _fixed_option(self) -> Tensor | None:
+        r"""The ``d`` design every new question starts with, or ``None``."""
+        if self.keep_winner and self._tells:
+            last = self._tells[-1]
+            return last.options[last.answer]
+        return None
+
+    def _next_question(self) -> Tensor:
+        r"""The strategy's question, computed again (at most
+        :data:`~prefbo.loop.boundary.ROUNDS` times) while it proposes an
+        option on a face, with that option's virtual comparison
+        (:mod:`prefbo.loop.boundary`); those made are kept for the answer."""
+        question = self._question()
+        use = self.boundary_step is not None and self._strategy.uses_model
+        if not use or len(self._tells) < self.initial_random:
+            return question
+        columns = face_columns(self.space, self.dim)
+        for _ in range(ROUNDS):
+            kept = int(self._fixed_option() is not None)  # told already
+            Z = self.to_unit(question[kept:])
+            pairs = face_comparisons(Z, columns, self.boundary_step)
+            if not pairs:
+                break
+            self._proposed += [self.from_unit(torch.stack(p)) for p in pairs]
+            self._model = None  # rebuilt with them
+            question = self._question()
+        if self._proposed:
+            self._pending_virtual = torch.stack(self._proposed)
+            self._proposed, self._model = [], None
+        return question
+
+    def _question(self) -> Tensor:
+        r"""The strategy's question under the current model."""
+        k = len(self._tells)
+        step_seed = self.seed * 1_000_003 + k
+        fixed = self._fixed_option()
+        n_new = self.q - (fixed is not None)
+        if k < self.initial_random or not self._strategy.uses_model:
+            new = self._uniform(n_new, step_seed, fixed)
+        else:
+            box = self._model_box()
+            model = self.model
+            asked = [self._to_model(t.options) for t in self._tells]
+            first = None if fixed is None else self._to_model(fixed).unsqueeze(0)
+
+            def allowed(new: Tensor) -> bool:
+                X = new if first is None else torch.cat([first, new])
+                if not self.avoid_resolved:
+                    return not identical_options(X)
+                return not not_worth_asking(model, X, asked)
+
+            exact = takes_exact(self.space, self.strategy, self.q, self.keep_winner)
+            question = Question(
+                model=model,
+                bounds=box,
+                fixed=None if first is None else first[0],
+                num_new=n_new,
+                seed=step_seed % _options.SEED_MOD,
+                options=self.acqf_options,
+                best=lambda: self._to_model(self.best()[0]),
+                allowed=allowed,
+            )
+            with seeded(step_seed), expected_fit_warnings():
+                new = choose_options(
+                    self.strategy, self._strategy, question, self.space, exact
+                )
+            if new is not None and allowed(new):
+                new = self._from_model(new)
+            else:  # the strategy found nothing worth asking: a random question
+                self.random_fallbacks += 1
+                new = self._uniform(n_new, step_seed, fixed)
+        if fixed is None:
+            return new
+        return torch.cat([fixed.unsqueeze(0), new])  # q x d

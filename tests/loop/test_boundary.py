@@ -1,0 +1,169 @@
+"""Virtual comparisons at the box's faces (prefbo.loop.boundary)."""
+
+import pytest
+import torch
+
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.loop.boundary import face_columns, face_comparisons
+from prefbo.loop.optimizer import PreferentialOptimizer
+from prefbo.space import Categorical, Continuous, Space
+from prefbo.test_functions import Branin, SimulatedPerson
+
+SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20}
+T = dict(dtype=torch.float64)
+
+
+def test_one_comparison_per_face_an_option_lies_on():
+    Z = torch.tensor([[0.0, 0.3, 1.0], [0.5, 0.5, 0.5], [1.0, 1e-9, 0.4]], **T)
+    pairs = face_comparisons(Z, torch.ones(3, dtype=torch.bool), step=0.1)
+    inner = torch.stack([p[0] for p in pairs])
+    face = torch.stack([p[1] for p in pairs])
+    # option 0 on x0 = 0 and x2 = 1, option 2 on x0 = 1 and x1 = 0
+    expected_inner = torch.tensor(
+        [[0.1, 0.3, 1.0], [0.0, 0.3, 0.9], [0.9, 1e-9, 0.4], [1.0, 0.1, 0.4]], **T
+    )
+    torch.testing.assert_close(inner, expected_inner, atol=0, rtol=0)
+    torch.testing.assert_close(face, Z[[0, 0, 2, 2]], atol=0, rtol=0)
+    # columns that are not faces (e.g. one-hot categories) get none
+    (only,) = face_comparisons(Z, torch.tensor([False, True, False]), step=0.1)
+    torch.testing.assert_close(torch.stack(only), torch.stack(pairs[3]))
+    assert face_comparisons(Z[1:2], torch.ones(3, dtype=torch.bool), 0.1) == []
+
+
+def test_face_columns_of_a_box_and_of_a_space():
+    assert face_columns(None, 3).tolist() == [True, True, True]
+    space = Space(
+        [
+            Continuous("a", 0.0, 2.0),
+            Categorical("c", ["x", "y", "z"]),
+            Continuous("b", -1.0, 1.0),
+        ]
+    )
+    # only the continuous variables' columns have faces; one-hot columns do not
+    assert face_columns(space, space.dim).tolist() == [True, False, False, False, True]
+
+
+def _run(boundary_step=0.1, answers=8, seed=3, **kw):
+    p = Branin()
+    opt = PreferentialOptimizer(
+        p.bounds, acqf_options=SMALL, seed=seed, boundary_step=boundary_step, **kw
+    )
+    person = SimulatedPerson(p, noise_std=0.1, seed=0)
+    for _ in range(answers):
+        X = opt.ask()
+        opt.tell(person.compare(X[0], X[1]))
+    return opt
+
+
+def test_asked_options_on_faces_enter_the_model_with_the_answer():
+    opt = _run()
+    made = [(k, h.virtual) for k, h in enumerate(opt.history) if h.virtual is not None]
+    assert made and all(k >= opt.initial_random for k, _ in made)
+    for _, v in made:
+        inner, face = v[:, 0], v[:, 1]
+        on_face = (face == 0) | (face == 1)
+        moved = inner != face
+        # each moved one column of a face option a tenth of the box inside
+        assert (moved.sum(-1) == 1).all() and on_face[moved].all()
+        torch.testing.assert_close(
+            (inner - face)[moved].abs(), torch.full((len(v),), 0.1, **T)
+        )
+    designs, comps = opt.data()
+    assert len(designs) == 2 * len(opt.history)  # the told designs only
+    assert any(torch.equal(opt.best()[0], x) for x in designs)
+    k = sum(len(v) for _, v in made)
+    assert opt.model.comparisons.shape[0] == comps.shape[0] + k
+    # the same options told without asking them carry none
+    other = PreferentialOptimizer(Branin().bounds, seed=3)
+    for h in opt.history:
+        other.tell(h.answer, options=h.options)
+    assert all(h.virtual is None for h in other.history)
+    assert other.model.comparisons.shape[0] == comps.shape[0]
+
+
+def _face_share(boundary_step, answers=16):
+    p = Branin()
+    opt = PreferentialOptimizer(
+        p.bounds, acqf_options=SMALL, seed=3, boundary_step=boundary_step
+    )
+    person = SimulatedPerson(p, noise_std=0.1, seed=0)
+    on_face = asked = 0
+    for k in range(answers):
+        X = opt.ask()
+        if k >= opt.initial_random:
+            Z = opt.to_unit(X)
+            on_face += int(((Z <= 1e-4) | (Z >= 1 - 1e-4)).any(-1).sum())
+            asked += X.shape[0]
+        opt.tell(person.compare(X[0], X[1]))
+    return on_face / asked
+
+
+def test_questions_leave_the_faces():
+    # EUBO under a stationary kernel puts most options on the box's faces
+    # (posterior variance is largest there); the virtual comparisons send
+    # them inside
+    assert _face_share(None) >= 0.5
+    assert _face_share(0.1) <= 0.2
+
+
+def test_the_same_answers_give_the_same_questions_after_resume(tmp_path):
+    path = tmp_path / "s.jsonl"
+    opt = _run(answers=6, seed=1, log_path=path)
+    assert any(h.virtual is not None for h in opt.history)
+    following = opt.ask()
+    opt.close()
+    resumed = PreferentialOptimizer.resume(path)
+    for a, b in zip(resumed.history, opt.history):
+        assert (a.virtual is None) == (b.virtual is None)
+        if a.virtual is not None:
+            torch.testing.assert_close(a.virtual, b.virtual, atol=0, rtol=0)
+    torch.testing.assert_close(resumed.ask(), following, atol=0, rtol=0)
+    assert resumed.boundary_step == 0.1
+    resumed.close()
+
+
+def test_a_log_with_bad_virtual_comparisons_is_refused(tmp_path):
+    from prefbo.exceptions import SessionLogError
+    from prefbo.loop.session import encode_record, read_session_log
+
+    path = tmp_path / "s.jsonl"
+    opt = _run(answers=6, seed=1, log_path=path)
+    opt.close()
+    header, records = read_session_log(path)
+    k = next(i for i, r in enumerate(records) if "virtual" in r)
+    records[k]["virtual"] = [[[2.0, 0.5], [1.0, 0.5]]]  # outside the box
+    path.write_text("".join(encode_record(r) for r in [header, *records]))
+    with pytest.raises(SessionLogError, match=r"line \d+.*virtual must lie in the box"):
+        PreferentialOptimizer.resume(path)
+
+
+@pytest.mark.parametrize(
+    "value, error, match",
+    [
+        ("0.1", InputTypeError, r"boundary_step must be None or a float in \(0, 0.5\]"),
+        (True, InputTypeError, r"boundary_step must be"),
+        (0.0, InputDataError, r"boundary_step must be .*got boundary_step=0.0"),
+        (0.6, InputDataError, r"boundary_step must be .*got boundary_step=0.6"),
+        (float("nan"), InputDataError, r"boundary_step must be"),
+    ],
+)
+def test_boundary_step_is_checked(value, error, match):
+    with pytest.raises(error, match=match):
+        PreferentialOptimizer(Branin().bounds, boundary_step=value)
+
+
+def test_logs_from_before_the_boundary_comparisons_resume_without_them(tmp_path):
+    from prefbo.loop.session import encode_record, read_session_log
+
+    path = tmp_path / "old.jsonl"
+    box = torch.tensor([[-5.0, 0.0], [10.0, 15.0]], **T)
+    opt = PreferentialOptimizer(box, strategy="random", log_path=path)
+    opt.tell(1, options=torch.tensor([[10.0, 7.5], [2.5, 7.5]], **T))
+    header, _ = read_session_log(path)
+    del header["config"]["boundary_step"]
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(encode_record(header) + "".join(lines[1:]))
+    opt.close()
+    resumed = PreferentialOptimizer.resume(path, read_only=True)
+    assert resumed.boundary_step is None
+    assert resumed.model.comparisons.tolist() == [[1, 0]]
