@@ -216,6 +216,13 @@ def check_virtual(virtual: Any, bounds: Tensor) -> Tensor:
     outside = _outside_box(virtual.reshape(-1, d), bounds, row="design")
     if outside is not None:
         raise InputDataError(f"virtual must lie in the box bounds; {outside}.")
+    same = (virtual[:, 0] == virtual[:, 1]).all(-1)
+    if bool(same.any()):
+        i = int(same.nonzero()[0])
+        raise InputDataError(
+            f"virtual comparisons must compare distinct designs; comparison {i} "
+            f"compares {virtual[i, 0].tolist()} with itself."
+        )
     return virtual
 
 

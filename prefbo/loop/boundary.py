@@ -21,8 +21,17 @@ answer (and written with it to the session log), so every later model and
 fit has them and a resumed session asks what the original would have asked;
 an answer told with options other than the asked question's has none.
 
-Real answers outweigh them: a person who keeps choosing a face design moves
-the posterior there.
+Only strategies that use the model make them, after the ``initial_random``
+questions, and never for a kept winner (it was told already). A question can
+take up to ``ROUNDS + 1`` computations.
+
+The price: the comparisons say the utility falls towards every face a
+proposal touched, so a person whose best design lies on a face (or in a
+corner, "more is better up to the limit") is only brought to within about
+``step`` of it: once the face's proposals have lost their comparisons, later
+questions stay inside, and the model keeps ranking the face below the design
+``step`` inside it. Pass ``boundary_step=None`` where such an optimum is
+expected.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import torch
 from torch import Tensor
 
 from prefbo.space import Space
-from prefbo.space.variables import Continuous, Integer
+from prefbo.space.variables import Continuous
 
 # an option this close to a face of the unit cube lies on it (L-BFGS-B
 # returns its bounds exactly)
@@ -40,10 +49,12 @@ FACE_TOL = 1e-4
 ROUNDS = 3
 # the loop's default step: a tenth of the box's width
 DEFAULT_STEP = 0.1
+# the smallest step: the inner design then lies well off the face
+MIN_STEP = 1e-3
 
 
 def face_columns(space: Space | None, dim: int) -> Tensor:
-    r"""Which model columns have faces (ordered numeric ranges).
+    r"""Which model columns have faces (continuous ranges).
 
     Args:
         space: The optimiser's space, or ``None`` for a box.
@@ -51,15 +62,15 @@ def face_columns(space: Space | None, dim: int) -> Tensor:
 
     Returns:
         A ``dim`` bool tensor: every column of a box; the columns of a
-        space's :class:`~prefbo.space.Continuous` and
-        :class:`~prefbo.space.Integer` variables (not one-hot categories,
+        space's :class:`~prefbo.space.Continuous` variables (not integers,
+        whose designs a step inside may not hold, nor one-hot categories,
         ordinal levels or item features).
     """
     if space is None:
         return torch.ones(dim, dtype=torch.bool)
     mask = torch.zeros(dim, dtype=torch.bool)
     for variable, columns in zip(space.variables, space.slices):
-        if isinstance(variable, (Continuous, Integer)):
+        if isinstance(variable, Continuous):
             mask[columns] = True
     return mask
 

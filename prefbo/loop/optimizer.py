@@ -38,7 +38,7 @@ from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError
 from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer, check_answer
-from prefbo.loop.boundary import DEFAULT_STEP
+from prefbo.loop.boundary import DEFAULT_STEP, MIN_STEP
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import FittedModels
 from prefbo.loop.model_kinds import get_model_kind
@@ -57,6 +57,9 @@ from prefbo.space import Space
 from prefbo.utils.checks import check_float, check_int, check_seed
 
 __all__ = ["Answer", "PreferentialOptimizer", "expected_fit_warnings"]
+
+# options told within this of the pending question's (unit cube) are its
+SAME_QUESTION_TOL = 1e-9
 
 
 class PreferentialOptimizer(Questions, FittedModels):
@@ -144,13 +147,18 @@ class PreferentialOptimizer(Questions, FittedModels):
                 question is computed, every option the strategy proposes on
                 a face becomes the loser of a virtual comparison with the
                 design this far inside (a fraction of the box's width, in
-                ``(0, 0.5]``; with a space, only its continuous and integer
-                variables have faces) and the question is computed again;
-                the comparisons made are kept with the question's answer
-                (and logged with it). It keeps EUBO from spending its
+                ``[0.001, 0.5]``; with a space, only its continuous
+                variables have faces) and the question is computed again
+                (up to 4 computations per question); the comparisons made
+                are kept with the question's answer (and logged with it).
+                Only strategies that use the model, after ``initial_random``;
+                never for a kept winner. It keeps EUBO from spending its
                 questions on the faces and corners, where a stationary
-                model's variance is largest. ``None``: no virtual
-                comparisons, as logs written before this setting.
+                model's variance is largest, at a price: a person whose
+                best design lies on a face is only brought to within about
+                ``boundary_step`` of it (pass ``None`` where that is
+                expected). ``None``: no virtual comparisons, as logs written
+                before this setting.
             fit_options: scipy L-BFGS-B ``options`` of the Laplace and EP
                 hyperparameter refits (``fit_gpytorch_mll``'s
                 ``optimizer_kwargs["options"]``); default ``{"maxfun": 30,
@@ -212,9 +220,8 @@ class PreferentialOptimizer(Questions, FittedModels):
         self.boundary_step = check_float(
             "boundary_step",
             boundary_step,
-            minimum=0.0,
+            minimum=MIN_STEP,
             maximum=0.5,
-            open_minimum=True,
             allow_none=True,
         )
         check_seed("seed", seed)
@@ -320,7 +327,10 @@ class PreferentialOptimizer(Questions, FittedModels):
             answer: Index in ``[0, q)`` of the chosen option.
             options: The ``q x d`` options the answer refers to (with a
                 space, also a list of ``q`` dicts by variable name); default
-                the pending question of :meth:`ask`.
+                the pending question of :meth:`ask`. The answer to the
+                pending question (these options, or within 1e-9 of the box's
+                width of them) carries its virtual comparisons
+                (``boundary_step``); other options carry none.
 
         Raises:
             InputTypeError: ``answer`` is not an int (a bool, a float, a
@@ -343,7 +353,7 @@ class PreferentialOptimizer(Questions, FittedModels):
             options = encode_options(self.space, options)
         options, answer = self.check_answer(answer, options)
         virtual = None  # the pending question's, if these are its options
-        if self._pending is not None and torch.equal(options, self._pending):
+        if self._pending is not None and self._same_question(options):
             virtual = self._pending_virtual
         seq = len(self._tells)
         if self._log is not None:
@@ -352,6 +362,14 @@ class PreferentialOptimizer(Questions, FittedModels):
                 record["virtual"] = virtual.tolist()
             seq = self._log.append(record)
         self._apply_tell(options, answer, seq, virtual)
+
+    def _same_question(self, options: Tensor) -> bool:
+        r"""Whether ``options`` are the pending question's (up to the rounding
+        of a space's dicts, 1e-9 of the box's width)."""
+        if options.shape != self._pending.shape:
+            return False
+        diff = self.to_unit(options) - self.to_unit(self._pending)
+        return bool(diff.abs().max() <= SAME_QUESTION_TOL)
 
     def undo(self) -> Answer:
         r"""Withdraw the latest answer (logged as an ``undo`` record).

@@ -71,32 +71,39 @@ class Questions:
         r"""The strategy's question, computed again (at most
         :data:`~prefbo.loop.boundary.ROUNDS` times) while it proposes an
         option on a face, with that option's virtual comparison
-        (:mod:`prefbo.loop.boundary`); those made are kept for the answer."""
-        question = self._question()
+        (:mod:`prefbo.loop.boundary`); those made are kept for the answer. A
+        question the strategy could not make worth asking (a random one) is
+        counted once in ``random_fallbacks`` and ends the rounds."""
+        question, fallback = self._question()
         use = self.boundary_step is not None and self._strategy.uses_model
-        if not use or len(self._tells) < self.initial_random:
-            return question
-        columns = face_columns(self.space, self.dim)
-        for _ in range(ROUNDS):
+        if use and len(self._tells) >= self.initial_random:
+            columns = face_columns(self.space, self.dim)
             kept = int(self._fixed_option() is not None)  # told already
-            Z = self.to_unit(question[kept:])
-            pairs = face_comparisons(Z, columns, self.boundary_step)
-            if not pairs:
-                break
-            self._proposed += [self.from_unit(torch.stack(p)) for p in pairs]
-            self._model = None  # rebuilt with them
-            question = self._question()
-        if self._proposed:
-            self._pending_virtual = torch.stack(self._proposed)
-            self._proposed, self._model = [], None
+            try:
+                for _ in range(ROUNDS):
+                    Z = self.to_unit(question[kept:])
+                    pairs = face_comparisons(Z, columns, self.boundary_step)
+                    if fallback or not pairs:
+                        break
+                    self._proposed += [self.from_unit(torch.stack(p)) for p in pairs]
+                    self._model = None  # rebuilt with them
+                    question, fallback = self._question()
+                if self._proposed:
+                    self._pending_virtual = torch.stack(self._proposed)
+            finally:  # also when a round fails: the model of the answers alone
+                if self._proposed:
+                    self._proposed, self._model = [], None
+        self.random_fallbacks += int(fallback)
         return question
 
-    def _question(self) -> Tensor:
-        r"""The strategy's question under the current model."""
+    def _question(self) -> tuple[Tensor, bool]:
+        r"""The strategy's question under the current model, and whether it
+        is a random one because the strategy found nothing worth asking."""
         k = len(self._tells)
         step_seed = self.seed * 1_000_003 + k
         fixed = self._fixed_option()
         n_new = self.q - (fixed is not None)
+        fallback = False
         if k < self.initial_random or not self._strategy.uses_model:
             new = self._uniform(n_new, step_seed, fixed)
         else:
@@ -129,8 +136,8 @@ class Questions:
             if new is not None and allowed(new):
                 new = self._from_model(new)
             else:  # the strategy found nothing worth asking: a random question
-                self.random_fallbacks += 1
+                fallback = True
                 new = self._uniform(n_new, step_seed, fixed)
         if fixed is None:
-            return new
-        return torch.cat([fixed.unsqueeze(0), new])  # q x d
+            return new, fallback
+        return torch.cat([fixed.unsqueeze(0), new]), fallback  # q x d

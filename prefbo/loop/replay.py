@@ -178,6 +178,11 @@ def _apply(opt: Any, log_path: str | os.PathLike, rec: dict[str, Any]) -> None:
         virtual = None
         if "virtual" in rec:
             try:
+                if opt.boundary_step is None:
+                    raise InputDataError(
+                        "virtual comparisons need a boundary_step; the header's "
+                        "is None."
+                    )
                 virtual = check_virtual(rec["virtual"], opt.bounds)
             except PrefboError as e:
                 why = f"holds bad virtual comparisons: {e}"

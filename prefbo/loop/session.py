@@ -5,7 +5,9 @@ A session log is a text file of one JSON object per line:
 - line 0, ``{"type": "header", "seq": 0, "version": 1, "config": {...}}``: the
   optimizer's settings (bounds, model, strategy, seed, ...);
 - ``{"type": "tell", "seq": k, "options": [[...], ...], "answer": i}``: the
-  ``q x d`` options that were asked and the index of the chosen one;
+  ``q x d`` options that were asked and the index of the chosen one; with
+  ``"virtual": [[inner, face], ...]`` where computing the question made
+  virtual comparisons at the box's faces (:mod:`prefbo.loop.boundary`);
 - ``{"type": "undo", "seq": k}``: withdraws the latest remaining answer (the
   log is never rewritten).
 

@@ -6,7 +6,7 @@ import torch
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.loop.boundary import face_columns, face_comparisons
 from prefbo.loop.optimizer import PreferentialOptimizer
-from prefbo.space import Categorical, Continuous, Space
+from prefbo.space import Categorical, Continuous, Integer, Space
 from prefbo.test_functions import Branin, SimulatedPerson
 
 SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20}
@@ -41,6 +41,8 @@ def test_face_columns_of_a_box_and_of_a_space():
     )
     # only the continuous variables' columns have faces; one-hot columns do not
     assert face_columns(space, space.dim).tolist() == [True, False, False, False, True]
+    # nor integers (a step inside is no design of theirs)
+    assert face_columns(Space([Integer("n", 0, 1)]), 1).tolist() == [False]
 
 
 def _run(boundary_step=0.1, answers=8, seed=3, **kw):
@@ -131,18 +133,35 @@ def test_a_log_with_bad_virtual_comparisons_is_refused(tmp_path):
     opt.close()
     header, records = read_session_log(path)
     k = next(i for i, r in enumerate(records) if "virtual" in r)
-    records[k]["virtual"] = [[[2.0, 0.5], [1.0, 0.5]]]  # outside the box
+    bad = {
+        "virtual must lie in the box": [[[2.0, 0.5], [1.0, 0.5]]],
+        "distinct designs; comparison 0": [[[1.0, 0.5], [1.0, 0.5]]],
+        r"k x 2 x 2 list \(k >= 1\)": [],
+    }
+    for match, virtual in bad.items():
+        records[k]["virtual"] = virtual
+        path.write_text("".join(encode_record(r) for r in [header, *records]))
+        with pytest.raises(SessionLogError, match=rf"line \d+.*{match}"):
+            PreferentialOptimizer.resume(path)
+    # and none where the header has no boundary_step
+    records[k]["virtual"] = [[[0.9, 0.5], [1.0, 0.5]]]
+    header["config"]["boundary_step"] = None
     path.write_text("".join(encode_record(r) for r in [header, *records]))
-    with pytest.raises(SessionLogError, match=r"line \d+.*virtual must lie in the box"):
+    with pytest.raises(SessionLogError, match=r"need a boundary_step"):
         PreferentialOptimizer.resume(path)
 
 
 @pytest.mark.parametrize(
     "value, error, match",
     [
-        ("0.1", InputTypeError, r"boundary_step must be None or a float in \(0, 0.5\]"),
+        (
+            "0.1",
+            InputTypeError,
+            r"boundary_step must be None or a float in \[0.001, 0.5\]",
+        ),
         (True, InputTypeError, r"boundary_step must be"),
         (0.0, InputDataError, r"boundary_step must be .*got boundary_step=0.0"),
+        (5e-5, InputDataError, r"boundary_step must be .*got boundary_step=5e-05"),
         (0.6, InputDataError, r"boundary_step must be .*got boundary_step=0.6"),
         (float("nan"), InputDataError, r"boundary_step must be"),
     ],
@@ -167,3 +186,50 @@ def test_logs_from_before_the_boundary_comparisons_resume_without_them(tmp_path)
     resumed = PreferentialOptimizer.resume(path, read_only=True)
     assert resumed.boundary_step is None
     assert resumed.model.comparisons.tolist() == [[1, 0]]
+
+
+def test_answers_given_as_a_space_s_dicts_keep_the_virtual_comparisons():
+    # a space's dicts round-trip to within rounding of the asked options
+    space = Space([Continuous("a", 0.1, 0.7), Continuous("b", 1e-3, 10.0, log=True)])
+    opt = PreferentialOptimizer(space, acqf_options=SMALL, seed=0)
+    person = SimulatedPerson(lambda X: -((X - 0.3) ** 2).sum(-1), noise_std=0.0)
+    made = 0
+    for _ in range(10):
+        X = opt.ask()
+        pending = opt._pending_virtual
+        opt.tell(person.compare(X[0], X[1]), options=space.decode(X))
+        if pending is not None:
+            made += 1
+            torch.testing.assert_close(opt.history[-1].virtual, pending)
+    assert made > 0
+
+
+def test_a_failing_round_leaves_no_virtual_comparison_behind(monkeypatch):
+    import prefbo.loop.questions as questions
+
+    opt = _run(answers=2)
+    calls = []
+    real = questions.choose_options
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # the second computation of the question
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    before = opt.best()[1:]
+    monkeypatch.setattr(questions, "choose_options", failing)
+    with pytest.raises(KeyboardInterrupt):
+        opt.ask()
+    assert len(calls) == 2  # the first proposal had an option on a face
+    assert opt._proposed == [] and opt.best()[1:] == pytest.approx(before)
+    assert opt.model.comparisons.shape[0] == 2
+
+
+def test_random_fallbacks_count_questions_not_rounds(monkeypatch):
+    import prefbo.loop.questions as questions
+
+    opt = _run(answers=2)
+    monkeypatch.setattr(questions, "choose_options", lambda *a, **k: None)
+    opt.ask()
+    assert opt.random_fallbacks == 1 and opt._pending_virtual is None
