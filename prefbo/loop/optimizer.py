@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from prefbo.data.validation import check_bounds
