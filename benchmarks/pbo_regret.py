@@ -588,7 +588,11 @@ def main(argv: Sequence[str] | None = None) -> str | None:
         f"# Preferential BO regret, seed set `{args.seed_set}`\n\n"
         f"Stores: {', '.join(f'`{s.name}`' for s in args.store)}; figure: "
         f"`{png.name}`. Setting and columns: the docstring of "
-        "`benchmarks/pbo_regret.py`.\n\n"
+        "`benchmarks/pbo_regret.py`. The time ratios divide seconds timed "
+        "in the runs themselves: they compare only where the configurations "
+        "ran interleaved in one session on idle cores (the untuned store's "
+        "BoTorch runs were made in an earlier session than the default's; "
+        "interleaved timings: `pbo_regret_timing*.md`).\n\n"
         f"{summary(verdict, budgets)}\n\n{text}\n"
     )
     print(out.read_text())
