@@ -142,6 +142,15 @@ def check_new_options(new: Any, num_new: int, bounds: Tensor, strategy: str) -> 
         )
 
 
+def _float64(value: Any, expected: str) -> Tensor:
+    r"""``value`` as a float64 tensor, or an ``InputTypeError``: "``expected``;
+    got ..."."""
+    try:
+        return torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise InputTypeError(f"{expected}; got {describe(value)}.") from None
+
+
 def check_answer(answer: Any, options: Any, bounds: Tensor) -> tuple[Tensor, int]:
     r"""A told answer and its question, checked.
 
@@ -162,13 +171,10 @@ def check_answer(answer: Any, options: Any, bounds: Tensor) -> tuple[Tensor, int
             not distinct designs.
     """
     d = bounds.shape[-1]
-    try:
-        options = torch.as_tensor(options, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        raise InputTypeError(
-            f"options must be a q x d tensor (or nested list) of numbers with "
-            f"d={d}; got {describe(options)}."
-        ) from None
+    options = _float64(
+        options,
+        f"options must be a q x d tensor (or nested list) of numbers with d={d}",
+    )
     if options.ndim != 2 or options.shape[-1] != d or options.shape[0] < 2:
         raise InputDataError(
             f"options must be a q x d tensor with q >= 2 and d={d}; got "
@@ -202,12 +208,7 @@ def check_virtual(virtual: Any, bounds: Tensor) -> Tensor:
             finite or outside the box.
     """
     d = bounds.shape[-1]
-    try:
-        virtual = torch.as_tensor(virtual, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        raise InputTypeError(
-            f"virtual must be a k x 2 x {d} list of numbers; got {describe(virtual)}."
-        ) from None
+    virtual = _float64(virtual, f"virtual must be a k x 2 x {d} list of numbers")
     if virtual.ndim != 3 or virtual.shape[0] < 1 or virtual.shape[1:] != (2, d):
         raise InputDataError(
             f"virtual must be a k x 2 x {d} list (k >= 1); got shape "

@@ -12,15 +12,6 @@ SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20, "mc_samples": 32}
 BOUNDS = Branin().bounds
 
 
-def _run(opt, answers, problem=None):
-    asked = []
-    for a in answers:
-        X = opt.ask()
-        asked.append(X)
-        opt.tell(int(problem(X).argmax()) if problem is not None else a)
-    return asked
-
-
 def test_choice_is_stored_as_winner_over_each_other_option():
     opt = PreferentialOptimizer(BOUNDS, strategy="random", q=3)
     X = opt.ask()
@@ -31,9 +22,9 @@ def test_choice_is_stored_as_winner_over_each_other_option():
     assert opt.history[0].answer == 1 and torch.equal(opt.history[0].options, X)
 
 
-def test_undo_asks_the_same_question_again():
+def test_undo_asks_the_same_question_again(ask_and_tell):
     opt = PreferentialOptimizer(BOUNDS, strategy="eubo", acqf_options=SMALL)
-    _run(opt, [0, 1])
+    ask_and_tell(opt, [0, 1])
     X = opt.ask()
     opt.tell(0)
     withdrawn = opt.undo()
@@ -42,9 +33,9 @@ def test_undo_asks_the_same_question_again():
     assert torch.equal(opt.ask(), X)
 
 
-def test_best_is_the_told_design_with_the_highest_posterior_mean():
+def test_best_is_the_told_design_with_the_highest_posterior_mean(ask_and_tell):
     opt = PreferentialOptimizer(BOUNDS, strategy="random")
-    _run(opt, range(4), Branin())
+    ask_and_tell(opt, range(4), Branin())
     x, mean, sd = opt.best()
     designs, _ = opt.data()
     with torch.no_grad():
@@ -57,11 +48,11 @@ def test_best_is_the_told_design_with_the_highest_posterior_mean():
     assert sd > 0
 
 
-def test_refit_every_keeps_hyperparameters_between_refits():
+def test_refit_every_keeps_hyperparameters_between_refits(ask_and_tell):
     opt = PreferentialOptimizer(BOUNDS, strategy="random", refit_every=2)
-    _run(opt, [0, 1])
+    ask_and_tell(opt, [0, 1])
     ls2 = opt.model.covar_module.base_kernel.lengthscale.detach().clone()
-    _run(opt, [0])
+    ask_and_tell(opt, [0])
     ls3 = opt.model.covar_module.base_kernel.lengthscale.detach()
     assert torch.equal(ls2, ls3)
     assert opt.model.datapoints.shape[0] == 6
@@ -206,7 +197,7 @@ VARIATIONAL_FIT = {"fit": {"epochs": 60, "lr": 0.05}}
 
 
 @pytest.mark.parametrize("strategy", ["eubo", "qeubo", "bald", "mes", "ts"])
-def test_variational_model_runs_every_strategy(strategy):
+def test_variational_model_runs_every_strategy(strategy, ask_and_tell):
     opt = PreferentialOptimizer(
         BOUNDS,
         model="variational",
@@ -216,14 +207,14 @@ def test_variational_model_runs_every_strategy(strategy):
         model_options=VARIATIONAL_FIT,
         refit_every=2,
     )
-    asked = _run(opt, range(4), Branin())
+    asked = ask_and_tell(opt, range(4), Branin())
     for X in asked:
         assert X.shape == (2, 2) and ((X >= BOUNDS[0]) & (X <= BOUNDS[1])).all()
     x, mean, sd = opt.best()
     assert x.shape == (2,) and sd > 0
 
 
-def test_variational_loop_conditions_q_u_on_every_answer():
+def test_variational_loop_conditions_q_u_on_every_answer(ask_and_tell):
     r"""Between refits the kernel is kept but q(u) is refitted to the new answer:
     the winner's posterior mean rises above the loser's."""
     opt = PreferentialOptimizer(
@@ -233,7 +224,7 @@ def test_variational_loop_conditions_q_u_on_every_answer():
         refit_every=10,
         model_options=VARIATIONAL_FIT,
     )
-    _run(opt, [0, 1, 0])
+    ask_and_tell(opt, [0, 1, 0])
     designs, comps = opt.data()
     with torch.no_grad():
         mean = opt.model.posterior(designs.unsqueeze(-2)).mean.reshape(-1)
@@ -242,7 +233,7 @@ def test_variational_loop_conditions_q_u_on_every_answer():
     assert opt.model.base_variational_strategy.inducing_points.shape[0] == 6
 
 
-def test_variational_q_u_starts_at_the_laplace_posterior(monkeypatch):
+def test_variational_q_u_starts_at_the_laplace_posterior(monkeypatch, ask_and_tell):
     r"""With the refit switched off (0 epochs) the variational model at the
     inducing points is the Laplace posterior under the fitted kernel."""
     from prefbo import PairwiseLaplaceGP
@@ -254,7 +245,7 @@ def test_variational_q_u_starts_at_the_laplace_posterior(monkeypatch):
         refit_every=10,
         model_options={"fit": {"epochs": 1, "lr": 1e-12}},
     )
-    _run(opt, [0, 1, 0, 1])
+    ask_and_tell(opt, [0, 1, 0, 1])
     model = opt.model
     designs, comps = opt.data()
     Z = model.base_variational_strategy.inducing_points
@@ -267,7 +258,7 @@ def test_variational_q_u_starts_at_the_laplace_posterior(monkeypatch):
 
 
 @pytest.mark.parametrize("warm", [True, False])
-def test_refits_start_from_the_previous_fit(monkeypatch, warm):
+def test_refits_start_from_the_previous_fit(monkeypatch, warm, ask_and_tell):
     from prefbo import PairwiseLaplaceGP
 
     starts, ends = [], []
@@ -286,7 +277,7 @@ def test_refits_start_from_the_previous_fit(monkeypatch, warm):
         refit_every=2,
         warm_start_fits=warm,
     )
-    _run(opt, [0, 1, 1, 0, 1, 1], problem=Branin())
+    ask_and_tell(opt, [0, 1, 1, 0, 1, 1], problem=Branin())
     assert opt.model is not None  # random questions need no model: fits here
     kernel = default_preference_covar_module(
         2, outputscale_bounds=LAPLACE_OUTPUTSCALE_BOUNDS
@@ -301,7 +292,7 @@ def test_refits_start_from_the_previous_fit(monkeypatch, warm):
         assert len(starts) == 1 and sorted(opt._fits) == [6]
 
 
-def test_the_fit_chain_depends_on_the_answers_alone():
+def test_the_fit_chain_depends_on_the_answers_alone(ask_and_tell):
     # one session asks after every answer (every fit of the chain computed as
     # it goes); the other is told the same questions without asking, so its
     # chain is computed at once at the end: same kernel, same next question
@@ -310,7 +301,7 @@ def test_the_fit_chain_depends_on_the_answers_alone():
     problem = Branin()
     kw = dict(model="laplace", refit_every=2, seed=3, boundary_step=None)
     live = PreferentialOptimizer(BOUNDS, **kw)
-    asked = _run(live, [0] * 7, problem=problem)
+    asked = ask_and_tell(live, [0] * 7, problem=problem)
     batch = PreferentialOptimizer(BOUNDS, **kw)
     for X, t in zip(asked, live.history):
         batch.tell(t.answer, options=X)
@@ -348,7 +339,7 @@ def test_logs_from_before_warm_starts_maximize_eubo_and_tolerances_resume_as_wri
     assert PreferentialOptimizer(BOUNDS).warm_start_fits is True
 
 
-def test_fit_options_cap_the_refit_evaluations(monkeypatch):
+def test_fit_options_cap_the_refit_evaluations(monkeypatch, ask_and_tell):
     from prefbo.mlls import PairwiseLaplaceMLL
 
     calls = []
@@ -369,7 +360,7 @@ def test_fit_options_cap_the_refit_evaluations(monkeypatch):
             refit_every=8,
             fit_options={"maxfun": cap},
         )
-        _run(opt, [0] * 8, problem=Branin())
+        ask_and_tell(opt, [0] * 8, problem=Branin())
         assert opt.model is not None  # one refit, at 8 answers
         counts[cap] = len(calls)
     assert counts[3] <= 4 < counts[15000]
@@ -378,14 +369,14 @@ def test_fit_options_cap_the_refit_evaluations(monkeypatch):
         PreferentialOptimizer(BOUNDS, fit_options=30)
 
 
-def test_laplace_caps_the_outputscale_unless_model_options_give_a_kernel():
+def test_laplace_caps_the_outputscale_unless_model_options_give_a_kernel(ask_and_tell):
     # nearly separable answers: the exact Laplace evidence rises with the
     # outputscale; the loop's default box ends at 20 (BoTorch's at 100)
     answers = [0, 1, 1, 0, 1, 1, 0, 1]
     opt = PreferentialOptimizer(
         BOUNDS, model="laplace", strategy="random", refit_every=4
     )
-    _run(opt, answers, problem=Branin())
+    ask_and_tell(opt, answers, problem=Branin())
     cap = LAPLACE_OUTPUTSCALE_BOUNDS[1]
     assert opt.model.covar_module.outputscale.item() <= cap * (1 + 1e-6)
     assert opt.model.covar_module.outputscale_prior.b.item() == cap
@@ -397,7 +388,7 @@ def test_laplace_caps_the_outputscale_unless_model_options_give_a_kernel():
         refit_every=4,
         model_options={"covar_module": default_preference_covar_module(2)},
     )
-    _run(free, answers, problem=Branin())
+    ask_and_tell(free, answers, problem=Branin())
     assert free.model.covar_module.outputscale.item() > cap
 
 

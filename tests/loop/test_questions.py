@@ -14,15 +14,6 @@ SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20, "mc_samples": 32}
 BOUNDS = Branin().bounds
 
 
-def _run(opt, answers, problem=None):
-    asked = []
-    for a in answers:
-        X = opt.ask()
-        asked.append(X)
-        opt.tell(int(problem(X).argmax()) if problem is not None else a)
-    return asked
-
-
 @pytest.mark.parametrize(
     "model, strategy, q, keep",
     [
@@ -33,16 +24,20 @@ def _run(opt, answers, problem=None):
         ("laplace", "mes", 2, True),
     ],
 )
-def test_same_seed_same_questions(model, strategy, q, keep):
+def test_same_seed_same_questions(model, strategy, q, keep, ask_and_tell):
     kw = dict(model=model, strategy=strategy, q=q, keep_winner=keep, seed=3)
     p = Branin()
-    a = _run(PreferentialOptimizer(BOUNDS, acqf_options=SMALL, **kw), range(4), p)
-    b = _run(PreferentialOptimizer(BOUNDS, acqf_options=SMALL, **kw), range(4), p)
+    a = ask_and_tell(
+        PreferentialOptimizer(BOUNDS, acqf_options=SMALL, **kw), range(4), p
+    )
+    b = ask_and_tell(
+        PreferentialOptimizer(BOUNDS, acqf_options=SMALL, **kw), range(4), p
+    )
     for x, y in zip(a, b):
         assert x.shape == (q, 2)
         assert torch.equal(x, y)
         assert ((x >= BOUNDS[0]) & (x <= BOUNDS[1])).all()
-    c = _run(
+    c = ask_and_tell(
         PreferentialOptimizer(BOUNDS, acqf_options=SMALL, **{**kw, "seed": 4}), [0]
     )
     assert not torch.equal(a[0], c[0])
@@ -65,7 +60,7 @@ def test_keep_winner_reuses_the_winning_design():
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_eubo_optimizer_option(keep):
+def test_eubo_optimizer_option(keep, ask_and_tell):
     # same answers, so the same model at the first acquired question
     kw = dict(strategy="eubo", keep_winner=keep, seed=2)
     fast = PreferentialOptimizer(
@@ -73,8 +68,8 @@ def test_eubo_optimizer_option(keep):
     )
     slow = PreferentialOptimizer(BOUNDS, acqf_options=SMALL, **kw)
     assert slow.config["acqf_options"]["optimizer"] == "scipy"  # the default
-    _run(fast, [0, 1])
-    _run(slow, [0, 1])
+    ask_and_tell(fast, [0, 1])
+    ask_and_tell(slow, [0, 1])
     X, Y = fast.ask(), slow.ask()
     assert X.shape == Y.shape == (2, 2)
     assert ((X >= BOUNDS[0]) & (X <= BOUNDS[1])).all()
@@ -96,7 +91,7 @@ def test_eubo_optimizer_option(keep):
 
 
 @pytest.mark.parametrize("model", ["laplace", "ep", "skew", "variational"])
-def test_eubo_torch_optimizer_with_every_model(model):
+def test_eubo_torch_optimizer_with_every_model(model, ask_and_tell):
     opts = {"num_samples": 64, "burnin": 20} if model == "skew" else None
     opt = PreferentialOptimizer(
         BOUNDS,
@@ -105,7 +100,7 @@ def test_eubo_torch_optimizer_with_every_model(model):
         model_options=opts,
         seed=1,
     )
-    asked = _run(opt, [0, 1, 0], Branin())
+    asked = ask_and_tell(opt, [0, 1, 0], Branin())
     X = opt.ask()
     assert X.shape == (2, 2) and ((X >= BOUNDS[0]) & (X <= BOUNDS[1])).all()
     assert not torch.equal(X, asked[-1])
