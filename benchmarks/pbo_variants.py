@@ -41,6 +41,10 @@ Each variant changes one thing of ``PreferentialOptimizer``'s default:
   a function of the told questions alone: one for every *told* option on a
   face, and those of the options proposed while a question is computed
   dropped once it is asked (:class:`BoundaryToldOptimizer`);
+- ``boundary-near-winner``: the loop's default (``boundary-0.1``) with a
+  face's virtual comparisons lapsing while the last winner lies within
+  ``2 boundary_step`` of it (:class:`NearWinnerOptimizer`), so that a face
+  optimum can be reached;
 - ``outputscale-grid-mixture``: four EP models whose outputscales are fixed
   at 1, 10, 100 and 1,000 (lengthscales fitted, warm-started along the
   answers), weighted after every answer by their evidence (plus the
@@ -343,6 +347,42 @@ class BoundaryToldLoop(pbo_regret.PrefboLoop):
         )
 
 
+class NearWinnerOptimizer(pbo_regret.PreferentialOptimizer):
+    r"""The loop's default, but a face's virtual comparisons lapse while the
+    last answer's winner lies within ``2 boundary_step`` of that face, so a
+    person who keeps choosing designs by a face is asked about the face
+    again (the default reaches a face optimum only to within about
+    ``boundary_step``)."""
+
+    def _model_data(self, tells=None):
+        tells = self._tells if tells is None else tells
+        near = None  # the last winner, unit cube
+        if tells:
+            near = self.to_unit(tells[-1].options[tells[-1].answer])
+        events: list[Answer] = []
+        for t in tells:
+            for pair in [] if t.virtual is None else t.virtual:
+                inner, face = self.to_unit(pair)
+                d = int((inner != face).nonzero()[0])
+                lapsed = near is not None and bool(
+                    (near[d] - face[d]).abs() <= 2 * self.boundary_step
+                )
+                if not lapsed:
+                    events.append(Answer(-1, pair, 0))
+            events.append(t)
+        if tells is self._tells:
+            events += [Answer(-1, pair, 0) for pair in self._proposed]
+        designs, comps = pairs_from(events)
+        return self._to_model(designs), comps
+
+
+class NearWinnerLoop(pbo_regret.PrefboLoop):
+    r"""The default with :class:`NearWinnerOptimizer`'s lapsing comparisons."""
+
+    def __init__(self, u: pbo_regret.Utility, seed: int) -> None:
+        self.opt = NearWinnerOptimizer(u.bounds, seed=seed)
+
+
 VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
     BASE: lambda u, seed: pbo_regret.PrefboLoop(u, seed, **PREVIOUS),
     "os-lognormal-30": lognormal_loop(30.0, 1.5, 200.0),
@@ -370,6 +410,7 @@ VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
     ),
     "boundary-0.05": lambda u, seed: pbo_regret.PrefboLoop(u, seed, boundary_step=0.05),
     "boundary-0.1": lambda u, seed: pbo_regret.PrefboLoop(u, seed, boundary_step=0.1),
+    "boundary-near-winner": lambda u, seed: NearWinnerLoop(u, seed),
     "boundary-told-0.1": lambda u, seed: BoundaryToldLoop(u, seed, step=0.1),
     "boundary-told-0.2": lambda u, seed: BoundaryToldLoop(u, seed, step=0.2),
     "outputscale-grid-mixture": lambda u, seed: MixtureLoop(u, seed),
