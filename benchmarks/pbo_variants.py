@@ -44,7 +44,8 @@ Each variant changes one thing of ``PreferentialOptimizer``'s default:
 - ``boundary-near-winner``: the loop's default (``boundary-0.1``) with a
   face's virtual comparisons lapsing while the last winner lies within
   ``2 boundary_step`` of it (:class:`NearWinnerOptimizer`), so that a face
-  optimum can be reached;
+  optimum can be reached (worse than ``boundary-0.1`` on the benchmark;
+  diagnosis section 11);
 - ``outputscale-grid-mixture``: four EP models whose outputscales are fixed
   at 1, 10, 100 and 1,000 (lengthscales fitted, warm-started along the
   answers), weighted after every answer by their evidence (plus the
