@@ -94,6 +94,7 @@ from torch import Tensor
 from prefbo.acquisition import FastAnalyticEUBO
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.loop.answers import Answer, pairs_from
+from prefbo.loop.boundary import face_columns, face_comparisons
 from prefbo.mlls import PairwiseEPMLL
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -102,7 +103,6 @@ import pbo_regret  # noqa: E402
 STORE = pbo_regret.RESULTS / "pbo_regret_tuning_variants.jsonl"
 BASE = "default"
 GRID = (1.0, 10.0, 100.0, 1000.0)
-FACE_TOL = 1e-4  # an option this close to a face (unit cube) lies on it
 # the loop's default before the virtual comparisons at the faces: the base of
 # every variant screened before them (their stored runs reproduce with it)
 PREVIOUS = {"boundary_step": None}
@@ -284,22 +284,13 @@ class StickyBestLoop(pbo_regret.PrefboLoop):
         return self.incumbent
 
 
-def face_comparisons(opt: Any, options: Tensor, step: float) -> list[Answer]:
-    r"""The virtual comparisons "the design ``step`` inside ≻ the option",
-    one per face of the unit cube each of ``options`` (``q x d``, the box)
-    lies on."""
-    out = []
-    for z in opt._to_model(options):
-        for d in range(z.shape[-1]):
-            inner = z.clone()
-            if z[d] <= FACE_TOL:
-                inner[d] = step
-            elif z[d] >= 1 - FACE_TOL:
-                inner[d] = 1 - step
-            else:
-                continue
-            out.append(Answer(-1, opt._from_model(torch.stack([inner, z])), 0))
-    return out
+def face_answers(opt: Any, options: Tensor, step: float) -> list[Answer]:
+    r"""The virtual answers "the design ``step`` inside ≻ the option" of
+    ``options`` (``q x d``, the box) on the faces of a box optimiser's unit
+    cube (:func:`prefbo.loop.boundary.face_comparisons`)."""
+    columns = face_columns(None, options.shape[-1])
+    pairs = face_comparisons(opt._to_model(options), columns, step)
+    return [Answer(-1, opt._from_model(torch.stack(pair)), 0) for pair in pairs]
 
 
 class BoundaryToldOptimizer(pbo_regret.PreferentialOptimizer):
@@ -316,7 +307,7 @@ class BoundaryToldOptimizer(pbo_regret.PreferentialOptimizer):
     def _model_data(self, tells=None):
         events: list[Answer] = []
         for t in self._tells if tells is None else tells:
-            events += [t, *face_comparisons(self, t.options, self.step)]
+            events += [t, *face_answers(self, t.options, self.step)]
         if tells is None:
             events += self._temporary
         designs, comps = pairs_from(events)
@@ -329,7 +320,7 @@ class BoundaryToldOptimizer(pbo_regret.PreferentialOptimizer):
             question = super()._next_question()
             if r == self.rounds or k < self.initial_random:
                 break
-            new = face_comparisons(self, question, self.step)
+            new = face_answers(self, question, self.step)
             if not new:
                 break
             self._temporary += new

@@ -112,6 +112,25 @@ def tell_record(
         ) from None
 
 
+def virtual_record(path: str | os.PathLike, record: dict[str, Any], opt: Any) -> Tensor:
+    r"""The virtual comparisons of a verified ``tell`` record, checked
+    (:func:`~prefbo.loop.answers.check_virtual`) against ``opt``'s box.
+
+    Raises:
+        SessionLogError: They are not ``k x 2 x d`` distinct designs in the
+            box, or the header's ``boundary_step`` is ``None`` (naming the
+            line and why).
+    """
+    why = "virtual comparisons need a boundary_step; the header's is None."
+    if opt.boundary_step is not None:
+        try:
+            return check_virtual(record["virtual"], opt.bounds)
+        except PrefboError as e:
+            why = str(e)
+    why = f"holds bad virtual comparisons: {why}"
+    raise SessionLogError(line_error(path, record["seq"], "tell", why))
+
+
 def replay(
     cls: type, log_path: str | os.PathLike, read_only: bool, expected: dict[str, Any]
 ) -> tuple[Any, int]:
@@ -175,20 +194,7 @@ def _apply(opt: Any, log_path: str | os.PathLike, rec: dict[str, Any]) -> None:
     check_record_keys(log_path, rec)
     if rec["type"] == "tell":
         options, answer = tell_record(log_path, rec, opt.check_answer)
-        virtual = None
-        if "virtual" in rec:
-            try:
-                if opt.boundary_step is None:
-                    raise InputDataError(
-                        "virtual comparisons need a boundary_step; the header's "
-                        "is None."
-                    )
-                virtual = check_virtual(rec["virtual"], opt.bounds)
-            except PrefboError as e:
-                why = f"holds bad virtual comparisons: {e}"
-                raise SessionLogError(
-                    line_error(log_path, rec["seq"], "tell", why)
-                ) from None
+        virtual = virtual_record(log_path, rec, opt) if "virtual" in rec else None
         opt._apply_tell(options, answer, rec["seq"], virtual)
     elif opt._tells:  # undo
         opt._apply_undo()
