@@ -23,8 +23,11 @@ The setting (fixed before any run):
   its default, told the 4 random pairs; the recommendation is its ``best()``.
   Other configurations (``--configs``) change one setting of the loop.
 
-Two seed sets: ``tuning`` (0-19), which development may look at, and
-``untuned`` (1000-1019), run once for the published figures.
+Three seed sets: ``tuning`` (0-19), which development may look at;
+``untuned`` (1000-1019), run once for the published figures of the virtual
+comparisons at the faces; ``fresh`` (2000-2019), fixed before any run, for
+the figures of the next change of the default (the untuned seeds have been
+seen since).
 
 Runs are appended to a JSON-lines store (one record per problem, σ, seed and
 configuration, with the regret and the cumulative wall time after every
@@ -85,7 +88,11 @@ PROBLEMS: dict[str, Callable[[], synthetic.SyntheticTestFunction]] = {
     "Rosenbrock4": lambda: synthetic.Rosenbrock(dim=4),
 }
 SIGMAS = (0.01, 0.1, 0.3)
-SEED_SETS = {"tuning": range(0, 20), "untuned": range(1000, 1020)}
+SEED_SETS = {
+    "tuning": range(0, 20),
+    "untuned": range(1000, 1020),
+    "fresh": range(2000, 2020),
+}
 BUDGETS = (30, 60)
 INITIAL_PAIRS = 4
 REFERENCE = "botorch"
