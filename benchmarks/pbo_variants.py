@@ -46,6 +46,21 @@ Each variant changes one thing of ``PreferentialOptimizer``'s default:
   ``2 boundary_step`` of it (:class:`NearWinnerOptimizer`), so that a face
   optimum can be reached (worse than ``boundary-0.1`` on the benchmark;
   diagnosis section 11);
+- ``challenge-new-best``: the loop's default (``boundary-0.1``), but an
+  answer that changes the recommendation is followed by the question "new
+  recommendation or the previous one?" while the model is unsure of its
+  answer (:class:`ChallengeLoop`);
+- ``boundary-os-30``: the loop's default (``boundary-0.1``) with the
+  outputscale's box prior ending at 30 instead of 100 (with the virtual
+  comparisons the fits sit at the box's end);
+- ``boundary-dedupe``: the loop's default (``boundary-0.1``), but a
+  virtual comparison is not made again where the model has it already
+  (within ``REPEAT_TOL``; :class:`DedupeOptimizer`);
+- ``fit-real``: the loop's default (``boundary-0.1``) with the
+  hyperparameters fitted to the person's answers alone, the virtual
+  comparisons entering only the posterior (:class:`FitRealOptimizer`);
+  ``fit-real-recommend-real``: also the recommendation from the posterior
+  of the person's answers alone;
 - ``outputscale-grid-mixture``: four EP models whose outputscales are fixed
   at 1, 10, 100 and 1,000 (lengthscales fitted, warm-started along the
   answers), weighted after every answer by their evidence (plus the
@@ -94,7 +109,15 @@ from torch import Tensor
 from prefbo.acquisition import FastAnalyticEUBO
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.loop.answers import Answer, pairs_from
-from prefbo.loop.boundary import face_columns, face_comparisons
+from prefbo.loop.boundary import ROUNDS, face_columns, face_comparisons
+from prefbo.loop.fit_warnings import expected_fit_warnings
+from prefbo.loop.repeats import (
+    MIN_INFORMATION,
+    REPEAT_TOL,
+    answer_information,
+    near_copies,
+    repeats,
+)
 from prefbo.mlls import PairwiseEPMLL
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -284,6 +307,138 @@ class StickyBestLoop(pbo_regret.PrefboLoop):
         return self.incumbent
 
 
+class ChallengeLoop(pbo_regret.PrefboLoop):
+    r"""The loop's default, but when an answer changes the recommendation
+    (the told design of highest posterior mean) the next question pairs the
+    new recommendation with the previous one, unless the two are within
+    ``REPEAT_TOL`` of each other, the pair was asked before, or the model
+    already knows its answer (less than ``MIN_INFORMATION`` nats): a
+    recommendation resting on one or two answers is checked against the
+    one it replaces, as a dueling-bandit champion is."""
+
+    def __init__(self, u: pbo_regret.Utility, seed: int) -> None:
+        super().__init__(u, seed)
+        self.previous: Tensor | None = None
+        self.current: Tensor | None = None
+
+    def tell(self, pair: Tensor, winner: int) -> None:  # noqa: D102
+        self.opt.tell(winner, options=pair)
+        self.previous, self.current = self.current, self.opt.best()[0]
+
+    def best(self) -> Tensor:  # noqa: D102
+        return self.current
+
+    def ask(self) -> Tensor:  # noqa: D102
+        if (
+            self.previous is not None
+            and len(self.opt.history) >= self.opt.initial_random
+        ):
+            X = torch.stack([self.current, self.previous])
+            Z = self.opt.to_unit(X)
+            asked = [self.opt.to_unit(t.options) for t in self.opt.history]
+            if (
+                not near_copies(Z)
+                and not repeats(Z, asked)
+                and answer_information(self.opt.model, Z) >= MIN_INFORMATION
+            ):
+                return X
+        return self.opt.ask()
+
+
+def _real(tells: Sequence[Answer]) -> list[Answer]:
+    r"""``tells`` without their virtual comparisons."""
+    return [Answer(t.seq, t.options, t.answer) for t in tells]
+
+
+class FitRealOptimizer(pbo_regret.PreferentialOptimizer):
+    r"""The loop's default with its hyperparameters fitted to the person's
+    answers alone: the virtual comparisons at the faces enter the posterior
+    (questions and recommendation) under those hyperparameters, but not the
+    fits. With ``recommend_real``, the recommendation is the told design of
+    highest posterior mean given the real answers alone (same
+    hyperparameters)."""
+
+    def __init__(self, *args: Any, recommend_real: bool = False, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.recommend_real = recommend_real
+
+    def _model_data(self, tells=None):
+        # explicit tells: the fits' data (FittedModels._fitted)
+        return super()._model_data(None if tells is None else _real(tells))
+
+    def best(self) -> tuple[Tensor, float, float]:  # noqa: D102
+        if not self.recommend_real or not self._tells:
+            return super().best()
+        k = len(self._tells)
+        fitted = self._fitted(k - k % self.refit_every)
+        designs, comps = self._model_data(self._tells)
+        with expected_fit_warnings():
+            model = self._kind.build(designs, comps, fitted.covar_module)
+            if k - k % self.refit_every > 0:
+                self._kind.warm_start(model, fitted)
+            model.eval()
+            told, _ = self.data()
+            with torch.no_grad():
+                mean = model.posterior(self._to_model(told).unsqueeze(-2)).mean
+        i = int(mean.reshape(-1).argmax())
+        return told[i].clone(), float("nan"), float("nan")
+
+
+class FitRealLoop(pbo_regret.PrefboLoop):
+    r""":class:`FitRealOptimizer` in the benchmark's loop."""
+
+    def __init__(self, u: pbo_regret.Utility, seed: int, recommend_real: bool) -> None:
+        self.opt = FitRealOptimizer(u.bounds, seed=seed, recommend_real=recommend_real)
+
+
+class DedupeOptimizer(pbo_regret.PreferentialOptimizer):
+    r"""The loop's default, but a virtual comparison that repeats one the
+    model has (every point of the pair within ``REPEAT_TOL`` of the other's,
+    unit cube) is not made again: a question whose face proposals all repeat
+    earlier comparisons is asked as it is."""
+
+    def _next_question(self) -> Tensor:
+        question, fallback = self._question()
+        if len(self._tells) >= self.initial_random:
+            columns = face_columns(self.space, self.dim)
+            have = [
+                self.to_unit(v)
+                for t in self._tells
+                if t.virtual is not None
+                for v in t.virtual
+            ]
+            try:
+                for _ in range(ROUNDS):
+                    pairs = face_comparisons(
+                        self.to_unit(question), columns, self.boundary_step
+                    )
+                    new = []
+                    for pair in pairs:
+                        P = torch.stack(pair)
+                        if not any((P - H).abs().max() <= REPEAT_TOL for H in have):
+                            new.append(P)
+                            have.append(P)
+                    if fallback or not new:
+                        break
+                    self._proposed += [self.from_unit(P) for P in new]
+                    self._model = None
+                    question, fallback = self._question()
+                if self._proposed:
+                    self._pending_virtual = torch.stack(self._proposed)
+            finally:
+                if self._proposed:
+                    self._proposed, self._model = [], None
+        self.random_fallbacks += int(fallback)
+        return question
+
+
+class DedupeLoop(pbo_regret.PrefboLoop):
+    r""":class:`DedupeOptimizer` in the benchmark's loop."""
+
+    def __init__(self, u: pbo_regret.Utility, seed: int) -> None:
+        self.opt = DedupeOptimizer(u.bounds, seed=seed)
+
+
 def face_answers(opt: Any, options: Tensor, step: float) -> list[Answer]:
     r"""The virtual answers "the design ``step`` inside ≻ the option" of
     ``options`` (``q x d``, the box) on the faces of a box optimiser's unit
@@ -403,6 +558,21 @@ VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
     "boundary-0.05": lambda u, seed: pbo_regret.PrefboLoop(u, seed, boundary_step=0.05),
     "boundary-0.1": lambda u, seed: pbo_regret.PrefboLoop(u, seed, boundary_step=0.1),
     "boundary-near-winner": lambda u, seed: NearWinnerLoop(u, seed),
+    "challenge-new-best": lambda u, seed: ChallengeLoop(u, seed),
+    "boundary-os-30": lambda u, seed: pbo_regret.PrefboLoop(
+        u,
+        seed,
+        model_options={
+            "covar_module": default_preference_covar_module(
+                u.dim, outputscale_bounds=(0.01, 30.0)
+            )
+        },
+    ),
+    "boundary-dedupe": lambda u, seed: DedupeLoop(u, seed),
+    "fit-real": lambda u, seed: FitRealLoop(u, seed, recommend_real=False),
+    "fit-real-recommend-real": lambda u, seed: FitRealLoop(
+        u, seed, recommend_real=True
+    ),
     "boundary-told-0.1": lambda u, seed: BoundaryToldLoop(u, seed, step=0.1),
     "boundary-told-0.2": lambda u, seed: BoundaryToldLoop(u, seed, step=0.2),
     "outputscale-grid-mixture": lambda u, seed: MixtureLoop(u, seed),
