@@ -93,8 +93,12 @@ class ModelKind(ABC):
         self.seed = seed
 
     def _constructor_options(self, covar_module: Any) -> dict[str, Any]:
+        # modules (a kernel, a likelihood) are copied: every model, and so
+        # every fit, starts at the user's object and never changes it
         opts = {
-            k: v for k, v in self.model_options.items() if k not in self.loop_options
+            k: copy.deepcopy(v) if isinstance(v, torch.nn.Module) else v
+            for k, v in self.model_options.items()
+            if k not in self.loop_options
         }
         if covar_module is not None:
             opts["covar_module"] = copy.deepcopy(covar_module)

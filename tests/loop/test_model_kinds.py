@@ -159,3 +159,45 @@ def test_a_short_eubo_loop_runs_with_each_model(kind):
     mean = model.posterior(X.unsqueeze(-2)).mean.reshape(-1)
     regret = problem.optimal_value - problem(X[mean.argmax()]).item()
     assert 0 <= regret < 2.5
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_kernel_given_in_model_options_is_copied_not_fitted_in_place(warm):
+    # the user's kernel is where every fit starts, never the fitted object:
+    # fitting it in place would change the user's object, make two
+    # optimisers given it share their fits, and (cold refits) start each
+    # fit where the last one ended
+    from prefbo.kernels.defaults import default_preference_covar_module
+
+    kernel = default_preference_covar_module(2)
+    before = {k: v.clone() for k, v in kernel.state_dict().items()}
+    opt = PreferentialOptimizer(
+        BOUNDS,
+        seed=0,
+        warm_start_fits=warm,
+        model_options={"covar_module": kernel},
+    )
+    person = SimulatedPerson(Branin(), noise_std=0.1, seed=0)
+    for _ in range(4):
+        x = opt.ask()
+        opt.tell(person.compare(x[0], x[1]), options=x)
+    opt.model  # every fit made
+    for k, v in kernel.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    kernels = [opt._fitted(c).covar_module for c in range(0, 5)]
+    assert all(k is not kernel for k in kernels)
+    assert len({id(k) for k in kernels}) == len(kernels)
+    if not warm:  # each cold refit starts at the user's kernel, so a refit
+        # of the same answers from a fresh optimiser gives the same result
+        again = PreferentialOptimizer(
+            BOUNDS,
+            seed=0,
+            warm_start_fits=False,
+            model_options={"covar_module": kernel},
+        )
+        for t in opt.history[:3]:
+            again.tell(t.answer, options=t.options)
+        assert torch.allclose(
+            again._fitted(3).covar_module.outputscale,
+            opt._fitted(3).covar_module.outputscale,
+        )
