@@ -51,11 +51,14 @@ from typing import Any
 
 import torch
 from botorch.acquisition import PosteriorMean
+from botorch.exceptions.errors import ModelFittingError
 from botorch.optim import optimize_acqf
 from torch import Tensor
 
 from prefbo.loop.answers import Answer, pairs_from
 from prefbo.loop.fit_warnings import expected_fit_warnings
+from prefbo.loop.fitted import seeded
+from prefbo.loop.repeats import REPEAT_TOL
 
 sys.path.insert(0, str(Path(__file__).parent))
 import pbo_regret  # noqa: E402
@@ -84,10 +87,20 @@ def _conditioned(opt: Any, answers: list[Answer], kernel: Any) -> Any:
 
 def _cold_fit(opt: Any, answers: list[Answer]) -> Any:
     designs, comps = pairs_from(answers)
-    with expected_fit_warnings():
+    with seeded(opt.seed * 7919 + len(opt._tells)), expected_fit_warnings():
         fitted = opt._kind.build_for_fit(opt._to_model(designs), comps, None)
-    opt._fit(fitted)
-    return _conditioned(opt, answers, fitted.covar_module)
+        with torch.enable_grad():
+            try:
+                opt._kind.fit(fitted, opt.fit_options)
+            except ModelFittingError:  # the defaults, as the loop keeps them
+                pass
+    return _conditioned(opt, answers, fitted.eval().covar_module)
+
+
+def _last_fit(opt: Any) -> int:
+    r"""The answer count of the fit the loop's model uses."""
+    k = len(opt._tells)
+    return k - k % opt.refit_every
 
 
 def _events(opt: Any) -> list[Answer]:
@@ -105,12 +118,15 @@ def _real(opt: Any) -> list[Answer]:
 
 
 def _counts(opt: Any, told: Tensor) -> tuple[Tensor, Tensor]:
-    r"""Per told design: how often it was asked, and its wins less losses."""
+    r"""Per told design: how often it (or a design within ``REPEAT_TOL`` of
+    it in the unit cube, the loop's own test of a repeat) was asked, and
+    its wins less losses there."""
     asked = torch.zeros(len(told), dtype=torch.float64)
     score = torch.zeros(len(told), dtype=torch.float64)
+    Z = opt.to_unit(told)
     for t in opt._tells:
-        for i, x in enumerate(t.options):
-            hit = ((told - x).abs().amax(-1) <= 1e-12).double()
+        for i, x in enumerate(opt.to_unit(t.options)):
+            hit = ((Z - x).abs().amax(-1) <= REPEAT_TOL).double()
             asked += hit
             score += hit if i == t.answer else -hit
     return asked, score
@@ -123,8 +139,8 @@ def rule_mean_minus_sd(opt: Any) -> Tensor:  # noqa: D103
 
 
 def rule_real_answers(opt: Any) -> Tensor:  # noqa: D103
-    told, k = _told(opt), len(opt._tells)
-    model = _conditioned(opt, _real(opt), opt._fitted(k).covar_module)
+    told = _told(opt)
+    model = _conditioned(opt, _real(opt), opt._fitted(_last_fit(opt)).covar_module)
     return told[int(_mean(opt, model, told).argmax())]
 
 
@@ -139,10 +155,12 @@ def rule_cold_fit_all(opt: Any) -> Tensor:  # noqa: D103
 
 
 def rule_mean_last_5_fits(opt: Any) -> Tensor:  # noqa: D103
-    told, k, events = _told(opt), len(opt._tells), _events(opt)
+    told, last, events = _told(opt), _last_fit(opt), _events(opt)
+    step = opt.refit_every
+    fits = [c for c in range(last - 4 * step, last + 1, step) if c > 0]
     total = sum(
-        _mean(opt, _conditioned(opt, events, opt._fitted(j).covar_module), told)
-        for j in range(max(1, k - 4), k + 1)
+        _mean(opt, _conditioned(opt, events, opt._fitted(c).covar_module), told)
+        for c in fits
     )
     return told[int(total.argmax())]
 
@@ -168,7 +186,9 @@ def rule_box_mean(opt: Any) -> Tensor:  # noqa: D103
     mean, _ = opt._mean_sd(opt._to_model(told))
     acqf = PosteriorMean(opt.model)
     gen = torch.Generator().manual_seed(0)
+    box = opt._model_box()
     raw = torch.rand(1024, d, generator=gen, dtype=torch.float64)
+    raw = box[0] + (box[1] - box[0]) * raw  # the model's inputs
     with torch.no_grad(), expected_fit_warnings():
         values = acqf(raw.unsqueeze(-2))
     starts = torch.cat(
@@ -177,11 +197,9 @@ def rule_box_mean(opt: Any) -> Tensor:  # noqa: D103
             raw[values.argsort(descending=True)[:4]],
         ]
     ).unsqueeze(-2)
-    cube = torch.zeros(2, d, dtype=torch.float64)
-    cube[1] = 1.0
     with expected_fit_warnings():
         x, _ = optimize_acqf(
-            acqf, bounds=cube, q=1, num_restarts=8, batch_initial_conditions=starts
+            acqf, bounds=box, q=1, num_restarts=8, batch_initial_conditions=starts
         )
     return opt._from_model(x.detach().reshape(-1))
 
@@ -244,20 +262,22 @@ def report(records: list[dict], reference: list[dict]) -> str:
             f"After {b} answers ({len(records)} runs):",
             "",
             "| rule | regret / mean's (geometric) | mean regret "
-            "| runs above 3x BoTorch's median |",
-            "|---|---|---|---|",
+            "| runs above 3x BoTorch's median | runs where it differs from mean's |",
+            "|---|---|---|---|---|",
         ]
         for name in RULES:
-            ratios, total, above = [], 0.0, 0
+            ratios, total, above, differs = [], 0.0, 0, 0
             for r in records:
                 g, g0 = r["rules"][b][name], r["rules"][b][BASE]
+                differs += abs(g - g0) > 1e-9
                 ratios.append(math.log((g + 1e-3) / (g0 + 1e-3)))
                 total += g
                 ref = cells[(r["problem"], r["sigma"])]
                 above += g > 3 * statistics.median(x[int(b) - 1] for x in ref)
             geo = math.exp(sum(ratios) / len(ratios))
             lines.append(
-                f"| `{name}` | {geo:.3f} | {total / len(records):.4f} | {above} |"
+                f"| `{name}` | {geo:.3f} | {total / len(records):.4f} | {above} "
+                f"| {differs} |"
             )
         lines.append("")
     return "\n".join(lines)

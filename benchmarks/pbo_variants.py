@@ -399,8 +399,10 @@ class DedupeOptimizer(pbo_regret.PreferentialOptimizer):
 
     def _next_question(self) -> Tensor:
         question, fallback = self._question()
-        if len(self._tells) >= self.initial_random:
+        use = self.boundary_step is not None and self._strategy.uses_model
+        if use and len(self._tells) >= self.initial_random:
             columns = face_columns(self.space, self.dim)
+            kept = int(self._fixed_option() is not None)  # told already
             have = [
                 self.to_unit(v)
                 for t in self._tells
@@ -410,7 +412,7 @@ class DedupeOptimizer(pbo_regret.PreferentialOptimizer):
             try:
                 for _ in range(ROUNDS):
                     pairs = face_comparisons(
-                        self.to_unit(question), columns, self.boundary_step
+                        self.to_unit(question[kept:]), columns, self.boundary_step
                     )
                     new = []
                     for pair in pairs:

@@ -181,7 +181,7 @@ def test_a_kernel_given_in_model_options_is_copied_not_fitted_in_place(warm):
     for _ in range(4):
         x = opt.ask()
         opt.tell(person.compare(x[0], x[1]), options=x)
-    opt.model  # every fit made
+    assert opt.model is not None  # every fit made
     for k, v in kernel.state_dict().items():
         assert torch.equal(v, before[k]), k
     kernels = [opt._fitted(c).covar_module for c in range(0, 5)]
