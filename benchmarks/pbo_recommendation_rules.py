@@ -78,23 +78,22 @@ def _mean(opt: Any, model: Any, X: Tensor) -> Tensor:
     return post.mean.reshape(-1)
 
 
-def _conditioned(opt: Any, answers: list[Answer], kernel: Any) -> Any:
-    designs, comps = pairs_from(answers)
+def _conditioned(opt: Any, data: tuple[Tensor, Tensor], kernel: Any) -> Any:
+    r"""The loop's kind of model of ``data`` (model inputs, comparisons)."""
     with expected_fit_warnings():
-        model = opt._kind.build(opt._to_model(designs), comps, kernel)
+        model = opt._kind.build(*data, kernel)
     return model.eval()
 
 
-def _cold_fit(opt: Any, answers: list[Answer]) -> Any:
-    designs, comps = pairs_from(answers)
+def _cold_fit(opt: Any, data: tuple[Tensor, Tensor]) -> Any:
     with seeded(opt.seed * 7919 + len(opt._tells)), expected_fit_warnings():
-        fitted = opt._kind.build_for_fit(opt._to_model(designs), comps, None)
+        fitted = opt._kind.build_for_fit(*data, None)
         with torch.enable_grad():
             try:
                 opt._kind.fit(fitted, opt.fit_options)
             except ModelFittingError:  # the defaults, as the loop keeps them
                 pass
-    return _conditioned(opt, answers, fitted.eval().covar_module)
+    return _conditioned(opt, data, fitted.eval().covar_module)
 
 
 def _last_fit(opt: Any) -> int:
@@ -103,18 +102,17 @@ def _last_fit(opt: Any) -> int:
     return k - k % opt.refit_every
 
 
-def _events(opt: Any) -> list[Answer]:
-    r"""Every comparison the loop's model holds (virtual ones first)."""
-    out: list[Answer] = []
-    for t in opt._tells:
-        if t.virtual is not None:
-            out += [Answer(-1, pair, 0) for pair in t.virtual]
-        out.append(t)
-    return out
+def _every(opt: Any) -> tuple[Tensor, Tensor]:
+    r"""Every comparison the loop's model holds, as the loop orders them."""
+    return opt._model_data(opt._tells)
 
 
-def _real(opt: Any) -> list[Answer]:
-    return [Answer(t.seq, t.options, t.answer) for t in opt._tells]
+def _real(opt: Any) -> tuple[Tensor, Tensor]:
+    r"""The person's answers alone (no virtual comparisons)."""
+    designs, comps = pairs_from(
+        [Answer(t.seq, t.options, t.answer) for t in opt._tells]
+    )
+    return opt._to_model(designs), comps
 
 
 def _counts(opt: Any, told: Tensor) -> tuple[Tensor, Tensor]:
@@ -151,15 +149,15 @@ def rule_cold_fit_real(opt: Any) -> Tensor:  # noqa: D103
 
 def rule_cold_fit_all(opt: Any) -> Tensor:  # noqa: D103
     told = _told(opt)
-    return told[int(_mean(opt, _cold_fit(opt, _events(opt)), told).argmax())]
+    return told[int(_mean(opt, _cold_fit(opt, _every(opt)), told).argmax())]
 
 
 def rule_mean_last_5_fits(opt: Any) -> Tensor:  # noqa: D103
-    told, last, events = _told(opt), _last_fit(opt), _events(opt)
+    told, last, data = _told(opt), _last_fit(opt), _every(opt)
     step = opt.refit_every
     fits = [c for c in range(last - 4 * step, last + 1, step) if c > 0]
     total = sum(
-        _mean(opt, _conditioned(opt, events, opt._fitted(c).covar_module), told)
+        _mean(opt, _conditioned(opt, data, opt._fitted(c).covar_module), told)
         for c in fits
     )
     return told[int(total.argmax())]
