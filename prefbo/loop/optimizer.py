@@ -36,7 +36,7 @@ from torch import Tensor
 from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError
 from prefbo.loop import options as _options
-from prefbo.loop.answers import Answer, check_answer
+from prefbo.loop.answers import Answer, check_answer, check_virtual
 from prefbo.loop.boundary import DEFAULT_STEP, MIN_STEP
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import FittedModels
@@ -319,7 +319,17 @@ class PreferentialOptimizer(Questions, FittedModels):
             self._pending = self._next_question()
         return self._pending.clone()
 
-    def tell(self, answer: int, options: Tensor | None = None) -> None:
+    @property
+    def pending_virtual(self) -> Tensor | None:
+        r"""The ``k x 2 x d`` virtual comparisons ``[inner, face]``
+        (:mod:`prefbo.loop.boundary`) the pending question carries to its
+        answer (``None``: none, or nothing pending); a caller storing
+        answers elsewhere gives them back to :meth:`tell` (``virtual=``)."""
+        return None if self._pending_virtual is None else self._pending_virtual.clone()
+
+    def tell(
+        self, answer: int, options: Tensor | None = None, *, virtual: Any = None
+    ) -> None:
         r"""Record which option was chosen; logged durably before returning.
 
         Args:
@@ -329,18 +339,27 @@ class PreferentialOptimizer(Questions, FittedModels):
                 the pending question of :meth:`ask`. The answer to the
                 pending question (these options, or within 1e-9 of the box's
                 width of them) carries its virtual comparisons
-                (``boundary_step``); other options carry none.
+                (``boundary_step``); other options carry none, unless given.
+            virtual: The virtual comparisons (:attr:`pending_virtual`, a
+                tensor or nested list) these options carried when asked, so
+                an optimiser rebuilt from stored answers asks what the
+                original asks. Default: the pending question's, as above.
 
         Raises:
             InputTypeError: ``answer`` is not an int (a bool, a float, a
-                string).
+                string), or ``virtual`` is not numbers.
             InputDataError: ``answer`` is not an index of ``options``, or
                 ``options`` are not ``q x d`` (``q >= 2``), not finite, outside
                 the box, or not distinct designs, or (with a space) not
-                designs of the space; or the optimiser is a read-only view or
-                its log was closed.
+                designs of the space; ``virtual`` is not ``k x 2 x d``
+                designs of the box, or given with ``boundary_step=None``; or
+                the optimiser is a read-only view or its log was closed.
         """
         self._check_writable("tell")
+        if virtual is not None and self.boundary_step is None:
+            raise InputDataError("virtual needs a boundary_step; it is None here.")
+        if virtual is not None:
+            virtual = check_virtual(virtual, self.bounds).clone()
         if options is None:
             if self._pending is None:
                 raise InputDataError(
@@ -351,9 +370,9 @@ class PreferentialOptimizer(Questions, FittedModels):
         elif self.space is not None:
             options = encode_options(self.space, options)
         options, answer = self.check_answer(answer, options)
-        virtual = None  # the pending question's, if these are its options
-        if self._pending is not None and self._same_question(options):
-            virtual = self._pending_virtual
+        if virtual is None and self._pending is not None:
+            if self._same_question(options):  # the pending question's
+                virtual = self._pending_virtual
         seq = len(self._tells)
         if self._log is not None:
             record = {"type": "tell", "options": options.tolist(), "answer": answer}

@@ -233,3 +233,47 @@ def test_random_fallbacks_count_questions_not_rounds(monkeypatch):
     monkeypatch.setattr(questions, "choose_options", lambda *a, **k: None)
     opt.ask()
     assert opt.random_fallbacks == 1 and opt._pending_virtual is None
+
+
+def test_an_optimiser_rebuilt_from_answers_and_their_comparisons_asks_the_same():
+    # prefbo serve rebuilds a participant's optimiser from stored answers:
+    # told with the virtual comparisons their questions carried
+    # (pending_virtual when asked), it asks what the original asks next
+    p = Branin()
+    opt = PreferentialOptimizer(p.bounds, acqf_options=SMALL, seed=3)
+    person = SimulatedPerson(p, noise_std=0.1, seed=0)
+    stored = []
+    for _ in range(7):
+        X = opt.ask()
+        carried = opt.pending_virtual
+        stored.append((X, person.compare(X[0], X[1]), carried))
+        opt.tell(stored[-1][1])
+    assert any(v is not None for _, _, v in stored)
+    rebuilt = PreferentialOptimizer(p.bounds, acqf_options=SMALL, seed=3)
+    for X, answer, carried in stored:
+        rebuilt.tell(answer, options=X, virtual=None if carried is None else carried)
+    for a, b in zip(rebuilt.history, opt.history):
+        assert (a.virtual is None) == (b.virtual is None)
+    torch.testing.assert_close(rebuilt.ask(), opt.ask(), atol=0, rtol=0)
+    # a list (as a store keeps it) is taken as well; the caller's is copied
+    last = next(v for _, _, v in reversed(stored) if v is not None)
+    other = PreferentialOptimizer(p.bounds, seed=3)
+    other.tell(0, options=stored[0][0], virtual=last.tolist())
+    torch.testing.assert_close(other.history[0].virtual, last, atol=0, rtol=0)
+
+
+def test_virtual_comparisons_given_to_tell_are_checked():
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], **T)
+    X = torch.tensor([[0.2, 0.3], [0.6, 0.7]], **T)
+    opt = PreferentialOptimizer(bounds, seed=0)
+    with pytest.raises(InputTypeError, match="virtual must be"):
+        opt.tell(0, options=X, virtual="inner beats face")
+    with pytest.raises(InputDataError, match=r"virtual must be a k x 2 x 2"):
+        opt.tell(0, options=X, virtual=[[0.9, 0.5], [1.0, 0.5]])
+    with pytest.raises(InputDataError, match="virtual must lie in the box"):
+        opt.tell(0, options=X, virtual=[[[0.9, 0.5], [1.5, 0.5]]])
+    assert opt.history == []  # nothing told
+    off = PreferentialOptimizer(bounds, seed=0, boundary_step=None)
+    with pytest.raises(InputDataError, match="boundary_step"):
+        off.tell(0, options=X, virtual=[[[0.9, 0.5], [1.0, 0.5]]])
+    assert off.pending_virtual is None
