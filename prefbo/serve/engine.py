@@ -6,7 +6,10 @@ favourites the researcher sees. ``model.kind = "population"`` puts every
 participant on one :class:`~prefbo.loop.PopulationStudy` (a later
 participant's first questions already use what the others said);
 ``"individual"`` gives each participant their own
-:class:`~prefbo.loop.PreferentialOptimizer` (any strategy and ``q``).
+:class:`~prefbo.loop.PreferentialOptimizer` (any strategy and ``q``), rebuilt
+from their stored answers and the virtual comparisons at the space's faces
+that each question carried (:attr:`QuestionEngine.carried`, stored with the
+question), so a participant is asked what the library's loop would ask.
 
 A participant's next question is made while they look at their current one,
 whose answer is not known yet: the engine then believes the answer the model
@@ -49,6 +52,10 @@ class QuestionEngine:
     Attributes:
         hyperparameters: Those used by the last population model (fitted
             once here where none were given), for a later engine.
+        carried: Participant id to the virtual comparisons (a ``k x 2 x d``
+            tensor, or ``None``) that the engine's latest question for them
+            carries to its answer (individual models only:
+            :attr:`~prefbo.loop.PreferentialOptimizer.pending_virtual`).
     """
 
     def __init__(
@@ -60,6 +67,7 @@ class QuestionEngine:
         self.config = config
         self.answered = [a for a in answered if _told(a)]
         self.hyperparameters = hyperparameters
+        self.carried: dict[int, Tensor | None] = {}
 
     def _population(self, pending: dict[int, list] | None = None) -> PopulationStudy:
         c = self.config
@@ -89,32 +97,41 @@ class QuestionEngine:
             q=c.q,
             seed=c.seed * 100_003 + pid,
             initial_random=c.initial_random,
-            # rebuilt from the stored answers, which do not keep the virtual
-            # comparisons an asked question carries (prefbo.loop.boundary)
-            boundary_step=None,
         )
         for a in self.answered:
             if a["participant_id"] == pid:
-                opt.tell(a["choice"], _tensor(a["options"]))
+                carried = a.get("virtual_comparisons")
+                opt.tell(a["choice"], _tensor(a["options"]), virtual=carried)
         if pending is not None:
-            opt.tell(pending[1], pending[0])
+            options, choice, carried = pending
+            opt.tell(choice, options, virtual=carried)
         return opt
 
-    def propose(self, shown: dict[int, list | None]) -> dict[int, Tensor]:
+    def propose(
+        self,
+        shown: dict[int, list | None],
+        shown_virtual: dict[int, list | None] | None = None,
+    ) -> dict[int, Tensor]:
         r"""The next question of each participant in ``shown`` (see
         :meth:`propose_each`)."""
-        return dict(self.propose_each(shown))
+        return dict(self.propose_each(shown, shown_virtual))
 
     def propose_each(
-        self, shown: dict[int, list | None]
+        self,
+        shown: dict[int, list | None],
+        shown_virtual: dict[int, list | None] | None = None,
     ) -> Iterator[tuple[int, Tensor]]:
         r"""The next question of each participant in ``shown``, one at a
         time and in its order, so a caller can store each as it comes (the
-        population's fits are made once, before the first).
+        population's fits are made once, before the first), with the
+        virtual comparisons it carries in :attr:`carried`.
 
         Args:
             shown: Participant id to the options of the question they are
                 looking at (``None``: none; the proposal is then for now).
+            shown_virtual: Participant id to the virtual comparisons the
+                question they are looking at carries (as stored; missing or
+                ``None``: none).
 
         Yields:
             ``(participant id, q x dim tensor of model points)``.
@@ -126,8 +143,9 @@ class QuestionEngine:
                 for pid in shown:
                     yield pid, study.ask(str(pid))
             else:
+                carried = shown_virtual or {}
                 for pid, options in shown.items():
-                    yield pid, self._propose_individual(pid, options)
+                    yield pid, self._propose_individual(pid, options, carried.get(pid))
 
     def _believing(self, shown: dict[int, list | None]) -> PopulationStudy:
         r"""The population study of every answer and, for each question on
@@ -145,16 +163,17 @@ class QuestionEngine:
             believed = {pid: (o, 0) for pid, o in pending.items()}
         return self._population(believed)
 
-    def _propose_individual(self, pid: int, options: list | None) -> Tensor:
-        if options is None:
-            return self._individual(pid).ask()
-        X = _tensor(options)
+    def _propose_individual(
+        self, pid: int, options: list | None, virtual: list | None
+    ) -> Tensor:
         opt = self._individual(pid)
-        choice = 0
-        if opt.history:
-            mean, _ = opt.predict(X)
-            choice = int(mean.argmax())
-        return self._individual(pid, (X, choice)).ask()
+        if options is not None:  # believe the likelier answer to it
+            X = _tensor(options)
+            choice = int(opt.predict(X)[0].argmax()) if opt.history else 0
+            opt = self._individual(pid, (X, choice, virtual))
+        question = opt.ask()
+        self.carried[pid] = opt.pending_virtual
+        return question
 
     def favourites(self, pids: list[int]) -> dict[str, Any]:
         r"""The population's favourite (population kind) and each

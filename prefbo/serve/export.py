@@ -6,8 +6,10 @@ CSV: one row per answered question, in participant and ``seq`` order, with
 the columns ``participant, label, seq, question_id, origin, shown_at,
 answered_at, choice, no_preference`` and, for each option ``i`` and
 variable ``v``, ``option{i}.{v}``. JSON: the study as read, the schema
-version, the participants, every question (answered or not) and the audit
-trail of events (undone answers included).
+version, the participants, every question (answered or not, with the
+virtual comparisons at the space's faces an individual model's question
+carried, ``virtual_comparisons``, model points) and the audit trail of
+events (undone answers included).
 """
 
 from __future__ import annotations

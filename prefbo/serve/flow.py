@@ -239,9 +239,17 @@ def undo(store: Store, config: StudyConfig, pid: int) -> dict[str, Any]:
         return _public(last, config, a - 1)
 
 
-def queue(store: Store, pid: int, seq: int, options: list, based_on: int) -> bool:
-    r"""Store a worker's question ``seq`` for participant ``pid`` unless one
-    is there already (another worker's, or a random one shown meanwhile);
+def queue(
+    store: Store,
+    pid: int,
+    seq: int,
+    options: list,
+    based_on: int,
+    virtual: list | None = None,
+) -> bool:
+    r"""Store a worker's question ``seq`` for participant ``pid`` (with the
+    virtual comparisons it carries to its answer, if any) unless one is
+    there already (another worker's, or a random one shown meanwhile);
     returns whether it was stored."""
     try:
         with store.transaction() as conn:
@@ -255,6 +263,9 @@ def queue(store: Store, pid: int, seq: int, options: list, based_on: int) -> boo
                     based_on=based_on,
                     created_at=time.time(),
                     no_preference=False,
+                    virtual_comparisons=None
+                    if virtual is None
+                    else json.dumps(virtual),
                 )
             )
         return True
@@ -266,9 +277,9 @@ def needing_questions(
     store: Store, config: StudyConfig, only: list[int] | None = None
 ) -> dict[int, tuple]:
     r"""Participants (of ``only``, default all) without a waiting question:
-    id to ``(seq, shown options or None, answers, shown at)`` of the
-    question a worker should make (``shown at``: when the question on
-    screen was shown, ``inf`` for none)."""
+    id to ``(seq, shown options or None, answers, shown at, shown virtual
+    comparisons or None)`` of the question a worker should make (``shown
+    at``: when the question on screen was shown, ``inf`` for none)."""
     out: dict[int, tuple] = {}
     query = select(participants.c.id).where(participants.c.finished_at.is_(None))
     if only is not None:
@@ -289,12 +300,15 @@ def needing_questions(
         a = _answered(qs)
         seqs = {r["seq"]: r for r in qs}
         shown = seqs.get(a)
+        virtual = None
         if shown is not None and shown["shown_at"] is not None:
             target, options = a + 1, json.loads(shown["options"])
             since = shown["shown_at"]
+            if shown["virtual_comparisons"] is not None:
+                virtual = json.loads(shown["virtual_comparisons"])
         else:
             target, options, since = a, None, float("inf")
         if target in seqs or target >= config.answers_per_participant:
             continue
-        out[pid] = (target, options, a, since)
+        out[pid] = (target, options, a, since, virtual)
     return out

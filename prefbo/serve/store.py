@@ -12,7 +12,10 @@ by several processes or hosts). Tables:
   from 0 (unique per participant), with its options (the space's model
   points, JSON), where it came from (``model`` or ``random``), and once
   shown and answered, when and which option (``choice``; ``no_preference``
-  for "no preference", which is stored and exported but not fitted);
+  for "no preference", which is stored and exported but not fitted), and
+  the virtual comparisons at the space's faces a model's question carries
+  to its answer (``virtual_comparisons``, JSON, or null;
+  :attr:`~prefbo.loop.PreferentialOptimizer.pending_virtual`);
 - ``events``: every join, answer and undo in order, never updated (the
   audit trail; an undone answer stays here);
 - ``snapshots``: the workers' latest favourites, for the researcher's page.
@@ -48,7 +51,9 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Engine
@@ -56,7 +61,7 @@ from sqlalchemy.exc import IntegrityError
 
 from prefbo.exceptions import InputDataError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 meta = Table(
@@ -88,6 +93,7 @@ questions = Table(
     Column("answered_at", Float),
     Column("choice", Integer),
     Column("no_preference", Boolean, nullable=False, default=False),
+    Column("virtual_comparisons", Text),
     UniqueConstraint("participant_id", "seq", name="one_question_per_seq"),
 )
 events = Table(
@@ -153,9 +159,16 @@ def _to_1(conn: Connection) -> None:
     conn.execute(insert(meta).values(key="schema_version", value="1"))
 
 
+def _to_2(conn: Connection) -> None:
+    # a database made by _to_1 of this prefbo has the column already
+    columns = {c["name"] for c in inspect(conn).get_columns("questions")}
+    if "virtual_comparisons" not in columns:
+        conn.execute(text("ALTER TABLE questions ADD COLUMN virtual_comparisons TEXT"))
+
+
 #: Steps from version ``v`` to ``v + 1``. A later schema appends a step that
 #: alters the tables of the one before and bumps ``schema_version``.
-MIGRATIONS = {0: _to_1}
+MIGRATIONS = {0: _to_1, 1: _to_2}
 
 
 def migrate(engine: Engine) -> int:
@@ -349,6 +362,8 @@ class Store:
 def _question(row: Any) -> dict[str, Any]:
     d = dict(row._mapping)
     d["options"] = json.loads(d["options"])
+    virtual = d["virtual_comparisons"]
+    d["virtual_comparisons"] = None if virtual is None else json.loads(virtual)
     return d
 
 

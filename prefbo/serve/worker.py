@@ -94,10 +94,16 @@ def work_once(
     used = None if hyper is None else hyper.current(len(answered))
     engine = QuestionEngine(config, answered, used)
     stored = 0
-    for pid, options in engine.propose_each({pid: needing[pid][1] for pid in order}):
+    shown = {pid: needing[pid][1] for pid in order}
+    shown_virtual = {pid: needing[pid][4] for pid in order}
+    for pid, options in engine.propose_each(shown, shown_virtual):
         now = needing_questions(store, config, [pid]).get(pid)
         if now is not None:
-            stored += queue(store, pid, now[0], options.tolist(), needing[pid][2])
+            carried = engine.carried.get(pid)
+            virtual = None if carried is None else carried.tolist()
+            stored += queue(
+                store, pid, now[0], options.tolist(), needing[pid][2], virtual
+            )
         if hyper is not None:  # fitted by the first proposal
             hyper.update(engine, len(answered), used)
             hyper = None

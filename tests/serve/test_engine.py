@@ -1,5 +1,6 @@
 import torch
 
+from prefbo.loop import PreferentialOptimizer
 from prefbo.serve.engine import QuestionEngine
 
 
@@ -64,3 +65,57 @@ def test_individual_models_ask_q_options_each(make_config):
     fav = engine.favourites([1, 2])
     assert fav["population"] is None and set(fav["participants"]) == {"1"}
     assert QuestionEngine(config, []).favourites([1])["participants"] == {}
+
+
+def test_an_individual_participant_is_asked_what_the_library_loop_asks(make_config):
+    # the engine rebuilds the participant's optimiser from the stored answers
+    # and the virtual comparisons their questions carried: the questions are
+    # those of one PreferentialOptimizer asked and told in a loop
+    config = make_config(model={"kind": "individual"})
+    pid, rows, made = 3, [], 0
+    loop = PreferentialOptimizer(
+        config.space,
+        model=config.inference,
+        strategy=config.strategy,
+        q=config.q,
+        seed=config.seed * 100_003 + pid,
+        initial_random=config.initial_random,
+    )
+    for k in range(8):
+        engine = QuestionEngine(config, rows)
+        X = engine.propose({pid: None})[pid]
+        carried = engine.carried[pid]
+        torch.testing.assert_close(X, loop.ask(), atol=0, rtol=0)
+        same = loop.pending_virtual
+        assert (carried is None) == (same is None)
+        made += carried is not None
+        choice = int(X[:, 0].argmax())  # the sweeter option wins
+        loop.tell(choice)
+        rows.append(
+            {
+                "participant_id": pid,
+                "seq": k,
+                "options": X.tolist(),
+                "answered_at": float(k),
+                "choice": choice,
+                "no_preference": False,
+                "virtual_comparisons": None if carried is None else carried.tolist(),
+            }
+        )
+    assert made > 0  # some questions had options on the sweetness faces
+    # the question made while one is on screen tells its believed answer with
+    # the comparisons that question carries: the loop's next question when
+    # the believed answer is the real one
+    shown = max(range(8), key=lambda k: rows[k]["virtual_comparisons"] is not None)
+    shown_virtual = {pid: rows[shown]["virtual_comparisons"]}
+    after = QuestionEngine(config, rows[:shown]).propose(
+        {pid: rows[shown]["options"]}, shown_virtual
+    )[pid]
+    mean, _ = (
+        QuestionEngine(config, rows[:shown])
+        ._individual(pid)
+        .predict(torch.tensor(rows[shown]["options"], dtype=torch.float64))
+    )
+    believed = dict(rows[shown], choice=int(mean.argmax()))
+    stored = QuestionEngine(config, [*rows[:shown], believed])
+    torch.testing.assert_close(after, stored.propose({pid: None})[pid], atol=0, rtol=0)

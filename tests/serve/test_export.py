@@ -24,10 +24,11 @@ def test_exports_hold_every_answer_in_plain_columns(store, make_config):
     assert float(rows[0]["option1.sweetness"]) == q["options"][1]["sweetness"]
     assert int(rows[0]["option0.size"]) == q["options"][0]["size"]
     data = json.loads(json.dumps(export_json(store, config)))  # plain JSON
-    assert data["study"] == config.source and data["schema_version"] == 1
+    assert data["study"] == config.source and data["schema_version"] == 2
     kinds = [e["kind"] for e in data["events"]]
     assert kinds == ["join", "answer", "undo", "answer", "answer"]
     assert data["events"][1]["data"]["choice"] == 1  # the undone answer stays
     shown = [q["seq"] for q in data["questions"]]
     assert shown == [0, 1, 2]  # the third: shown, not answered
     assert data["questions"][0]["values"][0] == q["options"][0]
+    assert all("virtual_comparisons" in q for q in data["questions"])

@@ -75,21 +75,26 @@ def test_undo_shows_the_question_again_and_keeps_the_trail(store, make_config):
 def test_a_worker_question_is_shown_next_and_never_twice(store, make_config):
     config = make_config()
     pid = _join(store)
-    assert flow.needing_questions(store, config) == {pid: (0, None, 0, float("inf"))}
-    assert flow.queue(store, pid, 0, [[0.1, 0.2], [0.9, 0.8]], 0)
+    assert flow.needing_questions(store, config) == {
+        pid: (0, None, 0, float("inf"), None)
+    }
+    # the question carries one virtual comparison at a face to its answer
+    carried = [[[0.1, 0.2], [0.0, 0.2]]]
+    assert flow.queue(store, pid, 0, [[0.0, 0.2], [0.9, 0.8]], 0, carried)
     assert not flow.queue(store, pid, 0, [[0.3, 0.2], [0.9, 0.8]], 0)  # taken
     assert flow.needing_questions(store, config) == {}  # one waits, unshown
     q0 = flow.current(store, config, pid)
-    assert q0["options"][0]["sweetness"] == pytest.approx(1.0)
-    seq, shown, answers, since = flow.needing_questions(store, config)[pid]
-    assert (seq, answers) == (1, 0) and shown == [[0.1, 0.2], [0.9, 0.8]]
-    assert since == store.questions_of(pid)[0]["shown_at"]
+    assert q0["options"][0]["sweetness"] == pytest.approx(0.0)
+    seq, shown, answers, since, virtual = flow.needing_questions(store, config)[pid]
+    assert (seq, answers) == (1, 0) and shown == [[0.0, 0.2], [0.9, 0.8]]
+    assert since == store.questions_of(pid)[0]["shown_at"] and virtual == carried
     assert flow.needing_questions(store, config, only=[pid + 1]) == {}
     flow.queue(store, pid, 1, [[0.5, 0.0], [0.6, 1.0]], 0)
     q1 = flow.answer(store, config, pid, q0["question_id"], 0)
     assert q1["options"][0]["sweetness"] == pytest.approx(5.0)
-    origins = [r["origin"] for r in store.questions_of(pid)]
-    assert origins == ["model", "model"]
+    rows = store.questions_of(pid)
+    assert [r["origin"] for r in rows] == ["model", "model"]
+    assert [r["virtual_comparisons"] for r in rows] == [carried, None]
 
 
 def test_without_a_worker_question_a_random_one_is_shown(store, make_config):

@@ -35,6 +35,27 @@ def test_a_newer_schema_is_refused(tmp_path):
         migrate(open_engine(store.url))
 
 
+def test_a_version_1_database_gains_the_virtual_comparisons_column(store):
+    # version 1 kept no virtual comparisons: its questions get none (null)
+    pid = store.add_participant("t", "Ann")
+    with store.transaction() as conn:
+        conn.execute(text("ALTER TABLE questions DROP COLUMN virtual_comparisons"))
+        conn.execute(text("UPDATE meta SET value = '1' WHERE key = 'schema_version'"))
+        conn.execute(
+            text(
+                "INSERT INTO questions (id, participant_id, seq, options, origin, "
+                "based_on, created_at, answered_at, choice, no_preference) VALUES "
+                "('q0', :pid, 0, '[[0.5], [0.7]]', 'model', 0, 1.0, 2.0, 1, false)"
+            ),
+            {"pid": pid},
+        )
+    assert migrate(store.engine) == 1
+    with store.engine.connect() as conn:
+        assert schema_version(conn) == SCHEMA_VERSION == 2
+    (q,) = store.answered()
+    assert q["options"] == [[0.5], [0.7]] and q["virtual_comparisons"] is None
+
+
 def test_participants_tokens_are_stored_hashed(store):
     pid = store.add_participant("secret-token", "Ann")
     assert store.participant_by_token("secret-token")["id"] == pid

@@ -3,6 +3,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from prefbo.serve import flow
 from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.worker import (
@@ -60,8 +62,8 @@ def test_a_participant_who_moved_on_gets_the_question_one_later(
     q = flow.current(store, config, pid)  # a random question 0, on screen
     real = QuestionEngine.propose_each
 
-    def meanwhile(self, shown):
-        for item in real(self, shown):
+    def meanwhile(self, shown, shown_virtual=None):
+        for item in real(self, shown, shown_virtual):
             # the participant answers while the worker fits: question 1 is
             # shown at once (uniform), so the worker's goes to question 2
             flow.answer(store, config, pid, q["question_id"], 0)
@@ -126,3 +128,23 @@ def test_hyperparameters_are_refitted_as_the_answers_grow(store, make_config):
     assert hyper.current(14) is None  # 10 more: refit
     hyper.at = 100
     assert hyper.current(124) is hyper.state and hyper.current(125) is None
+
+
+def test_the_workers_questions_keep_their_virtual_comparisons(store, make_config):
+    # an individual participant answering the workers' questions: a question
+    # with an option on a face of the sweetness range is stored with its
+    # virtual comparison "a tenth of the range inside beats the face"
+    config = make_config(model={"kind": "individual"}, answers_per_participant=12)
+    pid = store.add_participant("t", "p")
+    for _ in range(11):
+        while work_once(store, config):
+            pass
+        q = flow.current(store, config, pid)
+        sweeter = max(range(2), key=lambda i: q["options"][i]["sweetness"])
+        flow.answer(store, config, pid, q["question_id"], sweeter)
+    rows = store.questions_of(pid)
+    carried = [r["virtual_comparisons"] for r in rows if r["virtual_comparisons"]]
+    assert carried
+    for inner, face in (pair for v in carried for pair in v):
+        assert face[0] in (0.0, 1.0) and abs(inner[0] - face[0]) == pytest.approx(0.1)
+        assert inner[1:] == face[1:]  # the size column has no faces
