@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from prefbo.likelihoods.pairwise import PairwiseProbitLikelihood
-from prefbo.loop.answers import Answer, pairs_from
+from prefbo.loop.answers import pairs_from
 from prefbo.loop.model_kinds import EP_POSTERIOR_TOL, EPKind
 from prefbo.models import PairwiseEPGP
 
@@ -106,14 +106,7 @@ class SoftOptimizer(pbo_regret.PreferentialOptimizer):
         self.factor = factor
 
     def _model_data(self, tells=None):
-        # FittedModels._model_data's events, with the virtual ones marked
-        events: list[Answer] = []
-        for t in self._tells if tells is None else tells:
-            if t.virtual is not None:
-                events += [Answer(-1, pair, 0) for pair in t.virtual]
-            events.append(t)
-        if tells is None:
-            events += [Answer(-1, pair, 0) for pair in self._proposed]
+        events = self._model_events(tells)  # the virtual ones have seq -1
         designs, comps = pairs_from(events)
         virtual = torch.tensor([e.seq == -1 for e in events], dtype=torch.bool)
         if comps.shape[0] != len(events):

@@ -109,6 +109,12 @@ class FittedModels:
         answer, and the virtual comparisons of the question being computed),
         each answer after the virtual comparisons made for its question
         (:mod:`prefbo.loop.boundary`)."""
+        designs, comps = pairs_from(self._model_events(tells))
+        return self._to_model(designs), comps
+
+    def _model_events(self, tells: list[Answer] | None = None) -> list[Answer]:
+        r"""The answers of :meth:`_model_data` in its order, a virtual
+        comparison as an :class:`Answer` with ``seq = -1``."""
         events: list[Answer] = []
         for t in self._tells if tells is None else tells:
             if t.virtual is not None:
@@ -116,8 +122,7 @@ class FittedModels:
             events.append(t)
         if tells is None:
             events += [Answer(-1, pair, 0) for pair in self._proposed]
-        designs, comps = pairs_from(events)
-        return self._to_model(designs), comps
+        return events
 
     def predict(self, X: Tensor) -> tuple[Tensor, Tensor]:
         r"""Posterior mean and standard deviation of the utility at designs.

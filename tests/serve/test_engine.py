@@ -4,24 +4,30 @@ from prefbo.loop import PreferentialOptimizer
 from prefbo.serve.engine import QuestionEngine
 
 
+def _row(pid, k, X, virtual=None):
+    r"""``pid``'s answered question ``k``: the sweeter option of ``X`` wins."""
+    return {
+        "participant_id": pid,
+        "seq": k,
+        "options": X.tolist(),
+        "answered_at": float(k),
+        "choice": int(X[:, 0].argmax()),
+        "no_preference": False,
+        "virtual_comparisons": None if virtual is None else virtual.tolist(),
+    }
+
+
 def _answers(config, pid, n, seed=0):
-    r"""``n`` answered questions of ``pid``: the sweeter option wins."""
+    r"""``n`` answered questions of ``pid`` with uniform options."""
     g = torch.Generator().manual_seed(seed)
-    rows = []
-    for k in range(n):
-        X = config.space.snap(torch.rand(config.q, config.space.dim, generator=g))
-        choice = int(X[:, 0].argmax())
-        rows.append(
-            {
-                "participant_id": pid,
-                "seq": k,
-                "options": X.tolist(),
-                "answered_at": float(k),
-                "choice": choice,
-                "no_preference": False,
-            }
+    return [
+        _row(
+            pid,
+            k,
+            config.space.snap(torch.rand(config.q, config.space.dim, generator=g)),
         )
-    return rows
+        for k in range(n)
+    ]
 
 
 def test_the_next_question_is_not_the_one_being_looked_at(make_config):
@@ -89,19 +95,8 @@ def test_an_individual_participant_is_asked_what_the_library_loop_asks(make_conf
         same = loop.pending_virtual
         assert (carried is None) == (same is None)
         made += carried is not None
-        choice = int(X[:, 0].argmax())  # the sweeter option wins
-        loop.tell(choice)
-        rows.append(
-            {
-                "participant_id": pid,
-                "seq": k,
-                "options": X.tolist(),
-                "answered_at": float(k),
-                "choice": choice,
-                "no_preference": False,
-                "virtual_comparisons": None if carried is None else carried.tolist(),
-            }
-        )
+        rows.append(_row(pid, k, X, carried))
+        loop.tell(rows[-1]["choice"])
     assert made > 0  # some questions had options on the sweetness faces
     # the question made while one is on screen tells its believed answer with
     # the comparisons that question carries: the loop's next question when
