@@ -19,7 +19,9 @@ gets its virtual comparison and the question is computed again (at most
 :data:`ROUNDS` times). The comparisons made are kept with the question's
 answer (and written with it to the session log), so every later model and
 fit has them and a resumed session asks what the original would have asked;
-an answer told with options other than the asked question's has none.
+an answer told with options other than the asked question's has none unless
+given (``tell(..., virtual=...)``, the asked question's ``pending_virtual``,
+as ``prefbo serve`` gives them back from its store).
 
 Only strategies that use the model make them, after the ``initial_random``
 questions, and never for a kept winner (it was told already). A question can

@@ -16,6 +16,8 @@ Example (``study.toml``)::
     strategy = "eubo"     # population: eubo | random; individual: any
                           # strategy for q (default eubo at q = 2, else qeubo)
     initial_random = 2
+    # boundary_step = 0.1 # individual: options keep off the faces (false:
+                          # a participant's best may lie on a face)
 
     [[space]]             # as space.json's entries (or space = "space.json")
     name = "hue"
@@ -41,6 +43,7 @@ from typing import Any
 
 from prefbo.exceptions import InputDataError, PrefboError
 from prefbo.loop import PreferentialOptimizer
+from prefbo.loop.boundary import DEFAULT_STEP, MIN_STEP
 from prefbo.space import ItemPool, Space
 from prefbo.space.space import variable_from_dict
 
@@ -89,6 +92,7 @@ class StudyConfig:
     inference: str
     strategy: str
     initial_random: int
+    boundary_step: float | None
     space: Space
     display: dict[str, Any]
     root: Path
@@ -154,7 +158,8 @@ def study_from_dict(
     model = data.get("model", {})
     if not isinstance(model, dict):
         raise fail("model", f"must be a table; got {model!r}.")
-    extra = sorted(set(model) - {"kind", "inference", "strategy", "initial_random"})
+    fields = {"kind", "inference", "strategy", "initial_random", "boundary_step"}
+    extra = sorted(set(model) - fields)
     if extra:
         raise fail(f"model.{extra[0]}", "is not a model field.")
     kind = _choice(model, "kind", "population", MODEL_KINDS, fail, "model.")
@@ -175,10 +180,13 @@ def study_from_dict(
         if not isinstance(strategy, str):
             raise fail("model.strategy", f"must be a strategy name; got {strategy!r}.")
     initial = _int(model, "initial_random", 2, 1, 10_000, fail, "model.")
+    step = _boundary_step(model, kind, fail)
     space = _space(data.get("space"), root, fail)
     if kind == "individual":
         try:  # what each participant's optimiser will be: checked now
-            PreferentialOptimizer(space, model=inference, strategy=strategy, q=q)
+            PreferentialOptimizer(
+                space, model=inference, strategy=strategy, q=q, boundary_step=step
+            )
         except PrefboError as e:
             raise fail("model.strategy", f"= {strategy!r} does not fit: {e}") from e
     entry = data.get("display", {"kind": "values"})
@@ -195,6 +203,7 @@ def study_from_dict(
         inference=inference,
         strategy=strategy,
         initial_random=initial,
+        boundary_step=step,
         space=space,
         display=display,
         root=root,
@@ -209,6 +218,25 @@ def _int(data, key, default, lo, hi, fail, prefix=""):
     if not lo <= value <= hi:
         raise fail(f"{prefix}{key}", f"must be in [{lo}, {hi}]; got {value}.")
     return value
+
+
+def _boundary_step(model, kind, fail) -> float | None:
+    r"""``model.boundary_step`` of an individual study: the loop's default
+    unless given, ``false`` for none (a population study makes none)."""
+    if "boundary_step" in model and kind != "individual":
+        raise fail("model.boundary_step", "applies to model.kind = 'individual' only.")
+    if kind != "individual":
+        return None
+    value = model.get("boundary_step", DEFAULT_STEP)
+    if value is False:
+        return None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not MIN_STEP <= value <= 0.5:
+        raise fail(
+            "model.boundary_step",
+            f"must be a number in [{MIN_STEP}, 0.5] or false; got {value!r}.",
+        )
+    return float(value)
 
 
 def _text(data, key, default, fail):

@@ -97,6 +97,7 @@ class QuestionEngine:
             q=c.q,
             seed=c.seed * 100_003 + pid,
             initial_random=c.initial_random,
+            boundary_step=c.boundary_step,
         )
         for a in self.answered:
             if a["participant_id"] == pid:

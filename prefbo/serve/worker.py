@@ -18,6 +18,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 from prefbo.serve.config import StudyConfig, StudyFileError, study_from_dict
@@ -89,8 +90,14 @@ def work_once(
     }
     if not needing:
         return 0
-    order = sorted(needing, key=lambda pid: needing[pid][3])
     answered = store.answered()
+    told = Counter(a["participant_id"] for a in answered)
+    # one who answered since needing was read: next round (else the question
+    # on screen would be told twice, answered and believed)
+    needing = {pid: v for pid, v in needing.items() if told[pid] == v[2]}
+    if not needing:
+        return 0
+    order = sorted(needing, key=lambda pid: needing[pid][3])
     used = None if hyper is None else hyper.current(len(answered))
     engine = QuestionEngine(config, answered, used)
     stored = 0

@@ -251,7 +251,7 @@ def test_an_optimiser_rebuilt_from_answers_and_their_comparisons_asks_the_same()
     assert any(v is not None for _, _, v in stored)
     rebuilt = PreferentialOptimizer(p.bounds, acqf_options=SMALL, seed=3)
     for X, answer, carried in stored:
-        rebuilt.tell(answer, options=X, virtual=None if carried is None else carried)
+        rebuilt.tell(answer, options=X, virtual=carried)
     for a, b in zip(rebuilt.history, opt.history):
         assert (a.virtual is None) == (b.virtual is None)
     torch.testing.assert_close(rebuilt.ask(), opt.ask(), atol=0, rtol=0)

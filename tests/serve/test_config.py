@@ -80,6 +80,22 @@ def test_a_json_study_and_a_space_file(tmp_path):
         ({"model": {"inference": "mcmc"}}, "model.inference must be one of"),
         ({"model": {"strategy": "ts"}}, "model.strategy must be one of"),
         ({"model": {"knd": "population"}}, "model.knd is not a model field"),
+        (
+            {"model": {"boundary_step": 0.1}},
+            "model.boundary_step applies to model.kind = 'individual' only",
+        ),
+        (
+            {"model": {"kind": "individual", "boundary_step": 2.0}},
+            "model.boundary_step must be a number in [0.001, 0.5] or false; got 2.0",
+        ),
+        (
+            {"model": {"kind": "individual", "boundary_step": "off"}},
+            "model.boundary_step must be a number in [0.001, 0.5] or false",
+        ),
+        (
+            {"model": {"kind": "individual", "boundary_step": True}},
+            "model.boundary_step must be a number in [0.001, 0.5] or false",
+        ),
         ({"space": []}, "space must be a non-empty list"),
         ({"space": [{"name": "x", "type": "spline"}]}, "space[0] is not a variable"),
         ({"space": "missing.json"}, "space = 'missing.json': cannot read"),
@@ -151,3 +167,16 @@ def test_a_replay_needs_no_display_files(tmp_path):
         {"space": pool, "display": display}, root=tmp_path, check_files=False
     )
     assert c.display["folder"] == "gone"
+
+
+def test_individual_models_keep_off_the_faces_unless_told_not_to(tmp_path):
+    # the library loop's default (virtual comparisons a tenth of the range
+    # inside each face); false where a participant's best may lie on a face
+    individual = {"space": SPACE, "model": {"kind": "individual"}}
+    assert study_from_dict(individual, root=tmp_path).boundary_step == 0.1
+    individual["model"]["boundary_step"] = 0.05
+    assert study_from_dict(individual, root=tmp_path).boundary_step == 0.05
+    individual["model"]["boundary_step"] = False
+    assert study_from_dict(individual, root=tmp_path).boundary_step is None
+    population = study_from_dict({"space": SPACE}, root=tmp_path)
+    assert population.boundary_step is None  # a population study makes none

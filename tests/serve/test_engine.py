@@ -86,6 +86,7 @@ def test_an_individual_participant_is_asked_what_the_library_loop_asks(make_conf
         q=config.q,
         seed=config.seed * 100_003 + pid,
         initial_random=config.initial_random,
+        boundary_step=config.boundary_step,
     )
     for k in range(8):
         engine = QuestionEngine(config, rows)

@@ -13,6 +13,8 @@ def test_exports_hold_every_answer_in_plain_columns(store, make_config):
     q = flow.current(store, config, pid)
     q1 = flow.answer(store, config, pid, q["question_id"], 1)
     flow.undo(store, config, pid)
+    carried = [[[0.1, 0.2], [0.0, 0.2]]]  # a worker's question on a face
+    assert flow.queue(store, pid, 2, [[0.0, 0.2], [0.9, 0.8]], 1, carried)
     q1 = flow.answer(store, config, pid, q["question_id"], 0)
     flow.answer(store, config, pid, q1["question_id"], None)
     rows = list(csv.DictReader(io.StringIO(export_csv(store, config))))
@@ -31,4 +33,5 @@ def test_exports_hold_every_answer_in_plain_columns(store, make_config):
     shown = [q["seq"] for q in data["questions"]]
     assert shown == [0, 1, 2]  # the third: shown, not answered
     assert data["questions"][0]["values"][0] == q["options"][0]
-    assert all("virtual_comparisons" in q for q in data["questions"])
+    virtual = [q["virtual_comparisons"] for q in data["questions"]]
+    assert virtual == [None, None, carried]

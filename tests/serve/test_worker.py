@@ -130,21 +130,67 @@ def test_hyperparameters_are_refitted_as_the_answers_grow(store, make_config):
     assert hyper.current(124) is hyper.state and hyper.current(125) is None
 
 
-def test_the_workers_questions_keep_their_virtual_comparisons(store, make_config):
+def test_the_workers_questions_keep_their_virtual_comparisons(
+    store, make_config, monkeypatch
+):
     # an individual participant answering the workers' questions: a question
     # with an option on a face of the sweetness range is stored with its
-    # virtual comparison "a tenth of the range inside beats the face"
+    # virtual comparison "a tenth of the range inside beats the face", and
+    # the next question, made while it is on screen, is made with it
     config = make_config(model={"kind": "individual"}, answers_per_participant=12)
+    seen = []
+    real = QuestionEngine.propose_each
+
+    def recording(self, shown, shown_virtual=None):
+        seen.append(shown_virtual)
+        yield from real(self, shown, shown_virtual)
+
+    monkeypatch.setattr(QuestionEngine, "propose_each", recording)
     pid = store.add_participant("t", "p")
+    carried = None
     for _ in range(11):
         while work_once(store, config):
             pass
         q = flow.current(store, config, pid)
+        carried = store.questions_of(pid)[q["seq"]]["virtual_comparisons"]
+        if carried:
+            break
         sweeter = max(range(2), key=lambda i: q["options"][i]["sweetness"])
         flow.answer(store, config, pid, q["question_id"], sweeter)
-    rows = store.questions_of(pid)
-    carried = [r["virtual_comparisons"] for r in rows if r["virtual_comparisons"]]
-    assert carried
-    for inner, face in (pair for v in carried for pair in v):
+    assert carried, "no question on a face within 11 answers"
+    for inner, face in carried:
         assert face[0] in (0.0, 1.0) and abs(inner[0] - face[0]) == pytest.approx(0.1)
         assert inner[1:] == face[1:]  # the size column has no faces
+    if not store.questions_of(pid)[q["seq"] + 1 :]:
+        assert work_once(store, config) == 1  # the next, made while q is shown
+    assert {pid: carried} in seen
+
+
+def test_an_answer_between_the_worker_s_reads_waits_for_the_next_round(
+    store, make_config, monkeypatch
+):
+    # the question on screen is answered after the worker saw it on screen
+    # and before it read the answers: its answer is not told twice (answered
+    # and believed); the participant gets their question next round
+    config = make_config(model={"kind": "individual"})
+    pid = store.add_participant("t", "p")
+    work_once(store, config)
+    q = flow.current(store, config, pid)
+    answered = store.answered
+
+    def answering_meanwhile():
+        monkeypatch.setattr(store, "answered", answered)
+        flow.answer(store, config, pid, q["question_id"], 0)
+        return answered()
+
+    monkeypatch.setattr(store, "answered", answering_meanwhile)
+    told = []
+    real = QuestionEngine.__init__
+
+    def recording(self, config, answered, *args):
+        told.append(len(answered))
+        real(self, config, answered, *args)
+
+    monkeypatch.setattr(QuestionEngine, "__init__", recording)
+    assert work_once(store, config) == 0 and told == []
+    assert work_once(store, config) == 1 and told == [1]
