@@ -32,7 +32,7 @@ from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.export import export_csv, export_json
 from prefbo.serve.render import Renderer
 from prefbo.serve.store import Store, database_url
-from prefbo.serve.worker import config_from_store, start_workers
+from prefbo.serve.worker import config_from_store, start_workers, stop_workers
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +44,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--workers", type=int, default=1, help="model worker processes")
-    p.add_argument("--format", choices=["csv", "json"], default="csv")
+    p.add_argument(
+        "--format",
+        choices=["csv", "json"],
+        default="csv",
+        help="export: csv (the default) or json",
+    )
     return p
 
 
@@ -67,10 +72,22 @@ def open_study(config: StudyConfig, url: str) -> Store:
     return store
 
 
+def existing_store(target: str) -> Store:
+    r"""The study database ``target`` (a file or an SQLAlchemy URL) for
+    ``replay`` and ``export``, which never make one.
+
+    Raises:
+        StudyFileError: ``target`` names a file that does not exist.
+    """
+    if "://" not in target and not Path(target).is_file():
+        raise StudyFileError(f"no study database at {target!r} (no such file).")
+    return Store(database_url(target))
+
+
 def replay(target: str) -> dict:
     r"""Every answer of the study in ``target`` (a database file or URL) fed
     to a fresh model: the population's and each participant's favourite."""
-    store = Store(database_url(target))
+    store = existing_store(target)
     config = config_from_store(store, check_files=False)
     engine = QuestionEngine(config, store.answered())
     pids = [p["id"] for p in store.participants()]
@@ -103,9 +120,7 @@ def serve(
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         signal.signal(signal.SIGTERM, previous)
-        stop.set()
-        for p in procs:
-            p.join(timeout=10)
+        stop_workers(procs, stop)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -123,7 +138,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             if args.study == "replay":
                 print(json.dumps(replay(args.database), indent=2), file=out)
                 return 0
-            store = Store(database_url(args.database))
+            store = existing_store(args.database)
             config = config_from_store(store, check_files=False)
             if args.format == "csv":
                 out.write(export_csv(store, config))

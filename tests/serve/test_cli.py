@@ -1,5 +1,10 @@
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -77,3 +82,63 @@ def test_export_and_replay_need_no_display_files(tmp_path):
     assert main(["export", str(tmp_path / "pool.db")], out=text) == 0
     assert "option0.dish" in text.getvalue()
     assert replay(str(tmp_path / "pool.db"))["answers"] == 1
+
+
+def test_replay_and_export_of_a_missing_database_make_none(tmp_path, capsys):
+    missing = tmp_path / "typo.db"
+    for argv in (["replay", str(missing)], ["export", str(missing)]):
+        assert main(argv) == 2
+        assert "no study database at" in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def _workers(pid):
+    r"""The pids of ``pid``'s spawned worker processes (Linux ``/proc``; not
+    multiprocessing's resource tracker)."""
+    out = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                spawned = b"spawn_main" in fh.read()
+        except OSError:
+            continue
+        if parent == pid and spawned:
+            out.append(int(entry))
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs Linux /proc")
+def test_the_server_ends_on_sigterm_to_its_process_group(tmp_path):
+    # a service manager (systemd's default, `timeout`) signals the server and
+    # its workers together, and a worker may have died before: a worker gone
+    # while it waited on the stop event used to leave the server waiting for
+    # it in the event for ever
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+    cmd = [sys.executable, "-m", "prefbo.cli", "serve", "--demo", "--port", "0"]
+    cmd += ["--db", str(tmp_path / "demo.db"), "--workers", "2"]
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        for line in proc.stdout:  # the links come once the workers started
+            if "researcher's page" in line:
+                break
+        time.sleep(12)  # imported, the workers wait in their stop event
+        workers = _workers(proc.pid)
+        assert len(workers) == 2
+        os.kill(workers[0], signal.SIGKILL)  # one dies inside the wait
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=40) is not None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        proc.stdout.close()

@@ -89,7 +89,8 @@ def test_a_worker_ends_when_its_server_is_killed(tmp_path):
             "import subprocess, sys, time\n"
             "child = subprocess.Popen([sys.executable, '-c', "
             "'import os; from prefbo.serve.worker import _watch; "
-            "print(os.getpid(), flush=True); _watch(os.getppid(), 0.1)'])\n"
+            "parent = os.getppid(); "  # before the test can kill it
+            "print(os.getpid(), flush=True); _watch(parent, 0.1)'])\n"
             "time.sleep(600)\n",
         ],
         stdout=subprocess.PIPE,
