@@ -48,6 +48,13 @@ class QuestionEngine:
         hyperparameters: The population model's kernel hyperparameters from
             an earlier fit (:meth:`~prefbo.loop.PopulationStudy.hyperparameters`)
             to use instead of a fit; ``None``: fit them.
+        optimizers: Participant id to their optimiser, kept by the caller
+            from engine to engine (individual models): one whose answers
+            are the first of the participant's stored answers is told the
+            rest, so a new answer costs one fit instead of the chain of all
+            (:class:`~prefbo.loop.PreferentialOptimizer` fits each count from
+            the one before); any other is rebuilt. The questions are the
+            same either way. ``None``: rebuild every one.
 
     Attributes:
         hyperparameters: Those used by the last population model (fitted
@@ -63,11 +70,13 @@ class QuestionEngine:
         config: StudyConfig,
         answered: list[dict[str, Any]],
         hyperparameters: dict[str, Tensor] | None = None,
+        optimizers: dict[int, PreferentialOptimizer] | None = None,
     ) -> None:
         self.config = config
         self.answered = [a for a in answered if _told(a)]
         self.hyperparameters = hyperparameters
         self.carried: dict[int, Tensor | None] = {}
+        self.optimizers = {} if optimizers is None else optimizers
 
     def _population(self, pending: dict[int, list] | None = None) -> PopulationStudy:
         c = self.config
@@ -88,24 +97,27 @@ class QuestionEngine:
             self.hyperparameters = study.hyperparameters()  # the one fit
         return study
 
-    def _individual(self, pid: int, pending: Any = None) -> PreferentialOptimizer:
-        c = self.config
-        opt = PreferentialOptimizer(
-            c.space,
-            model=c.inference,
-            strategy=c.strategy,
-            q=c.q,
-            seed=c.seed * 100_003 + pid,
-            initial_random=c.initial_random,
-            boundary_step=c.boundary_step,
-        )
-        for a in self.answered:
-            if a["participant_id"] == pid:
-                carried = a.get("virtual_comparisons")
-                opt.tell(a["choice"], _tensor(a["options"]), virtual=carried)
-        if pending is not None:
-            options, choice, carried = pending
-            opt.tell(choice, options, virtual=carried)
+    def _individual(self, pid: int) -> PreferentialOptimizer:
+        r"""Participant ``pid``'s optimiser, told their stored answers with
+        the virtual comparisons their questions carried (kept in
+        :attr:`optimizers`)."""
+        stored = [a for a in self.answered if a["participant_id"] == pid]
+        opt = self.optimizers.get(pid)
+        if opt is None or not _told_first(opt, stored):
+            c = self.config
+            opt = PreferentialOptimizer(
+                c.space,
+                model=c.inference,
+                strategy=c.strategy,
+                q=c.q,
+                seed=c.seed * 100_003 + pid,
+                initial_random=c.initial_random,
+                boundary_step=c.boundary_step,
+            )
+            self.optimizers[pid] = opt
+        for a in stored[len(opt.history) :]:
+            carried = a.get("virtual_comparisons")
+            opt.tell(a["choice"], _tensor(a["options"]), virtual=carried)
         return opt
 
     def propose(
@@ -168,12 +180,18 @@ class QuestionEngine:
         self, pid: int, options: list | None, virtual: list | None
     ) -> Tensor:
         opt = self._individual(pid)
-        if options is not None:  # believe the likelier answer to it
-            X = _tensor(options)
-            choice = int(opt.predict(X)[0].argmax()) if opt.history else 0
-            opt = self._individual(pid, (X, choice, virtual))
-        question = opt.ask()
-        self.carried[pid] = opt.pending_virtual
+        if options is None:
+            question = opt.ask()
+            self.carried[pid] = opt.pending_virtual
+            return question
+        X = _tensor(options)  # believe the likelier answer to it
+        choice = int(opt.predict(X)[0].argmax()) if opt.history else 0
+        opt.tell(choice, X, virtual=virtual)
+        try:
+            question = opt.ask()
+            self.carried[pid] = opt.pending_virtual
+        finally:
+            opt.undo()  # the kept optimiser holds the stored answers only
         return question
 
     def favourites(self, pids: list[int]) -> dict[str, Any]:
@@ -245,6 +263,23 @@ def _slices(study: PopulationStudy, space: Any, at: dict[str, Any]) -> list[dict
 
 def _label(value: Any) -> Any:
     return round(value, 4) if isinstance(value, float) else value
+
+
+def _told_first(opt: PreferentialOptimizer, stored: list[dict[str, Any]]) -> bool:
+    r"""Whether ``opt``'s answers are the first of ``stored`` (options, answer
+    and virtual comparisons alike)."""
+    if len(opt.history) > len(stored):
+        return False
+    for told, a in zip(opt.history, stored):
+        carried = a.get("virtual_comparisons")
+        if (
+            told.answer != a["choice"]
+            or not torch.equal(told.options, _tensor(a["options"]))
+            or (told.virtual is None) != (carried is None)
+            or (carried is not None and not torch.equal(told.virtual, _tensor(carried)))
+        ):
+            return False
+    return True
 
 
 def _tensor(options: list) -> Tensor:

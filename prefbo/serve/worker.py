@@ -76,9 +76,12 @@ def work_once(
     index: int = 0,
     workers: int = 1,
     hyper: Hyperparameters | None = None,
+    optimizers: dict | None = None,
 ) -> int:
     r"""One round: questions for every participant of this worker who needs
-    one, those who have looked at their question longest first. Each is
+    one, those who have looked at their question longest first
+    (``optimizers``: the individual participants' optimisers, kept from
+    round to round, see :class:`~prefbo.serve.engine.QuestionEngine`). Each is
     stored as soon as it is made, as the participant's next question then:
     one who moved on meanwhile (shown a uniform question for lack of it)
     gets it one question later, made without their newest answer, as a
@@ -99,7 +102,7 @@ def work_once(
         return 0
     order = sorted(needing, key=lambda pid: needing[pid][3])
     used = None if hyper is None else hyper.current(len(answered))
-    engine = QuestionEngine(config, answered, used)
+    engine = QuestionEngine(config, answered, used, optimizers)
     stored = 0
     shown = {pid: needing[pid][1] for pid in order}
     shown_virtual = {pid: needing[pid][4] for pid in order}
@@ -118,7 +121,11 @@ def work_once(
 
 
 def snapshot_once(
-    store: Store, config: StudyConfig, last: int, hyper: Hyperparameters | None = None
+    store: Store,
+    config: StudyConfig,
+    last: int,
+    hyper: Hyperparameters | None = None,
+    optimizers: dict | None = None,
 ) -> int:
     r"""Store the favourites if the answers changed since ``last`` (a count);
     returns the count they were made at."""
@@ -126,7 +133,8 @@ def snapshot_once(
     if answers == last:
         return last
     pids = [p["id"] for p in store.participants()]
-    engine = QuestionEngine(config, store.answered(), hyper and hyper.state)
+    state = hyper and hyper.state
+    engine = QuestionEngine(config, store.answered(), state, optimizers)
     store.add_snapshot(answers, engine.favourites(pids))
     return answers
 
@@ -149,14 +157,15 @@ def run_worker(
     config = config_from_store(store, root)
     last, next_snapshot = -1, 0.0
     hyper = Hyperparameters()
+    optimizers: dict = {}  # individual participants', from round to round
     parent = os.getppid() if parent is None else parent
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     try:
         while not stop.is_set() and os.getppid() == parent:
             try:
-                made = work_once(store, config, index, workers, hyper)
+                made = work_once(store, config, index, workers, hyper, optimizers)
                 if index == 0 and time.monotonic() >= next_snapshot:
-                    last = snapshot_once(store, config, last, hyper)
+                    last = snapshot_once(store, config, last, hyper, optimizers)
                     next_snapshot = time.monotonic() + snapshot_every
             except Exception:  # a failed round is logged; the next one retries
                 log.exception("worker %d: a round failed", index)

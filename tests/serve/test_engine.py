@@ -115,3 +115,34 @@ def test_an_individual_participant_is_asked_what_the_library_loop_asks(make_conf
     believed = dict(rows[shown], choice=int(mean.argmax()))
     stored = QuestionEngine(config, [*rows[:shown], believed])
     torch.testing.assert_close(after, stored.propose({pid: None})[pid], atol=0, rtol=0)
+
+
+def test_kept_optimisers_ask_what_rebuilt_ones_ask(make_config):
+    # a worker keeps each individual participant's optimiser between rounds
+    # (one new fit per answer instead of the whole chain); questions,
+    # carried comparisons, believed answers and favourites are those of
+    # optimisers rebuilt from the store, also after an undo
+    config = make_config(model={"kind": "individual"})
+    kept, rows, first = {}, [], None
+    for k in range(7):
+        fresh = QuestionEngine(config, rows)
+        again = QuestionEngine(config, rows, optimizers=kept)
+        for engine in (fresh, again):
+            engine.question = engine.propose({1: None})[1]
+        torch.testing.assert_close(again.question, fresh.question, atol=0, rtol=0)
+        assert (again.carried[1] is None) == (fresh.carried[1] is None)
+        rows.append(_row(1, k, fresh.question, fresh.carried[1]))
+        shown = {1: rows[-1]["options"]}, {1: rows[-1]["virtual_comparisons"]}
+        believing = QuestionEngine(config, rows[:-1], optimizers=kept).propose(*shown)
+        expected = QuestionEngine(config, rows[:-1]).propose(*shown)
+        torch.testing.assert_close(believing[1], expected[1], atol=0, rtol=0)
+        first = first or kept[1]
+    assert kept[1] is first  # kept all along, told one answer a round
+    assert len(first.history) == 6  # the believed answer was taken back
+    undone = rows[:4]  # the participant undid answers: rebuilt, not extended
+    a = QuestionEngine(config, undone, optimizers=kept).propose({1: None})[1]
+    assert kept[1] is not first
+    b = QuestionEngine(config, undone).propose({1: None})[1]
+    torch.testing.assert_close(a, b, atol=0, rtol=0)
+    fav = QuestionEngine(config, rows, optimizers=kept).favourites([1])
+    assert fav == QuestionEngine(config, rows).favourites([1])
