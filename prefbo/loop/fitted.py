@@ -183,6 +183,15 @@ class FittedModels:
             self._model.eval()
         return self._model
 
+    def release_fits(self) -> None:
+        r"""Free every cached fit but the latest: the next refit starts from
+        it as before; after an :meth:`undo` below it the chain is refitted
+        from the defaults, to the same hyperparameters (each fit is
+        seeded by its count), only slower."""
+        if self._fits:
+            latest = max(self._fits)
+            self._fits = {latest: self._fits[latest]}
+
     def _fitted(self, c: int) -> Any:
         r"""The model fitted on the first ``c`` answers (``c = 0``: an unfitted
         model with the defaults, for its kernel).

@@ -79,7 +79,8 @@ def existing_store(target: str) -> Store:
     Raises:
         StudyFileError: ``target`` names a file that does not exist.
     """
-    if "://" not in target and not Path(target).is_file():
+    path = target.removeprefix("sqlite:///") if "://" in target else target
+    if "://" not in path and not Path(path).is_file():
         raise StudyFileError(f"no study database at {target!r} (no such file).")
     return Store(database_url(target))
 
@@ -108,7 +109,7 @@ def serve(
     join = store.secret("join_code", new_token)
     researcher = store.secret("researcher_token", new_token)
     app = StudyApp(store, config, renderer, join, researcher).app()
-    procs, stop = start_workers(url, str(config.root), workers)
+    procs, _ = start_workers(url, str(config.root), workers)
     base = f"http://{host}:{port}"
     print(f"prefbo serve: {config.title!r}, database {url}", file=out)
     print(f"  participants join at:  {base}/join/{join}", file=out)
@@ -120,7 +121,7 @@ def serve(
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         signal.signal(signal.SIGTERM, previous)
-        stop_workers(procs, stop)
+        stop_workers(procs)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -118,6 +118,7 @@ class QuestionEngine:
         for a in stored[len(opt.history) :]:
             carried = a.get("virtual_comparisons")
             opt.tell(a["choice"], _tensor(a["options"]), virtual=carried)
+        opt.release_fits()  # kept: one fit per participant, not the chain
         return opt
 
     def propose(

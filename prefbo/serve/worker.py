@@ -180,8 +180,7 @@ def _worker_process(*args: Any, **kwargs: Any) -> None:
     r"""A worker process: :func:`run_worker`, deaf to the terminal's Ctrl-C
     (the server stops its workers through their event), and ending cleanly
     on SIGTERM (a service manager signals the server's whole process
-    group): the stop event's wait is left through its ``finally``, so the
-    server's :meth:`~multiprocessing.Event.set` does not wait for it."""
+    group, and :func:`stop_workers` does)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _leave)
     run_worker(*args, **kwargs)
@@ -191,19 +190,22 @@ def _leave(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-def stop_workers(procs: list, stop: Any, timeout: float = 10.0) -> None:
-    r"""Stop the worker processes of :func:`start_workers`: set their event
-    and wait up to ``timeout`` seconds, then terminate any left. The event
-    is set from a helper thread: a worker killed (SIGKILL) while it waited
-    on the event never says it woke, and ``set()`` then waits for ever."""
-    setter = threading.Thread(target=stop.set, daemon=True)
-    setter.start()
-    setter.join(timeout)
+def stop_workers(procs: list, timeout: float = 10.0) -> None:
+    r"""Stop the worker processes of :func:`start_workers`: SIGTERM each (a
+    worker leaves cleanly, an open transaction rolled back, once a call in
+    progress returns), wait up to ``timeout`` seconds in all, then kill
+    any left. Not through their stop event: a worker killed while it waited
+    on the event never says it woke, and ``set()`` then waits for ever,
+    holding the lock the others need to see it."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
     deadline = time.monotonic() + timeout
     for p in procs:
         p.join(timeout=max(0.0, deadline - time.monotonic()))
+    for p in procs:
         if p.is_alive():
-            p.terminate()
+            p.kill()
             p.join(timeout=1.0)
 
 

@@ -90,3 +90,28 @@ def test_predict_checks_its_designs():
     mean, sd = opt.predict(torch.tensor([[0, 1], [5, 9]]))  # integers are designs
     assert mean.dtype == sd.dtype == torch.float64
     assert mean[0] > mean[1]  # the told winner
+
+
+def test_released_fits_change_no_question():
+    # release_fits keeps the latest fit only: the next questions, and those
+    # after an undo below it (the chain refitted), are the same
+    p = Branin()
+    kept, released = (PreferentialOptimizer(p.bounds, seed=2) for _ in range(2))
+    for opt in (kept, released):
+        for _ in range(5):
+            X = opt.ask()
+            opt.tell(int(p(X[0]) < p(X[1])))
+        opt.ask()
+    released.release_fits()
+    assert list(released._fits) == [5] and len(kept._fits) > 1
+    torch.testing.assert_close(released.ask(), kept.ask(), atol=0, rtol=0)
+    for opt in (kept, released):
+        X = opt.ask()
+        opt.tell(0)
+    torch.testing.assert_close(released.ask(), kept.ask(), atol=0, rtol=0)
+    for opt in (kept, released):
+        opt.undo()
+        opt.undo()
+        opt.undo()
+    torch.testing.assert_close(released.ask(), kept.ask(), atol=0, rtol=0)
+    torch.testing.assert_close(released.best()[0], kept.best()[0], atol=0, rtol=0)

@@ -2,6 +2,7 @@ import io
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -86,9 +87,10 @@ def test_export_and_replay_need_no_display_files(tmp_path):
 
 def test_replay_and_export_of_a_missing_database_make_none(tmp_path, capsys):
     missing = tmp_path / "typo.db"
-    for argv in (["replay", str(missing)], ["export", str(missing)]):
-        assert main(argv) == 2
-        assert "no study database at" in capsys.readouterr().err
+    for target in (str(missing), f"sqlite:///{missing}"):
+        for argv in (["replay", target], ["export", target]):
+            assert main(argv) == 2
+            assert "no study database at" in capsys.readouterr().err
     assert not missing.exists()
 
 
@@ -130,13 +132,21 @@ def test_the_server_ends_on_sigterm_to_its_process_group(tmp_path):
         for line in proc.stdout:  # the links come once the workers started
             if "researcher's page" in line:
                 break
-        time.sleep(12)  # imported, the workers wait in their stop event
+        db = sqlite3.connect(tmp_path / "demo.db")
+        deadline = time.monotonic() + 120
+        while not db.execute("SELECT count(*) FROM snapshots").fetchone()[0]:
+            assert time.monotonic() < deadline, "worker 0 stored no snapshot"
+            time.sleep(0.2)  # its first round: a snapshot of 0 answers
+        db.close()
+        time.sleep(1.0)  # the workers wait in their stop event
         workers = _workers(proc.pid)
         assert len(workers) == 2
         os.kill(workers[0], signal.SIGKILL)  # one dies inside the wait
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGTERM)
-        assert proc.wait(timeout=40) is not None
+        assert proc.wait(timeout=40) == 0
+        time.sleep(1.0)  # the survivor, ended with the server, is reaped
+        assert not os.path.exists(f"/proc/{workers[1]}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
