@@ -109,7 +109,7 @@ def serve(
     join = store.secret("join_code", new_token)
     researcher = store.secret("researcher_token", new_token)
     app = StudyApp(store, config, renderer, join, researcher).app()
-    procs, _ = start_workers(url, str(config.root), workers)
+    procs = start_workers(url, str(config.root), workers)
     base = f"http://{host}:{port}"
     print(f"prefbo serve: {config.title!r}, database {url}", file=out)
     print(f"  participants join at:  {base}/join/{join}", file=out)

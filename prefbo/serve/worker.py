@@ -142,17 +142,19 @@ def snapshot_once(
 def run_worker(
     url: str,
     root: str,
-    stop: Any,
+    stop: Any = None,
     index: int = 0,
     workers: int = 1,
     poll: float = 0.05,
     snapshot_every: float = 5.0,
     parent: int | None = None,
 ) -> None:
-    r"""The worker loop, until ``stop`` (a ``multiprocessing.Event``) is set
-    or the server that started it (process ``parent``, by default this
-    process's parent) is gone (killed: its workers do not outlive it). Index
-    0 also keeps the researcher's favourites up to date."""
+    r"""The worker loop, until ``stop`` (an event; ``None``: never, the
+    server's workers end on SIGTERM) is set or the server that started it
+    (process ``parent``, by default this process's parent) is gone (killed:
+    its workers do not outlive it). Index 0 also keeps the researcher's
+    favourites up to date."""
+    stop = threading.Event() if stop is None else stop
     store = Store(url)
     config = config_from_store(store, root)
     last, next_snapshot = -1, 0.0
@@ -178,9 +180,8 @@ def run_worker(
 
 def _worker_process(*args: Any, **kwargs: Any) -> None:
     r"""A worker process: :func:`run_worker`, deaf to the terminal's Ctrl-C
-    (the server stops its workers through their event), and ending cleanly
-    on SIGTERM (a service manager signals the server's whole process
-    group, and :func:`stop_workers` does)."""
+    and ending cleanly on SIGTERM (:func:`stop_workers` sends it, and a
+    service manager signals the server's whole process group)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _leave)
     run_worker(*args, **kwargs)
@@ -194,9 +195,9 @@ def stop_workers(procs: list, timeout: float = 10.0) -> None:
     r"""Stop the worker processes of :func:`start_workers`: SIGTERM each (a
     worker leaves cleanly, an open transaction rolled back, once a call in
     progress returns), wait up to ``timeout`` seconds in all, then kill
-    any left. Not through their stop event: a worker killed while it waited
-    on the event never says it woke, and ``set()`` then waits for ever,
-    holding the lock the others need to see it."""
+    any left. Not through a shared ``multiprocessing.Event``: a worker
+    killed while it waited on one never says it woke, and ``set()`` then
+    waits for ever, holding the lock the others need to see it."""
     for p in procs:
         if p.is_alive():
             p.terminate()
@@ -218,14 +219,14 @@ def _watch(parent: int, every: float = 0.5) -> None:
     os._exit(0)
 
 
-def start_workers(url: str, root: str, workers: int) -> tuple[list, Any]:
-    r"""Start ``workers`` worker processes; returns them and their stop event."""
+def start_workers(url: str, root: str, workers: int) -> list:
+    r"""Start ``workers`` worker processes (stop them with
+    :func:`stop_workers`); returns them."""
     ctx = multiprocessing.get_context("spawn")
-    stop = ctx.Event()
     procs = [
         ctx.Process(
             target=_worker_process,
-            args=(url, root, stop, i, workers),
+            args=(url, root, None, i, workers),
             kwargs={"parent": os.getpid()},
             name=f"prefbo-worker-{i}",
             daemon=True,
@@ -234,4 +235,4 @@ def start_workers(url: str, root: str, workers: int) -> tuple[list, Any]:
     ]
     for p in procs:
         p.start()
-    return procs, stop
+    return procs

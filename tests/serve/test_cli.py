@@ -115,7 +115,7 @@ def _workers(pid):
 def test_the_server_ends_on_sigterm_to_its_process_group(tmp_path):
     # a service manager (systemd's default, `timeout`) signals the server and
     # its workers together, and a worker may have died before: a worker gone
-    # while it waited on the stop event used to leave the server waiting for
+    # while it waited on a shared stop event used to leave the server waiting for
     # it in the event for ever
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
     cmd = [sys.executable, "-m", "prefbo.cli", "serve", "--demo", "--port", "0"]
@@ -138,10 +138,10 @@ def test_the_server_ends_on_sigterm_to_its_process_group(tmp_path):
             assert time.monotonic() < deadline, "worker 0 stored no snapshot"
             time.sleep(0.2)  # its first round: a snapshot of 0 answers
         db.close()
-        time.sleep(1.0)  # the workers wait in their stop event
+        time.sleep(1.0)  # the workers wait for their next round
         workers = _workers(proc.pid)
         assert len(workers) == 2
-        os.kill(workers[0], signal.SIGKILL)  # one dies inside the wait
+        os.kill(workers[0], signal.SIGKILL)  # one dies while it waits
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=40) == 0
