@@ -53,6 +53,8 @@ ROUNDS = 3
 DEFAULT_STEP = 0.1
 # the smallest step: the inner design then lies well off the face
 MIN_STEP = 1e-3
+# the largest: half the box's width (the inner design at most at its middle)
+MAX_STEP = 0.5
 
 
 def face_columns(space: Space | None, dim: int) -> Tensor:

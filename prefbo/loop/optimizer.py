@@ -37,7 +37,7 @@ from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError
 from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer, check_answer, check_virtual
-from prefbo.loop.boundary import DEFAULT_STEP, MIN_STEP
+from prefbo.loop.boundary import DEFAULT_STEP, MAX_STEP, MIN_STEP
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import FittedModels
 from prefbo.loop.model_kinds import get_model_kind
@@ -220,7 +220,7 @@ class PreferentialOptimizer(Questions, FittedModels):
             "boundary_step",
             boundary_step,
             minimum=MIN_STEP,
-            maximum=0.5,
+            maximum=MAX_STEP,
             allow_none=True,
         )
         check_seed("seed", seed)

@@ -43,7 +43,7 @@ from typing import Any
 
 from prefbo.exceptions import InputDataError, PrefboError
 from prefbo.loop import PreferentialOptimizer
-from prefbo.loop.boundary import DEFAULT_STEP, MIN_STEP
+from prefbo.loop.boundary import DEFAULT_STEP, MAX_STEP, MIN_STEP
 from prefbo.space import ItemPool, Space
 from prefbo.space.space import variable_from_dict
 
@@ -231,10 +231,10 @@ def _boundary_step(model, kind, fail) -> float | None:
     if value is False:
         return None
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or not MIN_STEP <= value <= 0.5:
+    if not number or not MIN_STEP <= value <= MAX_STEP:
         raise fail(
             "model.boundary_step",
-            f"must be a number in [{MIN_STEP}, 0.5] or false; got {value!r}.",
+            f"must be a number in [{MIN_STEP}, {MAX_STEP}] or false; got {value!r}.",
         )
     return float(value)
 
