@@ -54,7 +54,6 @@ from prefbo.inference.laplacian import (
 from prefbo.inference.stiff import is_stiff, stiff_projector, stiff_solve
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, PairwiseProbitLikelihood
 from prefbo.utils.checks import check_float, check_int, check_nonneg_float
-from prefbo.utils.normal import probit_terms
 
 
 @dataclass(eq=False)
@@ -263,6 +262,12 @@ def run_ep(
             covariance ``K``.
         comparisons: ``batch_shape x m x 2`` long ``[winner, loser]`` rows.
         likelihood: A :class:`~prefbo.likelihoods.PairwiseProbitLikelihood`.
+            The sweeps read the tilted moments from its ``_terms`` at the
+            cavity's standardised mean ``m / √(s² + v)`` (the derivatives
+            of ``log Z`` in the cavity mean; for the probit, those of
+            ``log Φ``) and the evidence reads ``_log_prob`` there, so a
+            subclass whose ``log F`` is another function of that ratio
+            (e.g. ``F = ε/2 + (1 - ε) Φ``) is run with its own moments.
         init: Optional previous :class:`EPState` or :class:`EPSites` whose
             sites start the sweep: of the same comparisons, or of their first
             ``m₀`` rows (answers appended since start at zero); ignored when
@@ -374,7 +379,7 @@ def _run_ep(
         vc = 1.0 / tau_c
         mc = nu_c * vc
         root = (s2 + vc).sqrt()
-        _, lam, w, _ = probit_terms(mc / root)
+        _, lam, w, _ = likelihood._terms(mc / root)
         denom = s2 + vc * (1.0 - w)
         return (
             torch.where(valid, w / denom, tau),
@@ -410,7 +415,7 @@ def _run_ep(
     tau_c, nu_c, valid = _cavities(q, tau, nu, comps, index)
     vc = 1.0 / tau_c
     mc = nu_c * vc
-    logZ_hat = torch.special.log_ndtr(mc / (s2 + vc).sqrt())
+    logZ_hat = likelihood._log_prob(mc / (s2 + vc).sqrt())
     site = (
         logZ_hat
         + 0.5 * torch.log1p(tau / tau_c)
