@@ -262,12 +262,14 @@ def run_ep(
             covariance ``K``.
         comparisons: ``batch_shape x m x 2`` long ``[winner, loser]`` rows.
         likelihood: A :class:`~prefbo.likelihoods.PairwiseProbitLikelihood`.
-            The sweeps read the tilted moments from its ``_terms`` at the
-            cavity's standardised mean ``m / √(s² + v)`` (the derivatives
-            of ``log Z`` in the cavity mean; for the probit, those of
-            ``log Φ``) and the evidence reads ``_log_prob`` there, so a
-            subclass whose ``log F`` is another function of that ratio
-            (e.g. ``F = ε/2 + (1 - ε) Φ``) is run with its own moments.
+            The sweeps read each site's tilted moments from its ``_terms``
+            at the cavity's standardised mean ``m / √(s² + v)`` and the
+            evidence reads ``_log_prob`` there: for ``p = F(Δ/s)`` with
+            ``F = a + bΦ`` (the probit; a lapse rate ``ε/2 + (1 - ε)Φ``)
+            the tilted normaliser is ``Z = F(m / √(s² + v))``, so such a
+            subclass is run with its own moments. (For any other ``F``
+            ``Z`` is not ``F`` at that point and the moments would be
+            wrong.)
         init: Optional previous :class:`EPState` or :class:`EPSites` whose
             sites start the sweep: of the same comparisons, or of their first
             ``m₀`` rows (answers appended since start at zero); ignored when

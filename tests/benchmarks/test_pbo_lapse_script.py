@@ -44,33 +44,40 @@ def _one_answer(model_class, lik):
     model = model_class(X, torch.tensor([[0, 1]]), likelihood=lik)
     model.eval()
     with torch.no_grad():
-        mean = model.posterior(X).mean.reshape(-1)
+        post = model.posterior(X)
+        mean = post.mean.reshape(-1)
+        S = post.covariance_matrix.reshape(2, 2)
         K = model.covar_module(X).to_dense()
-    return float(mean[0] - mean[1]), float(K[0, 0] + K[1, 1] - 2 * K[0, 1])
+    var = float(S[0, 0] + S[1, 1] - 2 * S[0, 1])
+    return float(mean[0] - mean[1]), float(K[0, 0] + K[1, 1] - 2 * K[0, 1]), var
 
 
 def test_ep_reads_the_lapse_one_answer_closed_form(load_benchmark):
-    # one answer: EP matches the tilted moments exactly, E[Δ] = v ∂ log Z/∂m at
-    # m = 0 with Z = ε/2 + (1 - ε) Φ(m / √(s² + v))
+    # one answer: EP matches the tilted moments exactly; at m = 0, with
+    # Z(m) = ε/2 + (1 - ε) Φ(m / √(s² + v)) and r = 2 (1 - ε) φ(0):
+    # E[Δ] = v r / √(s² + v), Var[Δ] = v - v² r² / (s² + v)
     bench = load_benchmark("pbo_lapse")
     s = math.sqrt(2.0)
     for eps in (0.0, 0.05, 0.3):
-        diff, v = _one_answer(PairwiseEPGP, bench.LapseProbitLikelihood(eps))
-        expected = v * (1 - eps) / math.sqrt(2 * math.pi) / (0.5 * math.sqrt(s**2 + v))
-        assert abs(diff - expected) < 1e-6 * expected
+        diff, v, var = _one_answer(PairwiseEPGP, bench.LapseProbitLikelihood(eps))
+        r = 2 * (1 - eps) / math.sqrt(2 * math.pi)
+        assert abs(diff - v * r / math.sqrt(s**2 + v)) < 1e-6 * diff
+        assert abs(var - (v - v**2 * r**2 / (s**2 + v))) < 1e-6 * var
 
 
 def test_laplace_mode_is_the_map(load_benchmark):
-    # one answer: the mode Δ* of log p(Δ) - Δ²/(2v), found by bisection
+    # one answer: the mode Δ* of log p(Δ) - Δ²/(2v), found by bisection on
+    # its slope written out
     bench = load_benchmark("pbo_lapse")
     s = math.sqrt(2.0)
     for eps in (0.0, 0.05, 0.3):
-        lik = bench.LapseProbitLikelihood(eps)
-        diff, v = _one_answer(PairwiseLaplaceGP, lik)
+        diff, v, _ = _one_answer(PairwiseLaplaceGP, bench.LapseProbitLikelihood(eps))
 
-        def slope(d, lik=lik, v=v):
-            t = torch.tensor([d / s], dtype=torch.float64)
-            return float(lik._terms(t)[1]) / s - d / v
+        def slope(d, eps=eps, v=v):  # d/dΔ [log(ε/2 + (1 - ε) Φ(Δ/s)) - Δ²/(2v)]
+            z = d / s
+            p = eps / 2 + (1 - eps) * 0.5 * math.erfc(-z / math.sqrt(2))
+            phi = math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+            return (1 - eps) * phi / p / s - d / v
 
         lo, hi = 0.0, 10.0
         for _ in range(200):

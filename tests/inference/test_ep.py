@@ -76,6 +76,42 @@ def test_repeated_answers_close_to_quadrature():
     assert abs(mean.item() - m1) < abs((lap.mode[0] - lap.mode[1]).item() - m1)
 
 
+class _AffineProbit(PairwiseProbitLikelihood):
+    """``F = a + b Φ`` (a lapse rate: ``a = ε/2``, ``b = 1 - ε``)."""
+
+    a, b = 0.1, 0.8
+
+    def _log_prob(self, z):
+        return torch.log(self.a + self.b * torch.special.ndtr(z))
+
+    def _terms(self, z):
+        logp = self._log_prob(z)
+        r = self.b * torch.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) / logp.exp()
+        w = r * (z + r)
+        return logp, r, w, r - w * (z + 2 * r)
+
+
+def test_ep_reads_the_likelihoods_tilted_moments():
+    """One answer with ``F = a + b Φ`` (its ``Z = F(m / √(s² + v))``): EP's
+    moments and evidence against quadrature of the exact posterior."""
+    K = torch.tensor([[1.0, 0.3], [0.3, 0.7]], dtype=torch.float64)
+    v0, s = 1.0 + 0.7 - 0.6, math.sqrt(2) * 0.5
+    lik = _AffineProbit(noise_std=0.5)
+
+    def post(d, k):
+        f = lik.a + lik.b * special.ndtr(d / s)
+        return d**k * f * math.exp(-0.5 * d * d / v0) / math.sqrt(2 * math.pi * v0)
+
+    Z = integrate.quad(post, -12, 12, args=(0,))[0]
+    m1 = integrate.quad(post, -12, 12, args=(1,))[0] / Z
+    m2 = integrate.quad(post, -12, 12, args=(2,))[0] / Z
+    ep = run_ep(torch.linalg.cholesky(K), torch.tensor([[0, 1]]), lik)
+    mean, var = _difference_moments(ep)
+    assert mean.item() == pytest.approx(m1, rel=1e-8)
+    assert var.item() == pytest.approx(m2 - m1**2, rel=1e-8)
+    assert ep.evidence.item() == pytest.approx(math.log(Z), abs=1e-9)
+
+
 def test_ep_evidence_gradient_matches_finite_differences():
     X, comp, _ = make_pairwise_data(20, 45, seed=3)
     theta = torch.tensor([0.35, 2.5], dtype=torch.float64, requires_grad=True)
