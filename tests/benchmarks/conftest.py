@@ -29,3 +29,21 @@ def load_benchmark(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleTyp
         return module
 
     return load
+
+
+@pytest.fixture
+def variant_regrets(load_benchmark) -> Callable[[str, str], tuple[list, list]]:
+    r"""``variant_regrets("pbo_lapse", "lapse-ep-0")``: the regrets of 8
+    answers (Branin, σ = 0.1, seed 0) of that script's variant and of the
+    loop's default, for the tests that a variant's neutral setting asks the
+    default's questions."""
+
+    def run(stem: str, variant: str) -> tuple[list, list]:
+        bench = load_benchmark(stem)
+        make_loop = bench.pbo_variants.VARIANTS[variant]
+        regret = bench.pbo_regret.run_one
+        mine = regret("Branin", 0.1, 0, variant, answers=8, make_loop=make_loop)
+        default = regret("Branin", 0.1, 0, "default", answers=8)
+        return mine["regret"], default["regret"]
+
+    return run

@@ -9,14 +9,9 @@ import torch
 from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP
 
 
-def test_lapse_zero_is_the_default_loop(load_benchmark):
-    bench = load_benchmark("pbo_lapse")
-    variants = bench.pbo_variants.VARIANTS
-    lapse = bench.pbo_regret.run_one(
-        "Branin", 0.1, 0, "lapse-ep-0", answers=8, make_loop=variants["lapse-ep-0"]
-    )
-    plain = bench.pbo_regret.run_one("Branin", 0.1, 0, "default", answers=8)
-    assert lapse["regret"] == plain["regret"]
+def test_lapse_zero_is_the_default_loop(variant_regrets):
+    lapse, plain = variant_regrets("pbo_lapse", "lapse-ep-0")
+    assert lapse == plain
 
 
 def test_derivatives_match_finite_differences(load_benchmark):

@@ -6,16 +6,11 @@ import pytest
 import torch
 
 
-def test_zero_trend_is_the_default_loop(load_benchmark):
-    bench = load_benchmark("pbo_quadratic")
-    variants = bench.pbo_variants.VARIANTS
-    trend = bench.pbo_regret.run_one(
-        "Branin", 0.1, 0, "x", answers=8, make_loop=variants["quadratic-trend-0"]
-    )
-    plain = bench.pbo_regret.run_one("Branin", 0.1, 0, "default", answers=8)
+def test_zero_trend_is_the_default_loop(variant_regrets):
     # the same questions; the regrets agree to rounding (the sum kernel adds
     # a zero matrix through another evaluation path)
-    assert trend["regret"] == pytest.approx(plain["regret"], rel=1e-6)
+    trend, plain = variant_regrets("pbo_quadratic", "quadratic-trend-0")
+    assert trend == pytest.approx(plain, rel=1e-6)
 
 
 def test_trend_kernel_is_the_covariance_of_random_quadratics(load_benchmark):
