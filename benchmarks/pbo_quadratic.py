@@ -10,8 +10,11 @@ the unit cube (the loop's model space): utilities are then the stationary
 GP plus ``Σ_i (β_i x̃_i + γ_i x̃_i²)`` with Gaussian ``β_i, γ_i`` of variances
 ``a`` and ``b`` (times the outputscale), so any axis-aligned bowl (or dome)
 is in the prior and its coefficients are learned from all the answers at
-once. ``a = 1, b = 16`` (fixed, not fitted) let a bowl be as deep, centre to
-face, as the stationary part's standard deviation per input.
+once. With ``a = 1, b = 16`` (fixed, not fitted) the depth along each input,
+centre to face, has prior standard deviation ``√outputscale``, as the
+stationary part has; the prior is centred (a bowl's lowest point
+``-β_i/(2γ_i)`` is an eighth of a Cauchy variable) and adds variance at
+the corners (``1.25 d`` times the outputscale).
 
 ``quadratic-trend`` runs the loop's default (EP, EUBO, virtual comparisons
 at the faces) with ``ScaleKernel(RBF + k_q)`` and the default's priors;
