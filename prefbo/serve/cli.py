@@ -79,10 +79,11 @@ def existing_store(target: str) -> Store:
     Raises:
         StudyFileError: ``target`` names a file that does not exist.
     """
-    path = target.removeprefix("sqlite:///") if "://" in target else target
-    if "://" not in path and not Path(path).is_file():
+    url = database_url(target)
+    sqlite = url.startswith("sqlite:///")
+    if sqlite and not Path(url.removeprefix("sqlite:///")).is_file():
         raise StudyFileError(f"no study database at {target!r} (no such file).")
-    return Store(database_url(target))
+    return Store(url)
 
 
 def replay(target: str) -> dict:

@@ -181,18 +181,16 @@ class QuestionEngine:
         self, pid: int, options: list | None, virtual: list | None
     ) -> Tensor:
         opt = self._individual(pid)
-        if options is None:
-            question = opt.ask()
-            self.carried[pid] = opt.pending_virtual
-            return question
-        X = _tensor(options)  # believe the likelier answer to it
-        choice = int(opt.predict(X)[0].argmax()) if opt.history else 0
-        opt.tell(choice, X, virtual=virtual)
+        if options is not None:  # believe the likelier answer to it
+            X = _tensor(options)
+            choice = int(opt.predict(X)[0].argmax()) if opt.history else 0
+            opt.tell(choice, X, virtual=virtual)
         try:
             question = opt.ask()
             self.carried[pid] = opt.pending_virtual
         finally:
-            opt.undo()  # the kept optimiser holds the stored answers only
+            if options is not None:
+                opt.undo()  # the kept optimiser holds the stored answers only
         return question
 
     def favourites(self, pids: list[int]) -> dict[str, Any]:
