@@ -18,7 +18,10 @@ seed 4: 0.13 to 0.07) and the recommendation followed. Two priors:
   ``ls-lognormal-0.5-0.75``, ``ls-lognormal-0.5-1``: the same median with a
   wider spread (``log ℓ``'s standard deviation 0.75, 1; that of
   ``Gamma(2.4, 2.7)`` is 0.72, but its left tail is exponential in
-  ``log ℓ``, not Gaussian);
+  ``log ℓ``, not Gaussian), starting at their modes (0.28, 0.18);
+  ``ls-lognormal-0.5-0.75-start-0.5``, ``ls-lognormal-0.5-1-start-0.5``:
+  the same priors starting at the median 0.5 (the modes confound the
+  spread with the fits' start);
 - ``ls-gamma-default``: the default's prior built by this script (its
   questions are the default's: the check of the factory).
 
@@ -74,13 +77,14 @@ def dim_scaled(dim: int) -> ScaleKernel:
     return lengthscale_covar_module(dim, LogNormalPrior(loc, scale), mode, 0.025)
 
 
-def lognormal(median: float, scale: float):
-    r"""``LogNormal(log median, scale)``, starting at its mode."""
+def lognormal(median: float, scale: float, start: float | None = None):
+    r"""``LogNormal(log median, scale)``, starting at ``start`` (default: its
+    mode, ``median · exp(-scale²)``)."""
 
     def make(dim: int) -> ScaleKernel:
         loc = math.log(median)
-        mode = math.exp(loc - scale**2)
-        return lengthscale_covar_module(dim, LogNormalPrior(loc, scale), mode, 1e-4)
+        first = math.exp(loc - scale**2) if start is None else start
+        return lengthscale_covar_module(dim, LogNormalPrior(loc, scale), first, 1e-4)
 
     return make
 
@@ -110,6 +114,8 @@ pbo_variants.VARIANTS.update(
         "ls-lognormal-0.5": lengthscale_loop(lognormal(0.5, 0.5)),
         "ls-lognormal-0.5-0.75": lengthscale_loop(lognormal(0.5, 0.75)),
         "ls-lognormal-0.5-1": lengthscale_loop(lognormal(0.5, 1.0)),
+        "ls-lognormal-0.5-0.75-start-0.5": lengthscale_loop(lognormal(0.5, 0.75, 0.5)),
+        "ls-lognormal-0.5-1-start-0.5": lengthscale_loop(lognormal(0.5, 1.0, 0.5)),
         "ls-gamma-default": lengthscale_loop(gamma_default),
     }
 )
