@@ -5,7 +5,7 @@ The default kernel takes BoTorch ``PairwiseGP``'s lengthscale prior
 short lengthscales: its density grows as ``ℓ^1.4`` near 0). In the drifting
 runs of ``results/pbo_regret_diagnosis.md`` (section 12) the refit after two
 unlikely answers explained them with a shorter lengthscale (Branin, tuning
-seed 4: 0.13 to 0.07) and the recommendation followed. Two priors:
+seed 4: 0.13 to 0.07) and the recommendation followed. The variants:
 
 - ``ls-dim-scaled``: the dimension-scaled ``LogNormal(√2 + ½ log d, √3)``
   of Hvarfner, Hellsten & Nardi (2024, "Vanilla Bayesian optimization
@@ -14,7 +14,7 @@ seed 4: 0.13 to 0.07) and the recommendation followed. Two priors:
 - ``ls-lognormal-0.5``: ``LogNormal(log 0.5, 0.5)`` starting at its mode, a
   test of the reading above: under it ``ℓ = 0.07`` has 3.5 nats less log
   prior density than ``ℓ = 0.13`` (under ``Gamma(2.4, 2.7)``: 0.7 nats
-  *more*), and ``ℓ = 0.1`` 3.6 nats less than the median;
+  less), and ``ℓ = 0.1`` 3.6 nats less than the median;
   ``ls-lognormal-0.5-0.75``, ``ls-lognormal-0.5-1``: the same median with a
   wider spread (``log ℓ``'s standard deviation 0.75, 1; that of
   ``Gamma(2.4, 2.7)`` is 0.72, but its left tail is exponential in
