@@ -49,7 +49,6 @@ from gpytorch.priors import GammaPrior, LogNormalPrior, Prior
 from prefbo.kernels.defaults import default_preference_covar_module
 
 sys.path.insert(0, str(Path(__file__).parent))
-import pbo_regret  # noqa: E402
 import pbo_variants  # noqa: E402
 
 
@@ -96,27 +95,19 @@ def gamma_default(dim: int) -> ScaleKernel:
     return lengthscale_covar_module(dim, prior, mode, 1e-4)
 
 
-def lengthscale_loop(kernel):
-    r"""A benchmark loop factory: the default loop with ``kernel(dim)``."""
-
-    def make(u: pbo_regret.Utility, seed: int) -> pbo_regret.PrefboLoop:
-        dim = u.bounds.shape[-1]
-        return pbo_regret.PrefboLoop(
-            u, seed, model_options={"covar_module": kernel(dim)}
-        )
-
-    return make
-
-
 pbo_variants.VARIANTS.update(
     {
-        "ls-dim-scaled": lengthscale_loop(dim_scaled),
-        "ls-lognormal-0.5": lengthscale_loop(lognormal(0.5, 0.5)),
-        "ls-lognormal-0.5-0.75": lengthscale_loop(lognormal(0.5, 0.75)),
-        "ls-lognormal-0.5-1": lengthscale_loop(lognormal(0.5, 1.0)),
-        "ls-lognormal-0.5-0.75-start-0.5": lengthscale_loop(lognormal(0.5, 0.75, 0.5)),
-        "ls-lognormal-0.5-1-start-0.5": lengthscale_loop(lognormal(0.5, 1.0, 0.5)),
-        "ls-gamma-default": lengthscale_loop(gamma_default),
+        "ls-dim-scaled": pbo_variants.kernel_loop(dim_scaled),
+        "ls-lognormal-0.5": pbo_variants.kernel_loop(lognormal(0.5, 0.5)),
+        "ls-lognormal-0.5-0.75": pbo_variants.kernel_loop(lognormal(0.5, 0.75)),
+        "ls-lognormal-0.5-1": pbo_variants.kernel_loop(lognormal(0.5, 1.0)),
+        "ls-lognormal-0.5-0.75-start-0.5": pbo_variants.kernel_loop(
+            lognormal(0.5, 0.75, 0.5)
+        ),
+        "ls-lognormal-0.5-1-start-0.5": pbo_variants.kernel_loop(
+            lognormal(0.5, 1.0, 0.5)
+        ),
+        "ls-gamma-default": pbo_variants.kernel_loop(gamma_default),
     }
 )
 

@@ -38,7 +38,6 @@ from torch import Tensor
 from prefbo.kernels.defaults import default_preference_covar_module
 
 sys.path.insert(0, str(Path(__file__).parent))
-import pbo_regret  # noqa: E402
 import pbo_variants  # noqa: E402
 
 
@@ -73,24 +72,14 @@ def trend_covar_module(dim: int, linear: float, quadratic: float) -> ScaleKernel
     )
 
 
-def trend_loop(linear: float, quadratic: float):
-    r"""A benchmark loop factory: the default loop with the trend kernel."""
-
-    def make(u: pbo_regret.Utility, seed: int) -> pbo_regret.PrefboLoop:
-        dim = u.bounds.shape[-1]
-        return pbo_regret.PrefboLoop(
-            u,
-            seed,
-            model_options={"covar_module": trend_covar_module(dim, linear, quadratic)},
-        )
-
-    return make
-
-
 pbo_variants.VARIANTS.update(
     {
-        "quadratic-trend": trend_loop(1.0, 16.0),
-        "quadratic-trend-0": trend_loop(0.0, 0.0),
+        "quadratic-trend": pbo_variants.kernel_loop(
+            lambda dim: trend_covar_module(dim, 1.0, 16.0)
+        ),
+        "quadratic-trend-0": pbo_variants.kernel_loop(
+            lambda dim: trend_covar_module(dim, 0.0, 0.0)
+        ),
     }
 )
 

@@ -172,6 +172,18 @@ def lognormal_loop(median: float, scale: float, upper: float):
     return make
 
 
+def kernel_loop(kernel: Callable[[int], Any]):
+    r"""A loop factory: the loop's default (virtual comparisons at the faces
+    included) with the covariance module ``kernel(dim)``."""
+
+    def make(u: pbo_regret.Utility, seed: int) -> pbo_regret.PrefboLoop:
+        return pbo_regret.PrefboLoop(
+            u, seed, model_options={"covar_module": kernel(u.dim)}
+        )
+
+    return make
+
+
 def box_loop(lower: float, upper: float):
     r"""A loop factory: the default with the outputscale's box prior
     ``SmoothedBox(lower, upper)`` (constraint ``(lower / 2, 2 upper)``)."""
@@ -561,14 +573,10 @@ VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
     "boundary-0.1": lambda u, seed: pbo_regret.PrefboLoop(u, seed, boundary_step=0.1),
     "boundary-near-winner": lambda u, seed: NearWinnerLoop(u, seed),
     "challenge-new-best": lambda u, seed: ChallengeLoop(u, seed),
-    "boundary-os-30": lambda u, seed: pbo_regret.PrefboLoop(
-        u,
-        seed,
-        model_options={
-            "covar_module": default_preference_covar_module(
-                u.dim, outputscale_bounds=(0.01, 30.0)
-            )
-        },
+    "boundary-os-30": kernel_loop(
+        lambda dim: default_preference_covar_module(
+            dim, outputscale_bounds=(0.01, 30.0)
+        )
     ),
     "boundary-dedupe": lambda u, seed: DedupeLoop(u, seed),
     "fit-real": lambda u, seed: FitRealLoop(u, seed, recommend_real=False),

@@ -41,7 +41,7 @@ def variant_regrets(load_benchmark) -> Callable[[str, str], tuple[list, list]]:
     def run(stem: str, variant: str) -> tuple[list, list]:
         bench = load_benchmark(stem)
         make_loop = bench.pbo_variants.VARIANTS[variant]
-        regret = bench.pbo_regret.run_one
+        regret = bench.pbo_variants.pbo_regret.run_one
         mine = regret("Branin", 0.1, 0, variant, answers=8, make_loop=make_loop)
         default = regret("Branin", 0.1, 0, "default", answers=8)
         return mine["regret"], default["regret"]
