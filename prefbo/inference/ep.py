@@ -53,7 +53,12 @@ from prefbo.inference.laplacian import (
 )
 from prefbo.inference.stiff import is_stiff, stiff_projector, stiff_solve
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, PairwiseProbitLikelihood
-from prefbo.utils.checks import check_float, check_int, check_nonneg_float
+from prefbo.utils.checks import (
+    check_float,
+    check_int,
+    check_nonneg_float,
+    check_same_device,
+)
 
 
 @dataclass(eq=False)
@@ -308,7 +313,8 @@ def run_ep(
         InputTypeError: ``max_iter``, ``tol``, ``damping`` or
             ``anderson_memory`` is of the wrong type.
         InputDataError: ``form``, ``max_iter``, ``tol``, ``damping`` or
-            ``anderson_memory`` is out of range.
+            ``anderson_memory`` is out of range, or ``comparisons`` is not on
+            ``chol_prior``'s device.
         NumericalError: In float32, answers at a small noise need site
             precisions beyond ``2**16`` times the prior variance's inverse,
             where float32's means drift from float64's by ``ε`` times that
@@ -323,6 +329,7 @@ def run_ep(
     if form not in FORMS:
         raise InputDataError(f"form must be one of {FORMS}; got {form!r}.")
     check_ep_options(max_iter, tol, damping, anderson_memory)
+    check_same_device("comparisons", comparisons, "chol_prior", chol_prior)
     with torch.no_grad():
         L = chol_prior
         if form == "auto":

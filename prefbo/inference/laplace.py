@@ -11,8 +11,10 @@ whose eigenvalues are all ``≥ 1``: its Cholesky factor always exists and is
 well conditioned, ``W`` (singular: ``W·1 = 0``) is never inverted and ``K`` is
 never inverted either. Steps are damped by a vectorised line search (the
 largest of ``1, ½, ¼, …`` that does not decrease ``Ψ``), batch elements are
-independent problems solved by tensor ops, and there is no host round trip
-inside an iteration except the convergence test (every ``sync_every`` steps).
+independent problems solved by tensor ops. On an accelerator the host reads
+the device once per iteration (the stiffness test, which picks the step's
+form) and the convergence flags every ``sync_every`` steps, a bounded number
+of times per solve however large the batch.
 
 The result is a :class:`~prefbo.inference.GaussianApproximation`; its
 evidence, differentiable in ``K``, is in :mod:`prefbo.inference.evidence`.
@@ -38,6 +40,7 @@ from prefbo.inference.laplacian import (
 )
 from prefbo.inference.stiff import is_stiff, stiff_projector, stiff_solve
 from prefbo.likelihoods.pairwise import PairwiseLikelihood
+from prefbo.utils.checks import check_same_device
 
 FORMS = ("auto", "whitened", "precision")
 REFINE_STEPS = 4  # precision form: iterative-refinement steps at most
@@ -108,9 +111,14 @@ def find_mode(
 
     Returns:
         The :class:`GaussianApproximation` at the mode (detached from autograd).
+
+    Raises:
+        ValueError: An unknown ``form``.
+        InputDataError: ``comparisons`` not on ``chol_prior``'s device.
     """
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}; got {form!r}.")
+    check_same_device("comparisons", comparisons, "chol_prior", chol_prior)
     with torch.no_grad():
         if form == "auto":
             form = _auto_form(chol_prior)
@@ -491,7 +499,8 @@ class _NewtonRun:
         ok = psi >= psi0
         any_ok = ok.any(0)
         first = torch.argmax(ok.to(torch.int8), dim=0)  # batch
-        t = torch.where(any_ok, steps[first], torch.zeros_like(steps[first]))
+        t_first = steps.take(first)  # (indexing by a 0-d tensor would sync)
+        t = torch.where(any_ok, t_first, torch.zeros_like(t_first))
         return t, any_ok, None
 
     # ----------------------------------------------------------- the end

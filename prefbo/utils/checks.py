@@ -188,3 +188,15 @@ def check_positive_float(
 ) -> float | None:
     r"""Check a finite real ``> 0`` (see :func:`check_float`)."""
     return check_float(name, value, minimum=0, open_minimum=True, allow_none=allow_none)
+
+
+def check_same_device(name: str, t: Tensor, like_name: str, like: Tensor) -> None:
+    r"""Raise unless ``t`` is on ``like``'s device.
+
+    Raises:
+        InputDataError: Naming both tensors and their devices.
+    """
+    if t.device != like.device:
+        raise InputDataError(
+            f"{name} must be on {like_name}'s device {like.device}; got {t.device}."
+        )

@@ -35,7 +35,8 @@ def test_single_answer_is_exact(sigma, form, tkwargs):
     """One answer, prior Var(Δ) = 1: closed-form posterior moments and Z = 1/2."""
     K = torch.eye(2, **tkwargs) * 0.5
     lik = PairwiseProbitLikelihood(noise_std=sigma)
-    state = run_ep(torch.linalg.cholesky(K), torch.tensor([[0, 1]]), lik, form=form)
+    comps = torch.tensor([[0, 1]], device=tkwargs["device"])
+    state = run_ep(torch.linalg.cholesky(K), comps, lik, form=form)
     mean, var = _difference_moments(state)
     s2 = 2 * sigma**2
     exact_mean = math.sqrt(2 / math.pi) / math.sqrt(1 + s2)
@@ -558,3 +559,11 @@ def test_float32_ep_refuses_small_noise_where_its_means_drift():
     m64 = PairwiseEPGP(X, comp, likelihood=lik)
     diff = m32.posterior(X.float()).mean.double() - m64.posterior(X).mean
     assert diff.abs().max() < 1e-2
+
+
+@pytest.mark.parametrize("solver", [run_ep, find_mode])
+def test_comparisons_on_another_device_are_named(solver):
+    L = torch.eye(2, dtype=torch.float64)
+    comps = torch.tensor([[0, 1]], device="meta")
+    with pytest.raises(InputDataError, match=r"comparisons must be on chol_prior"):
+        solver(L, comps, PairwiseProbitLikelihood())
