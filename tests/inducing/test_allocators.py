@@ -72,7 +72,9 @@ def test_batch_equals_loop(tkwargs, make_kernel, make_pref_model):
     X = torch.rand(2, 80, 2, **tkwargs)
     kernel = make_kernel(batch_shape=torch.Size([2]), **tkwargs)
     with torch.no_grad():
-        kernel.base_kernel.lengthscale = torch.tensor([[[0.2, 0.3]], [[0.4, 0.25]]])
+        kernel.base_kernel.lengthscale = torch.tensor(
+            [[[0.2, 0.3]], [[0.4, 0.25]]], **tkwargs
+        )
     model = make_pref_model(**tkwargs)
     max_samples = 2.0 + torch.randn(16, 2, **tkwargs)
     batched = [

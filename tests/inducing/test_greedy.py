@@ -34,7 +34,7 @@ def test_greedy_steps_are_optimal_by_brute_force(tkwargs, with_quality, make_ker
         assert chosen[0] == 0
     with torch.no_grad():
         K = kernel(X).to_dense().double()
-    qq = torch.ones(n, dtype=torch.float64) if q is None else q.double()
+    qq = torch.ones_like(K)[0] if q is None else q.double()
     L = qq[:, None] * K * qq[None, :]
     atol = tolerance(tkwargs["dtype"], 1e-9, 1e-4)
     for step in range(1, m + 1):
