@@ -94,7 +94,7 @@ def thompson_batch(
                     f"{err}). Use one of prefbo's pairwise or variational "
                     "preference models, or a BoTorch exact or variational GP."
                 ) from err
-    return maximize_paths(
+    return _maximize_paths(
         paths,
         bounds,
         batch_size,
@@ -158,6 +158,22 @@ def maximize_paths(
         ``B x d`` maximisers.
     """
     check_bounds(bounds)
+    return _maximize_paths(
+        paths,
+        bounds,
+        batch_size,
+        raw_samples=raw_samples,
+        num_restarts=num_restarts,
+        num_steps=num_steps,
+        lr=lr,
+        seed=seed,
+    )
+
+
+def _maximize_paths(
+    paths, bounds, batch_size, *, raw_samples, num_restarts, num_steps, lr, seed
+) -> Tensor:
+    r""":func:`maximize_paths` on checked ``bounds``."""
     if batch_size < 1 or num_restarts < 1 or raw_samples < num_restarts:
         raise InputDataError(
             "need batch_size >= 1 and 1 <= num_restarts <= raw_samples; got "
@@ -165,7 +181,8 @@ def maximize_paths(
         )
     d = bounds.shape[-1]
     lo, width = bounds[0], bounds[1] - bounds[0]
-    sobol = SobolEngine(d, scramble=True, seed=seed).draw(raw_samples).to(bounds)
+    sobol = SobolEngine(d, scramble=True, seed=seed).draw(raw_samples)
+    sobol = sobol.to(bounds, non_blocking=True)  # a fresh host tensor
     raw = lo + width * sobol  # r x d
     with torch.no_grad():
         values = paths(raw)  # B x r
@@ -180,7 +197,8 @@ def maximize_paths(
         opt.step()
     with torch.no_grad():
         X = lo + width * torch.sigmoid(z)
-        X_opt = X[torch.arange(batch_size), paths(X).argmax(dim=-1)]
+        rows = torch.arange(batch_size, device=X.device)
+        X_opt = X[rows, paths(X).argmax(dim=-1)]
         X_raw_best = raw[values.argmax(dim=-1)]
     keep = _eval_own(paths, X_opt) >= _eval_own(paths, X_raw_best)
     return torch.where(keep.unsqueeze(-1), X_opt, X_raw_best)

@@ -206,6 +206,8 @@ def check_bounds(bounds: object) -> None:
             )
             + "."
         )
+    # tiny: checked on the host, one device-to-host copy on an accelerator
+    bounds = bounds.detach().cpu()
     if not bool(torch.isfinite(bounds).all()):
         raise InputDataError(f"bounds must be finite; got {bounds.tolist()}.")
     if not bool((bounds[0] < bounds[1]).all()):

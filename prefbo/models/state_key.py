@@ -23,21 +23,31 @@ SNAPSHOT_NUMEL = 4096  # tensors up to this size are compared by value
 
 
 class _Snapshot:
-    r"""A value snapshot of a small tensor that compares equal to an identical one."""
+    r"""Value snapshots of small tensors that compare equal to identical ones.
 
-    __slots__ = ("value",)
+    On the CPU each pair is compared with ``torch.equal``; the tensors on an
+    accelerator are compared on the device and read back once, so that a
+    comparison costs one host synchronisation however many tensors it holds.
+    """
 
-    def __init__(self, t: Tensor) -> None:
-        self.value = t.detach().clone()
+    __slots__ = ("values",)
+
+    def __init__(self, tensors: Iterable[Tensor]) -> None:
+        self.values = tuple(t.detach().clone() for t in tensors)
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, _Snapshot)
-            and self.value.shape == other.value.shape
-            and self.value.dtype == other.value.dtype
-            and self.value.device == other.value.device
-            and bool(torch.equal(self.value, other.value))
-        )
+        if not isinstance(other, _Snapshot) or len(self.values) != len(other.values):
+            return False
+        on_device: dict[torch.device, list[Tensor]] = {}
+        for a, b in zip(self.values, other.values, strict=True):
+            if (a.shape, a.dtype, a.device) != (b.shape, b.dtype, b.device):
+                return False
+            if a.device.type == "cpu":
+                if not torch.equal(a, b):
+                    return False
+            else:
+                on_device.setdefault(a.device, []).append((a == b).all())
+        return all(bool(torch.stack(flags).all()) for flags in on_device.values())
 
     __hash__ = None
 
@@ -62,13 +72,15 @@ def state_key(
         A tuple that compares equal to an earlier key iff nothing changed.
     """
     tensors = chain.from_iterable(chain(m.parameters(), m.buffers()) for m in modules)
+    small: list[Tensor] = []
     key: list = []
     for t in tensors:
         if t.numel() <= SNAPSHOT_NUMEL:
-            key.append(_Snapshot(t))
+            small.append(t)
         else:
             key.append((id(t), t._version, t.data_ptr()))
     key += [
+        _Snapshot(small),
         (id(datapoints), datapoints._version),
         (id(comparisons), comparisons._version),
         type(likelihood),
