@@ -5,8 +5,10 @@ r"""The weighted comparison Laplacian ``W = Dᵀ diag(ω) D`` and its products.
 Laplacian of the comparison graph weighted by ``ω``: symmetric, positive
 semi-definite, ``W·1 = 0``, with ``n + 2m`` non-zeros at most. It is the
 likelihood curvature of the Laplace approximation and the site precision of
-EP. Small problems use a dense ``W``; from ``n ≥ DENSE_BELOW`` on the products
-use one block-diagonal sparse CSR matrix over the batch. What depends on the
+EP. Small problems use a dense ``W``; from ``n ≥ DENSE_BELOW`` on (on the CPU;
+``DENSE_BELOW_ACCELERATOR`` elsewhere, where a batched dense product is far
+faster than the sparse assembly) the products use one block-diagonal sparse
+CSR matrix over the batch. What depends on the
 comparisons alone (entry positions, the CSR pattern) is cached per
 comparisons tensor (:mod:`prefbo.inference.cache`).
 """
@@ -22,7 +24,13 @@ from torch import Tensor
 
 from prefbo.inference.cache import cached_for
 
-DENSE_BELOW = 128  # dense W below, sparse CSR from here on
+DENSE_BELOW = 128  # dense W below, sparse CSR from here on (CPU)
+DENSE_BELOW_ACCELERATOR = 512  # the same on CUDA and other accelerators
+
+
+def dense_below(device: torch.device) -> int:
+    r"""The ``n`` from which ``W``'s products go sparse on ``device``."""
+    return DENSE_BELOW if device.type == "cpu" else DENSE_BELOW_ACCELERATOR
 
 
 def scatter_pairs(values: Tensor, comparisons: Tensor, n: int) -> Tensor:
@@ -256,7 +264,7 @@ def laplacian_matmul(
 ) -> Tensor:
     r"""``W @ M`` for ``W = Dᵀ diag(weights) D``.
 
-    Small problems use a dense ``W``; from ``n ≥ DENSE_BELOW`` on, ``W``
+    Small problems use a dense ``W``; from ``n ≥`` :func:`dense_below` on, ``W``
     (``n + 2m`` non-zeros) is assembled as a block-diagonal sparse CSR matrix
     over the batch instead of a dense ``n³`` product.
 
@@ -271,7 +279,7 @@ def laplacian_matmul(
         ``batch_shape x n x k``.
     """
     n = M.shape[-2]
-    if n >= DENSE_BELOW:
+    if n >= dense_below(M.device):
         W, batch = _laplacian_csr_for(weights, comparisons, n, M.shape[:-2])
         return _csr_matmul(W, M, batch)
     if dense is None:  # W's batch: the weights' and comparisons' (M broadcasts)
@@ -288,7 +296,7 @@ def laplacian_sandwich(
     weights: Tensor, comparisons: Tensor, S: Tensor
 ) -> tuple[Tensor, Tensor]:
     r"""``W S`` and ``W S W`` for a symmetric ``S``, with one ``W`` for both
-    products (dense below ``DENSE_BELOW``, sparse CSR from there on).
+    products (dense below :func:`dense_below`, sparse CSR from there on).
 
     Args:
         weights: ``batch_shape x m``.
@@ -299,7 +307,7 @@ def laplacian_sandwich(
         ``(W S, W S W)``, each ``batch_shape x n x n``.
     """
     n = S.shape[-1]
-    if n < DENSE_BELOW:
+    if n < dense_below(S.device):
         W = comparison_laplacian(weights, comparisons, n)
         WS = W @ S  # W Σ
         WSW = W @ WS.transpose(-1, -2)  # W Σ W

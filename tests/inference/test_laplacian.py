@@ -3,8 +3,10 @@ import torch
 
 from prefbo.inference.laplacian import (
     DENSE_BELOW,
+    DENSE_BELOW_ACCELERATOR,
     cholesky_plus_laplacian,
     comparison_laplacian,
+    dense_below,
     laplacian_index,
     laplacian_matmul,
     laplacian_sandwich,
@@ -107,3 +109,11 @@ def test_laplacian_matmul_broadcasts_weights_comparisons_and_M(n):
         torch.testing.assert_close(
             laplacian_matmul(w, c, M), W @ M, rtol=1e-12, atol=1e-12
         )
+
+
+def test_the_sparse_threshold_is_higher_on_accelerators():
+    # a batched dense product beats the sparse assembly on a GPU (the
+    # benchmarks/gpu.py profile), not on the CPU
+    assert dense_below(torch.device("cpu")) == DENSE_BELOW == 128
+    assert dense_below(torch.device("cuda")) == DENSE_BELOW_ACCELERATOR == 512
+    assert dense_below(torch.device("meta")) == DENSE_BELOW_ACCELERATOR
