@@ -25,7 +25,7 @@ from torch import Tensor
 from prefbo.inference.cache import cached_for
 
 DENSE_BELOW = 128  # dense W below, sparse CSR from here on (CPU)
-DENSE_BELOW_ACCELERATOR = 512  # the same on CUDA and other accelerators
+DENSE_BELOW_ACCELERATOR = 1024  # the same on CUDA and other accelerators
 
 
 def dense_below(device: torch.device) -> int:

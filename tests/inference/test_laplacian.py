@@ -115,5 +115,5 @@ def test_the_sparse_threshold_is_higher_on_accelerators():
     # a batched dense product beats the sparse assembly on a GPU (the
     # benchmarks/gpu.py profile), not on the CPU
     assert dense_below(torch.device("cpu")) == DENSE_BELOW == 128
-    assert dense_below(torch.device("cuda")) == DENSE_BELOW_ACCELERATOR == 512
+    assert dense_below(torch.device("cuda")) == DENSE_BELOW_ACCELERATOR == 1024
     assert dense_below(torch.device("meta")) == DENSE_BELOW_ACCELERATOR
