@@ -53,6 +53,10 @@ UNMIRRORED_TESTS: dict[str, str] = {
     "tests/models/test_laplace_vs_botorch.py": (
         "differential suite of PairwiseLaplaceGP against BoTorch's PairwiseGP"
     ),
+    "tests/test_cuda_syncs.py": (
+        "counts the host reads of the fits, posterior, EUBO and Thompson "
+        "sampling on CUDA, across packages (skipped without a GPU)"
+    ),
     "tests/serve/test_browser.py": (
         "drives the participant's and researcher's pages (templates and static "
         "JS, not Python modules) in headless Chromium"

@@ -42,7 +42,7 @@ from prefbo.inference.cholesky import jittered_cholesky, row_major
 from prefbo.inference.ep_stopping import StoppingTest, check_holdable, site_change
 from prefbo.inference.evidence import evidence_kernel_gradient
 from prefbo.inference.gaussian import GaussianApproximation
-from prefbo.inference.laplace import FORMS, default_tol
+from prefbo.inference.laplace import FORMS, auto_form, default_tol
 from prefbo.inference.laplacian import (
     cholesky_plus_laplacian,
     laplacian_index,
@@ -333,11 +333,7 @@ def run_ep(
     with torch.no_grad():
         L = chol_prior
         if form == "auto":
-            form = "whitened"
-            if L.dtype == torch.float64:
-                d = L.diagonal(dim1=-2, dim2=-1).abs()
-                if bool((d.amax(-1) / d.amin(-1).clamp_min(1e-300) <= 1e6).all()):
-                    form = "precision"
+            form = auto_form(L)
         return _run_ep(
             L,
             comparisons,

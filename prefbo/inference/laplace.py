@@ -121,7 +121,7 @@ def find_mode(
     check_same_device("comparisons", comparisons, "chol_prior", chol_prior)
     with torch.no_grad():
         if form == "auto":
-            form = _auto_form(chol_prior)
+            form = auto_form(chol_prior)
         args = (
             chol_prior,
             comparisons,
@@ -139,7 +139,7 @@ def find_mode(
         return _find_mode(*args, precision=False)
 
 
-def _auto_form(chol_prior: Tensor) -> str:
+def auto_form(chol_prior: Tensor) -> str:
     r"""``"precision"`` in float64 unless ``K`` is near-singular, else
     ``"whitened"``."""
     if chol_prior.dtype == torch.float64:
