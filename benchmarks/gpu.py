@@ -15,9 +15,21 @@ CPU only (``--quick`` for a short smoke run). Parts:
 3. Inducing-point allocation (CVR) at ``N = 10⁶``, ``M = 100``.
 4. SVGP epoch time at ``10⁶`` and ``10⁷`` answers (from timed minibatch
    steps; a real epoch too where it takes under a minute).
-5. ``--tests``: the test suite, whose fixtures run every test body on CUDA too.
+5. Thompson sampling: :func:`~prefbo.acquisition.thompson_batch` with
+   ``10⁴`` (GPU) or ``10³`` (CPU) sample paths in 2-D and 6-D, designs per
+   second.
+6. EUBO maximisation at ``n = 1,600`` designs: ``optimize_acqf(q=2,
+   num_restarts=4, raw_samples=128)`` on prefbo's ``PairwiseLaplaceGP``
+   (:class:`~prefbo.acquisition.FastAnalyticEUBO` with
+   :func:`~prefbo.acquisition.gen_candidates_eubo`, the loop's default) and on
+   BoTorch's ``PairwiseGP`` (``AnalyticExpectedUtilityOfBestOption``), both on
+   the same device, the same data and the same kernel hyperparameters
+   (BoTorch's defaults, not fitted); the ratio is BoTorch's time over prefbo's.
+7. ``--tests``: the test suite, whose fixtures run every test body on CUDA too.
 
-Results are printed and written to ``benchmarks/results/gpu.md``.
+Results are printed and written to ``gpu_out/gpu.md`` (``--output``);
+``benchmarks/gpu_device.sh`` runs it with the CUDA tests on a GPU machine, and
+``benchmarks/results/gpu.md`` holds the published run.
 """
 
 from __future__ import annotations
@@ -108,6 +120,24 @@ def part_laplace(device: torch.device, sizes, batches) -> list[str]:
     return rows
 
 
+def profile_laplace(device: torch.device, B: int = 1024, n: int = 200) -> str:
+    r"""The CUDA kernels of one batched solve per form, by total device time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    L, comp, _ = _problem(B, n, device)
+    lik = PairwiseProbitLikelihood()
+    text = []
+    for form in ("precision", "whitened"):
+        find_mode(L, comp, lik, form=form)
+        _sync(device)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            find_mode(L, comp, lik, form=form)
+            _sync(device)
+        table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=18)
+        text += [f"### {form}, B = {B}, n = {n}", "", "```", table, "```", ""]
+    return "\n".join(text)
+
+
 def part_users(device: torch.device, B: int, n: int) -> list[str]:
     X, comp, _ = make_pairwise_data(n, 5 * n, d=4, batch_shape=torch.Size([B]), seed=7)
     model = PairwiseLaplaceGP(X.to(device), comp.to(device))
@@ -196,17 +226,112 @@ def part_svgp(
     return rows
 
 
+def part_thompson(device: torch.device, dims=(2, 6), paths=(10_000,)) -> list[str]:
+    from prefbo.acquisition import thompson_batch
+
+    rows = []
+    for d in dims:
+        X, comp, _ = make_pairwise_data(50, 100, d=d, seed=d, dtype=torch.float64)
+        model = PairwiseLaplaceGP(X.to(device), comp.to(device)).eval()
+        bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(X).to(device)
+        for B in paths:
+            dt = _timed(
+                lambda B=B, m=model, b=bounds: thompson_batch(m, b, B, seed=0),
+                device,
+                repeats=1,
+            )
+            rows.append(f"| {device.type} | {d} | {B:,} | {dt:.2f} | {B / dt:,.0f} |")
+    return rows
+
+
+def part_eubo(device: torch.device, n: int = 1600, repeats: int = 3) -> list[str]:
+    import copy
+
+    from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+    from botorch.models import PairwiseGP
+    from botorch.optim import optimize_acqf
+
+    from prefbo.acquisition import FastAnalyticEUBO, gen_candidates_eubo
+
+    d = 4
+    X, comp, _ = make_pairwise_data(n, 2 * n, d=d, seed=11, dtype=torch.float64)
+    X, comp = X.to(device), comp.to(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = PairwiseGP(X, comp).eval()
+        ours = PairwiseLaplaceGP(
+            X, comp, covar_module=copy.deepcopy(theirs.covar_module)
+        ).eval()
+    bounds = torch.stack([torch.zeros(d), torch.ones(d)]).to(X)
+    arms = {
+        "BoTorch": (AnalyticExpectedUtilityOfBestOption(pref_model=theirs), {}),
+        "prefbo": (
+            FastAnalyticEUBO(ours),
+            {"gen_candidates": gen_candidates_eubo},
+        ),
+    }
+    best = dict.fromkeys(arms, float("inf"))
+    found = {}
+    for _ in range(repeats):  # interleaved
+        for name, (acqf, kwargs) in arms.items():
+            torch.manual_seed(0)
+            _sync(device)
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                found[name], _ = optimize_acqf(
+                    acqf,
+                    bounds=bounds,
+                    q=2,
+                    num_restarts=4,
+                    raw_samples=128,
+                    options={"seed": 0, "maxiter": 100},
+                    **kwargs,
+                )
+            _sync(device)
+            best[name] = min(best[name], time.perf_counter() - t0)
+    judge = arms["BoTorch"][0]
+    with torch.no_grad():
+        values = {k: float(judge(v.unsqueeze(0))) for k, v in found.items()}
+    return [
+        f"| {device.type} | {n:,} | {best['BoTorch']:.3f} | {best['prefbo']:.3f} | "
+        f"{best['BoTorch'] / best['prefbo']:.1f} | {values['BoTorch']:.4f} | "
+        f"{values['prefbo']:.4f} |"
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small CPU smoke run")
     parser.add_argument("--tests", action="store_true", help="also run the test suite")
     parser.add_argument(
-        "--output", default=str(Path(__file__).parent / "results" / "gpu.md")
+        "--gpu-only",
+        action="store_true",
+        help="measure on CUDA alone (no CPU rows)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="only profile one batched Laplace solve per form (B = 1024, n = 200)",
+    )
+    parser.add_argument(
+        "--output", default=str(Path(__file__).parents[1] / "gpu_out" / "gpu.md")
     )
     args = parser.parse_args(argv)
+    if args.profile:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        print(profile_laplace(device, *((16, 50) if args.quick else (1024, 200))))
+        return 0
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        # after every part, so that a run cut off keeps what it measured
+        out.write_text("\n".join(lines) + "\n")
+
     devices = [torch.device("cpu")]
     if torch.cuda.is_available():
-        devices.append(torch.device("cuda"))
+        devices = devices[args.gpu_only :] + [torch.device("cuda")]
     sizes = (50, 200) if args.quick else (50, 200, 800)
     batches = (1, 16) if args.quick else (1, 64, 1024)
     lines = [
@@ -230,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         lines += part_laplace(device, cpu_sizes, cpu_batches)[
             0 if device is devices[0] else 2 :
         ]
+    save()
     lines += [
         "",
         "## 2. Users fitted per second (one batched fit)",
@@ -239,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for device in devices:
         lines += part_users(device, 8 if args.quick else 64, 30)
+    save()
     lines += [
         "",
         "## 3. CVR allocation",
@@ -248,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for device in devices:
         lines += part_allocator(device, 10_000 if args.quick else 1_000_000, 100)
+    save()
     lines += [
         "",
         "## 4. SVGP training (M = 200, batches of 5,000 answers)",
@@ -259,6 +387,29 @@ def main(argv: list[str] | None = None) -> int:
     for device in devices:
         svgp_sizes = (10**5,) if args.quick else (10**6, 10**7)
         lines += part_svgp(device, svgp_sizes, steps=5 if args.quick else 20)
+    save()
+    lines += [
+        "",
+        "## 5. Thompson sampling (`thompson_batch`, 50 designs, 100 answers)",
+        "",
+        "| device | d | paths | seconds | designs/s |",
+        "|---|---|---|---|---|",
+    ]
+    for device in devices:
+        paths = (1000, 10_000) if device.type == "cuda" else (1000,)
+        lines += part_thompson(device, paths=(100,) if args.quick else paths)
+    save()
+    lines += [
+        "",
+        "## 6. EUBO maximisation, prefbo against BoTorch's PairwiseGP",
+        "",
+        "| device | n | BoTorch (s) | prefbo (s) | BoTorch / prefbo "
+        "| EUBO at BoTorch's | EUBO at prefbo's |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for device in devices:
+        lines += part_eubo(device, n=100 if args.quick else 1600)
+    save()
     if args.tests:
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-m", "not slow"],
@@ -267,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         lines += [
             "",
-            "## 5. Test suite",
+            "## 7. Test suite",
             "",
             "```",
             *proc.stdout.splitlines()[-3:],
@@ -275,8 +426,6 @@ def main(argv: list[str] | None = None) -> int:
         ]
     text = "\n".join(lines) + "\n"
     print(text)
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return 0
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GPU run, for a machine with CUDA and the packages already installed
+# (no network): the host-synchronisation tests, the CUDA half of the test
+# suite, then benchmarks/gpu.py on the GPU alone. Logs and the report go to
+# $OUT (default ./gpu_out). Each part has its own time limit (seconds):
+#   SYNC_S (60), TESTS_S (170), BENCH_S (200); WORKERS (12) pytest-xdist workers.
+#
+#   OUT=/tmp/gpu bash benchmarks/gpu_device.sh
+set -u
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+PY=${PY:-python3}
+
+{
+  nvidia-smi -L
+  $PY -c "import sys, torch, botorch, gpytorch; print(sys.version.split()[0], torch.__version__, botorch.__version__, gpytorch.__version__, torch.cuda.get_device_name(0))"
+} 2>&1 | tee "$OUT/env.txt"
+
+echo "== host synchronisations"
+timeout "${SYNC_S:-60}" $PY -m pytest -q -p no:cacheprovider -p no:benchmark tests/test_cuda_syncs.py \
+  2>&1 | tee "$OUT/syncs.log" | tail -n 60
+
+echo "== the CUDA tests"
+timeout "${TESTS_S:-170}" $PY -m pytest -q -p no:cacheprovider -p no:benchmark -m "not slow" -k cuda \
+  -n "${WORKERS:-12}" --ignore=tests/serve \
+  --ignore=tests/benchmarks/test_serve_load_script.py \
+  2>&1 | tee "$OUT/tests.log" | grep -E "FAILED|ERROR|passed|failed|error" | tail -n 60
+
+echo "== benchmarks/gpu.py"
+timeout "${BENCH_S:-200}" $PY benchmarks/gpu.py --gpu-only --output "$OUT/gpu.md" \
+  > "$OUT/bench.log" 2>&1
+echo "gpu.py exit $?"
+tail -n 70 "$OUT/bench.log"
