@@ -8,6 +8,7 @@ without CUDA.
 from __future__ import annotations
 
 import gc
+import math
 import threading
 import traceback
 import warnings
@@ -21,6 +22,7 @@ import torch
 
 import prefbo
 from prefbo.acquisition import FastAnalyticEUBO, thompson_batch
+from prefbo.inference.anderson import ANDERSON_FROM
 from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP
 from prefbo.utils.testing import make_pairwise_data
 
@@ -75,11 +77,23 @@ def _model(kind: str, dtype: torch.dtype, n: int = 40, batch: int = 0, d: int = 
     return MODELS[kind](X.cuda(), comp.cuda())
 
 
-#: Host reads per Newton iteration / EP sweep, and per solve, at most: the
-#: stiffness test every iteration, the convergence flags every ``sync_every``
-#: (4) iterations; EP also checks its factorisation and stalls each sweep.
-PER_ITERATION = {"laplace": 1.25, "ep": 5.0}
-PER_SOLVE = 10
+def fit_read_budget(kind: str, dtype: torch.dtype, its: int) -> int:
+    r"""The host reads of a whitened-form fit of ``its`` iterations, at most.
+
+    Laplace: the stiffness test every iteration and the convergence flags
+    every 4th; once per solve the prior's Cholesky check, the factorisation
+    check, the unconverged-warning test and the log determinant's two checks.
+    EP, per sweep: the stiffness test, the factorisation check, the stall
+    test, the convergence flags (and float32's holdability check), plus
+    Anderson's acceptance test on each extrapolating sweep; once per solve
+    the prior's Cholesky check, the end test and the final stiffness test.
+    """
+    if kind == "laplace":
+        return its + math.ceil(its / 4) + 5
+    per_sweep = 4 + (dtype == torch.float32)
+    return per_sweep * its + max(0, its - ANDERSON_FROM) + 3
+
+
 #: The larger problem's designs (float32's kernel matrix of 160 designs in 2-D
 #: needs jitter, a warning and other reads).
 LARGE_N = {torch.float64: 160, torch.float32: 40}
@@ -96,7 +110,7 @@ def test_fit_syncs_are_per_iteration_not_per_problem(kind, dtype):
             state = model.approximation
         assert state.mode.device.type == "cuda"
         its = state.iterations
-        assert sum(sites.values()) <= PER_ITERATION[kind] * its + PER_SOLVE, (
+        assert sum(sites.values()) <= fit_read_budget(kind, dtype, its), (
             f"{kind} fit, {its} iterations, synchronised: {dict(sites)}"
         )
         counts.append((its, sum(sites.values())))
@@ -167,10 +181,11 @@ def _thompson_syncs(model, paths: int, steps: int) -> Counter:
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_thompson_batch_syncs_do_not_grow_with_paths_or_steps(dtype):
-    # the bounds check, the cache check, BoTorch's random-feature draws
+    # the bounds check, the cache check, and two blocking host-to-device
+    # copies in BoTorch's random-feature draws
     small = _thompson_syncs(_model("laplace", dtype).eval(), 8, 3)
     model = _model("laplace", dtype, n=LARGE_N[dtype]).eval()
     large = _thompson_syncs(model, 512, 12)
     print(f"SYNCS thompson_batch {dtype}: {dict(small)}")
-    assert sum(small.values()) <= 5, f"thompson_batch: {dict(small)}"
+    assert sum(small.values()) <= 4, f"thompson_batch: {dict(small)}"
     assert small == large, f"thompson_batch: {dict(small)} vs {dict(large)}"
