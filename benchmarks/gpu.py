@@ -16,8 +16,8 @@ CPU only (``--quick`` for a short smoke run). Parts:
 4. SVGP epoch time at ``10⁶`` and ``10⁷`` answers (from timed minibatch
    steps; a real epoch too where it takes under a minute).
 5. Thompson sampling: :func:`~prefbo.acquisition.thompson_batch` with
-   ``10⁴`` (GPU) or ``10³`` (CPU) sample paths in 2-D and 6-D, designs per
-   second.
+   ``10³`` and ``10⁴`` (GPU) or ``10³`` (CPU) sample paths in 2-D and 6-D:
+   maximisers (one design per path) per second.
 6. EUBO maximisation at ``n = 1,600`` designs: ``optimize_acqf(q=2,
    num_restarts=4, raw_samples=128)`` on prefbo's ``PairwiseLaplaceGP``
    (:class:`~prefbo.acquisition.FastAnalyticEUBO` with
@@ -329,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         # after every part, so that a run cut off keeps what it measured
         out.write_text("\n".join(lines) + "\n")
 
+    if args.gpu_only and not torch.cuda.is_available():
+        parser.error("--gpu-only needs CUDA; torch sees no GPU here")
     devices = [torch.device("cpu")]
     if torch.cuda.is_available():
         devices = devices[args.gpu_only :] + [torch.device("cuda")]

@@ -2,7 +2,9 @@
 # The GPU run, for a machine with CUDA and the packages already installed
 # (no network): the host-synchronisation tests, the CUDA half of the test
 # suite, then benchmarks/gpu.py on the GPU alone. Logs and the report go to
-# $OUT (default ./gpu_out). Each part has its own time limit (seconds):
+# $OUT (default ./gpu_out), with the host-read counts of each path (syncs.log)
+# and one Laplace solve's kernels (profile.txt). Each part has its own time
+# limit (seconds):
 #   SYNC_S (60), TESTS_S (170), BENCH_S (200); WORKERS (12) pytest-xdist workers.
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_device.sh
@@ -18,8 +20,8 @@ PY=${PY:-python3}
 } 2>&1 | tee "$OUT/env.txt"
 
 echo "== host synchronisations"
-timeout "${SYNC_S:-60}" $PY -m pytest -q -p no:cacheprovider -p no:benchmark tests/test_cuda_syncs.py \
-  2>&1 | tee "$OUT/syncs.log" | tail -n 60
+timeout "${SYNC_S:-60}" $PY -m pytest -q -s -p no:cacheprovider -p no:benchmark \
+  tests/test_cuda_syncs.py 2>&1 | tee "$OUT/syncs.log" | tail -n 60
 
 echo "== the CUDA tests"
 timeout "${TESTS_S:-170}" $PY -m pytest -q -p no:cacheprovider -p no:benchmark -m "not slow" -k cuda \
@@ -32,3 +34,7 @@ timeout "${BENCH_S:-200}" $PY benchmarks/gpu.py --gpu-only --output "$OUT/gpu.md
   > "$OUT/bench.log" 2>&1
 echo "gpu.py exit $?"
 tail -n 70 "$OUT/bench.log"
+
+echo "== one solve's CUDA kernels"
+timeout 60 $PY benchmarks/gpu.py --profile > "$OUT/profile.txt" 2>&1
+grep -E "^###|Self CUDA time total" "$OUT/profile.txt"
