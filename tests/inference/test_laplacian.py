@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from prefbo.inference import laplacian
 from prefbo.inference.laplacian import (
     DENSE_BELOW,
     DENSE_BELOW_ACCELERATOR,
@@ -64,10 +65,12 @@ def test_cholesky_plus_laplacian_restores_its_input():
     assert torch.equal(Kinv, before)  # restored exactly
 
 
-def test_sparse_laplacian_products_equal_dense():
-    # n above the dense threshold; a batch of 2 with a repeated pair and both
-    # orientations of another, so the CSR assembly must sum duplicates
+def test_sparse_laplacian_products_equal_dense(tkwargs64, monkeypatch):
+    # n above the dense threshold (on accelerators too: lowered there); a
+    # batch of 2 with a repeated pair and both orientations of another, so
+    # the CSR assembly must sum duplicates
     n = DENSE_BELOW + 22
+    monkeypatch.setattr(laplacian, "DENSE_BELOW_ACCELERATOR", DENSE_BELOW)
     _, comp, _ = make_pairwise_data(n, 3 * n, d=2, seed=11)
     comp = torch.stack([comp, comp.flip(0)])  # 2 x m x 2
     comp[0, 1] = comp[0, 0]
@@ -75,6 +78,11 @@ def test_sparse_laplacian_products_equal_dense():
     g = torch.Generator().manual_seed(0)
     omega = torch.rand(comp.shape[:-1], generator=g, dtype=torch.float64)
     M = torch.randn(2, n, 5, generator=g, dtype=torch.float64)
+    comp, omega, M = (
+        comp.to(tkwargs64["device"]),
+        omega.to(**tkwargs64),
+        M.to(**tkwargs64),
+    )
     dense = comparison_laplacian(omega, comp, n)
     torch.testing.assert_close(
         laplacian_matmul(omega, comp, M), dense @ M, rtol=1e-12, atol=1e-12
