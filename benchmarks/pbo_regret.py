@@ -31,8 +31,11 @@ seen since).
 
 Runs are appended to a JSON-lines store (one record per problem, σ, seed and
 configuration, with the regret and the cumulative wall time after every
-answer); a rerun skips what the store holds, so a long run can be split
-(``--shard i/k`` in parallel processes) and resumed. ``--report`` writes the
+answer, and the versions of Python, torch, numpy, scipy, BoTorch, GPyTorch and
+linear_operator it ran with: a loop's path depends on the last bits of its
+objectives, so the same seeds can end elsewhere under other releases); a
+rerun skips what the store holds, so a long run can be split (``--shard i/k``
+in parallel processes) and resumed. ``--report`` writes the
 markdown tables and the regret-vs-answers figures from the store.
 
 Per cell (problem, σ, budget), over the seeds: mean ± s.e. of the final
@@ -51,8 +54,10 @@ Run single-threaded, e.g.::
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import math
+import platform
 import sys
 import time
 import warnings
@@ -214,6 +219,18 @@ class PrefboLoop:
         return self.opt.best()[0]
 
 
+#: The distributions whose versions a run records (:func:`versions`).
+VERSIONED = ("torch", "numpy", "scipy", "botorch", "gpytorch", "linear_operator")
+
+
+def versions() -> dict[str, str]:
+    r"""Python's and :data:`VERSIONED`'s versions in this process."""
+    out = {"python": platform.python_version()}
+    for name in VERSIONED:
+        out[name] = importlib.metadata.version(name)
+    return out
+
+
 def run_one(
     problem: str,
     sigma: float,
@@ -264,6 +281,7 @@ def run_one(
         "config": config,
         "regret": regret,
         "seconds": seconds,
+        "versions": versions(),
     }
 
 
@@ -442,7 +460,22 @@ def report(
                 f"{_se(R):.4f} | {R.max():.4f} | {stuck:.2f} | {delta} | {pw} | "
                 f"{pb} | {ratio} |"
             )
+    lines += ["", *version_table(records)]
     return "\n".join(lines), verdict
+
+
+def version_table(records: list[dict[str, Any]]) -> list[str]:
+    r"""Per configuration, how many runs ran with which library versions."""
+    counts: dict[tuple[str, str], int] = {}
+    for r in records:
+        v = r.get("versions")
+        text = ", ".join(f"{k} {v[k]}" for k in sorted(v)) if v else "not recorded"
+        counts[r["config"], text] = counts.get((r["config"], text), 0) + 1
+    return [
+        "| configuration | runs | versions |",
+        "|---|---|---|",
+        *(f"| {c} | {n} | {t} |" for (c, t), n in sorted(counts.items())),
+    ]
 
 
 def summary(

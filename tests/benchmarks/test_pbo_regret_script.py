@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -110,3 +111,24 @@ def test_paired_test_extremes(load_benchmark):
     assert p_worse == pytest.approx(1 / 32) and p_better == 1.0
     p_worse, p_better = bench.paired_test(-torch.arange(1.0, 11.0))
     assert p_worse == 1.0 and p_better == pytest.approx(1 / 1024)
+
+
+def test_runs_record_and_the_report_names_the_library_versions(load_benchmark):
+    # a loop's path depends on the last bits of its objectives, so the same
+    # seeds can end elsewhere under other numpy / scipy / torch releases: each
+    # run stores the versions it ran with, and the report lists them per
+    # configuration
+    bench = load_benchmark("pbo_regret")
+    rec = bench.run_one("Branin", 0.1, 0, "default", answers=1)
+    assert rec["versions"]["torch"] == torch.__version__
+    assert rec["versions"]["numpy"] == np.__version__
+    assert set(rec["versions"]) >= {"python", "scipy", "botorch", "gpytorch"}
+    records = [_record("Branin", s, "botorch", 0.1) for s in range(2)]
+    records += [
+        dict(_record("Branin", s, "default", 0.1), versions=rec["versions"])
+        for s in range(2)
+    ]
+    text, _ = bench.report(records, "tuning", budgets=(4,))
+    assert f"numpy {np.__version__}" in text and "torch" in text
+    assert "| botorch | 2 | not recorded |" in text
+    assert "| default | 2 | " in text
