@@ -129,18 +129,19 @@ def gen_candidates_eubo(
             timeout_sec=timeout_sec,
         )
     )
-    if not direct:
-        return gen_candidates_scipy(
-            initial_conditions,
-            acquisition_function,
-            lower_bounds=lower_bounds,
-            upper_bounds=upper_bounds,
-            options=options,
-            fixed_features=fixed_features,
-            timeout_sec=timeout_sec,
-            use_parallel_mode=use_parallel_mode,
-            **constraints,
-        )
+    if not direct:  # it needs autograd, also in a caller's torch.no_grad()
+        with torch.enable_grad():
+            return gen_candidates_scipy(
+                initial_conditions,
+                acquisition_function,
+                lower_bounds=lower_bounds,
+                upper_bounds=upper_bounds,
+                options=options,
+                fixed_features=fixed_features,
+                timeout_sec=timeout_sec,
+                use_parallel_mode=use_parallel_mode,
+                **constraints,
+            )
     shape = initial_conditions.shape
     ics = (
         initial_conditions if initial_conditions.ndim == 3 else initial_conditions[None]

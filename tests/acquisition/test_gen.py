@@ -267,3 +267,22 @@ def test_numpy_evaluation_with_an_explicit_M():
     v_np, g_np = acqf.numpy_value_and_grad(Q.numpy())
     torch.testing.assert_close(torch.from_numpy(v_np), values, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(torch.from_numpy(g_np), grad, rtol=1e-9, atol=1e-10)
+
+
+def test_delegated_questions_are_found_under_no_grad():
+    # BoTorch's gen_candidates_scipy needs autograd: a caller inside
+    # torch.no_grad() (the loop's ask() in a user's no_grad block) still gets
+    # the question, the same one
+    model = _fitted("laplace")
+    matern = PairwiseLaplaceGP(
+        model.datapoints, model.comparisons, covar_module=ScaleKernel(MaternKernel())
+    ).eval()
+    ics = torch.rand(
+        2, 2, D, dtype=torch.float64, generator=torch.Generator().manual_seed(3)
+    )
+    acqf = FastAnalyticEUBO(matern)  # no written-out gradient: delegated
+    args = (ics, acqf, BOUNDS[0], BOUNDS[1])
+    with torch.no_grad():
+        X, v = gen_candidates_eubo(*args, options={"maxiter": 20})
+    X_ref, v_ref = gen_candidates_eubo(*args, options={"maxiter": 20})
+    assert torch.equal(X, X_ref) and torch.equal(v, v_ref)
