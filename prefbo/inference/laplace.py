@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from prefbo.exceptions import ConvergenceWarning, NumericalError
+from prefbo.exceptions import ConvergenceWarning, InputDataError, NumericalError
 from prefbo.inference.cholesky import cholesky_solve, row_major
 from prefbo.inference.gaussian import GaussianApproximation
 from prefbo.inference.laplacian import (
@@ -113,11 +113,11 @@ def find_mode(
         The :class:`GaussianApproximation` at the mode (detached from autograd).
 
     Raises:
-        ValueError: An unknown ``form``.
-        InputDataError: ``comparisons`` not on ``chol_prior``'s device.
+        InputDataError: An unknown ``form``, or ``comparisons`` not on
+            ``chol_prior``'s device.
     """
     if form not in FORMS:
-        raise ValueError(f"form must be one of {FORMS}; got {form!r}.")
+        raise InputDataError(f"form must be one of {FORMS}; got {form!r}.")
     check_same_device("comparisons", comparisons, "chol_prior", chol_prior)
     with torch.no_grad():
         if form == "auto":

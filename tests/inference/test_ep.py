@@ -567,3 +567,10 @@ def test_comparisons_on_another_device_are_named(solver):
     comps = torch.tensor([[0, 1]], device="meta")
     with pytest.raises(InputDataError, match=r"comparisons must be on chol_prior"):
         solver(L, comps, PairwiseProbitLikelihood())
+
+
+@pytest.mark.parametrize("solver", [run_ep, find_mode])
+def test_an_unknown_form_is_named(solver):
+    L = torch.eye(2, dtype=torch.float64)
+    with pytest.raises(InputDataError, match=r"form must be one of"):
+        solver(L, torch.tensor([[0, 1]]), PairwiseProbitLikelihood(), form="bogus")
