@@ -95,14 +95,7 @@ def thompson_batch(
                     "preference models, or a BoTorch exact or variational GP."
                 ) from err
     return _maximize_paths(
-        paths,
-        bounds,
-        batch_size,
-        raw_samples=raw_samples,
-        num_restarts=num_restarts,
-        num_steps=num_steps,
-        lr=lr,
-        seed=seed,
+        paths, bounds, batch_size, raw_samples, num_restarts, num_steps, lr, seed
     )
 
 
@@ -159,19 +152,19 @@ def maximize_paths(
     """
     check_bounds(bounds)
     return _maximize_paths(
-        paths,
-        bounds,
-        batch_size,
-        raw_samples=raw_samples,
-        num_restarts=num_restarts,
-        num_steps=num_steps,
-        lr=lr,
-        seed=seed,
+        paths, bounds, batch_size, raw_samples, num_restarts, num_steps, lr, seed
     )
 
 
 def _maximize_paths(
-    paths, bounds, batch_size, *, raw_samples, num_restarts, num_steps, lr, seed
+    paths,
+    bounds: Tensor,
+    batch_size: int,
+    raw_samples: int,
+    num_restarts: int,
+    num_steps: int,
+    lr: float,
+    seed: int | None,
 ) -> Tensor:
     r""":func:`maximize_paths` on checked ``bounds``."""
     if batch_size < 1 or num_restarts < 1 or raw_samples < num_restarts:
