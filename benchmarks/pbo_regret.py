@@ -591,7 +591,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         nargs="+",
         default=None,
         help="JSON-lines stores: runs append to the first, the report "
-        "reads all (default results/pbo_regret_<seed set>.jsonl)",
+        "reads all, a later store's run replacing an earlier one's of the same "
+        "problem, σ, seed and configuration (default "
+        "results/pbo_regret_<seed set>.jsonl)",
     )
     p.add_argument(
         "--report",
@@ -617,7 +619,8 @@ def main(argv: Sequence[str] | None = None) -> str | None:
     if not args.report:
         run(args)
         return None
-    records = [r for store in args.store for r in load(store)]
+    # a later store's run replaces an earlier one's of the same key
+    records = list({key(r): r for store in args.store for r in load(store)}.values())
     budgets = sorted(args.budgets)
     text, verdict = report(records, args.seed_set, budgets)
     args.output.mkdir(parents=True, exist_ok=True)

@@ -132,3 +132,24 @@ def test_runs_record_and_the_report_names_the_library_versions(load_benchmark):
     assert f"numpy {np.__version__}" in text and "torch" in text
     assert "| botorch | 2 | not recorded |" in text
     assert "| default | 2 | " in text
+
+
+def test_a_later_store_replaces_an_earlier_ones_runs(load_benchmark, tmp_path):
+    # the same problem, σ, seed and configuration in two stores: the report
+    # uses the later store's run, in its cells and in its version table
+    bench = load_benchmark("pbo_regret")
+    stores = [tmp_path / "old.jsonl", tmp_path / "new.jsonl"]
+    ref = [_record("Branin", s, "botorch", 0.2) for s in range(3)]
+    old = [_record("Branin", s, "default", 0.9) for s in range(3)]
+    new = [
+        dict(_record("Branin", s, "default", 0.1), versions={"numpy": "9"})
+        for s in range(3)
+    ]
+    for store, recs in zip(stores, [ref + old, new], strict=True):
+        store.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    argv = ["--seed-set", "tuning", "--budgets", "4", "--report"]
+    text = bench.main(argv + ["--store", *map(str, stores), "--output", str(tmp_path)])
+    row = [r for r in text.splitlines() if "| 4 | default |" in r][0]
+    assert "| 0.1000 ± 0.0000 |" in row
+    assert "| default | 3 | numpy 9 |" in text
+    assert "| default | 3 | not recorded |" not in text
