@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.utils.checks import check_same_device
 
 __all__ = [
     "broadcast_batches",
@@ -170,11 +171,7 @@ def validate_pairwise_data(
     """
     datapoints = validate_datapoints(datapoints)
     comparisons = validate_comparisons(comparisons, n=datapoints.shape[-2])
-    if comparisons.device != datapoints.device:
-        raise InputDataError(
-            "comparisons and datapoints must be on the same device; got "
-            f"{comparisons.device} and {datapoints.device}."
-        )
+    check_same_device("comparisons", comparisons, "datapoints", datapoints)
     batch = broadcast_batches(
         "datapoints", datapoints.shape[:-2], "comparisons", comparisons.shape[:-2]
     )

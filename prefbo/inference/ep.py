@@ -33,7 +33,6 @@ from torch import Tensor
 
 from prefbo.exceptions import (
     ConvergenceWarning,
-    InputDataError,
     NumericalError,
     UnsupportedError,
 )
@@ -42,7 +41,7 @@ from prefbo.inference.cholesky import jittered_cholesky, row_major
 from prefbo.inference.ep_stopping import StoppingTest, check_holdable, site_change
 from prefbo.inference.evidence import evidence_kernel_gradient
 from prefbo.inference.gaussian import GaussianApproximation
-from prefbo.inference.laplace import FORMS, auto_form, default_tol
+from prefbo.inference.laplace import auto_form, check_form_and_device, default_tol
 from prefbo.inference.laplacian import (
     cholesky_plus_laplacian,
     laplacian_index,
@@ -53,12 +52,7 @@ from prefbo.inference.laplacian import (
 )
 from prefbo.inference.stiff import is_stiff, stiff_projector, stiff_solve
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, PairwiseProbitLikelihood
-from prefbo.utils.checks import (
-    check_float,
-    check_int,
-    check_nonneg_float,
-    check_same_device,
-)
+from prefbo.utils.checks import check_float, check_int, check_nonneg_float
 
 
 @dataclass(eq=False)
@@ -326,10 +320,8 @@ def run_ep(
             f"moments); got {type(likelihood).__name__}. Use PairwiseLaplaceGP for "
             "the logit."
         )
-    if form not in FORMS:
-        raise InputDataError(f"form must be one of {FORMS}; got {form!r}.")
+    check_form_and_device(form, comparisons, chol_prior)
     check_ep_options(max_iter, tol, damping, anderson_memory)
-    check_same_device("comparisons", comparisons, "chol_prior", chol_prior)
     with torch.no_grad():
         L = chol_prior
         if form == "auto":

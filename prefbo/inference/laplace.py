@@ -116,9 +116,7 @@ def find_mode(
         InputDataError: An unknown ``form``, or ``comparisons`` not on
             ``chol_prior``'s device.
     """
-    if form not in FORMS:
-        raise InputDataError(f"form must be one of {FORMS}; got {form!r}.")
-    check_same_device("comparisons", comparisons, "chol_prior", chol_prior)
+    check_form_and_device(form, comparisons, chol_prior)
     with torch.no_grad():
         if form == "auto":
             form = auto_form(chol_prior)
@@ -137,6 +135,18 @@ def find_mode(
             if state is not None:
                 return state
         return _find_mode(*args, precision=False)
+
+
+def check_form_and_device(form: str, comparisons: Tensor, chol_prior: Tensor) -> None:
+    r"""The mode finders' shared checks: a known ``form``, and ``comparisons``
+    on ``chol_prior``'s device.
+
+    Raises:
+        InputDataError: Naming ``form`` or ``comparisons``.
+    """
+    if form not in FORMS:
+        raise InputDataError(f"form must be one of {FORMS}; got {form!r}.")
+    check_same_device("comparisons", comparisons, "chol_prior", chol_prior)
 
 
 def auto_form(chol_prior: Tensor) -> str:
