@@ -426,9 +426,8 @@ def main(argv: list[str] | None = None) -> int:
             *proc.stdout.splitlines()[-3:],
             "```",
         ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    out.write_text(text)
+    save()
+    print(out.read_text())
     return 0
 
 
