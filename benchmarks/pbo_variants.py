@@ -53,6 +53,8 @@ Each variant changes one thing of ``PreferentialOptimizer``'s default:
 - ``boundary-os-30``: the loop's default (``boundary-0.1``) with the
   outputscale's box prior ending at 30 instead of 100 (with the virtual
   comparisons the fits sit at the box's end);
+- ``boundary-os-0.9-100``: the loop's default with ``os-box-0.9-100``'s
+  floor (screened before the virtual comparisons only);
 - ``boundary-dedupe``: the loop's default (``boundary-0.1``), but a
   virtual comparison is not made again where the model has it already
   (within ``REPEAT_TOL``; :class:`DedupeOptimizer`);
@@ -576,6 +578,11 @@ VARIANTS: dict[str, Callable[[pbo_regret.Utility, int], Any]] = {
     "boundary-os-30": kernel_loop(
         lambda dim: default_preference_covar_module(
             dim, outputscale_bounds=(0.01, 30.0)
+        )
+    ),
+    "boundary-os-0.9-100": kernel_loop(
+        lambda dim: default_preference_covar_module(
+            dim, outputscale_bounds=(0.9, 100.0)
         )
     ),
     "boundary-dedupe": lambda u, seed: DedupeLoop(u, seed),
