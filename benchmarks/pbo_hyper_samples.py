@@ -11,12 +11,14 @@ outputscale running from one end of its box to the other). The variant
   θ`` (plus ``Σ z``, the change of variables) is approximated by a normal
   at the fit, ``N(ẑ, Σ)``, with ``Σ⁻¹`` the negative Hessian from forward
   differences of its gradient (step ``1e-2``), its eigenvalues kept in
-  ``[1, 10⁴]`` (a standard deviation of ``log θ`` at most 1);
+  ``[1, 10⁴]`` (a standard deviation of ``log θ`` between 0.01 and 1);
 - ``K`` draws ``z_k = ẑ ± L ε_k`` (antithetic pairs, seeded by the run's
-  seed and the number of answers; a draw outside the outputscale's
-  constraint, where the prior is 0, gets weight 0) are weighted by importance,
+  seed and the number of answers, drawn once per answer count: the rounds
+  of virtual comparisons re-weight them) are weighted by importance,
   ``w_k ∝ exp(log Z_EP(θ_k) + log p(θ_k) + Σ z_k + ½ |ε_k|²)``, on the data
-  of the model that asks (the answers and the virtual comparisons);
+  of the model that asks (the answers and the virtual comparisons); the
+  target is truncated to the outputscale's constraint (a draw outside it,
+  where the kernel cannot be set, gets weight 0);
 - the question maximises ``Σ_k w_k EUBO_k`` (EUBO is linear in the
   posterior: the mixture's EUBO) with the loop's ``optimize_acqf``
   settings (its gradient by autograd through BoTorch's
@@ -26,6 +28,17 @@ outputscale running from one end of its box to the other). The variant
   comparisons at the faces; the recommendation is the told design of
   highest mixture mean ``Σ_k w_k μ_k``.
 
+The fits usually sit at the upper end of the outputscale's box prior
+``SmoothedBox(0.01, 100)``, beyond which the prior falls steeply; there the
+forward difference reads that tail as the posterior's curvature (a standard
+deviation of 0.01 for the log outputscale) and half the draws land in it
+(weight about 0), so ``hyper-samples-K`` integrates out the lengthscales
+but hardly the outputscale. ``hyper-folded-K`` takes the outputscale's
+difference inside the box at that end and reflects draws beyond either end
+of the box back into it, weighted by the folded proposal's density
+(:func:`fold_into_box`); at the end, the two draws of an antithetic pair
+then share their outputscale.
+
 ``hyper-samples-0`` is the control: the fit alone (weight 1) through the
 same code, so the default's model, questions and recommendation up to the
 gradient's rounding; its runs measure how far that alone moves a run.
@@ -33,7 +46,7 @@ Everything else is the loop's default. Run on the tuning seeds like
 ``pbo_variants.py``'s::
 
     OMP_NUM_THREADS=1 python benchmarks/pbo_hyper_samples.py \
-        --variants hyper-samples-8 --seeds 6 \
+        --variants hyper-samples-8 --seeds 3 \
         --store benchmarks/results/pbo_regret_tuning_screen.jsonl --shard 0/2
 """
 
@@ -48,6 +61,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from prefbo.exceptions import UnsupportedError
 from prefbo.loop.strategies import EUBO, register_strategy, strategy_names
 from prefbo.mlls import PairwiseEPMLL
 
@@ -57,6 +71,7 @@ import pbo_variants  # noqa: E402
 
 STEP = 1e-2  # finite-difference step of the Hessian, in log θ
 PRECISION = (1.0, 1e4)  # the eigenvalues of Σ⁻¹ are kept in this range
+EDGE = 1e-3  # a log outputscale this close to its box's end is at the end
 
 
 def get_z(kernel: Any) -> Tensor:
@@ -99,22 +114,58 @@ def log_posterior(
     return lp, g + 1.0
 
 
-def normal_at_fit(model: Any) -> tuple[Tensor, Tensor]:
-    r"""``(ẑ, L)``: the fit's ``log θ`` and a Cholesky factor of ``Σ``."""
+def box_edges(kernel: Any) -> tuple[float, float]:
+    r"""``(log a, log b)`` of the outputscale's ``SmoothedBox(a, b)`` prior."""
+    prior = kernel.outputscale_prior
+    return math.log(float(prior.a)), math.log(float(prior.b))
+
+
+def normal_at_fit(model: Any, inside: bool = False) -> tuple[Tensor, Tensor]:
+    r"""``(ẑ, L)``: the fit's ``log θ`` and a Cholesky factor of ``Σ``.
+
+    With ``inside``, a fit at the upper end of the outputscale's box (within
+    :data:`EDGE`) takes that coordinate's difference inside the box (a
+    backward step): a forward step would read the prior's steep tail beyond
+    it as the posterior's curvature.
+    """
     work = copy.deepcopy(model)
     z0 = get_z(work.covar_module)
+    _, hi = box_edges(work.covar_module)
     _, g0 = log_posterior(work, z0, grad=True)
     n = z0.numel()
     H = torch.empty(n, n, dtype=torch.float64)
     for i in range(n):
+        step = STEP
+        if inside and i == n - 1 and float(z0[-1]) >= hi - EDGE:
+            step = -STEP
         z = z0.clone()
-        z[i] += STEP
+        z[i] += step
         _, g = log_posterior(work, z, grad=True)
-        H[:, i] = (g - g0) / STEP
+        H[:, i] = (g - g0) / step
     P = -(H + H.T) / 2  # precision
     vals, vecs = torch.linalg.eigh(P)
     cov = vecs @ torch.diag(1.0 / vals.clamp(*PRECISION)) @ vecs.T
     return z0, torch.linalg.cholesky(cov)
+
+
+def fold_into_box(
+    z0: Tensor, L: Tensor, zs: Tensor, edges: tuple[float, float]
+) -> tuple[Tensor, Tensor]:
+    r"""The draws ``zs`` of ``N(z0, L Lᵀ)`` with the log outputscale reflected
+    into the box ``edges`` (once, at the nearer end), and ``log q`` of that
+    folded proposal up to the normal's constant: the normal's density
+    summed over a point and its two mirror images."""
+    lo, hi = edges
+    z = zs.clone()
+    s = z[:, -1]
+    z[:, -1] = torch.where(s > hi, 2 * hi - s, torch.where(s < lo, 2 * lo - s, s))
+    images = z.unsqueeze(0).repeat(3, 1, 1)  # 3 x num x (d + 1)
+    images[1, :, -1] = 2 * hi - z[:, -1]
+    images[2, :, -1] = 2 * lo - z[:, -1]
+    white = torch.linalg.solve_triangular(
+        L, (images - z0).unsqueeze(-1), upper=False
+    ).squeeze(-1)
+    return z, torch.logsumexp(-0.5 * (white**2).sum(-1), dim=0)
 
 
 def antithetic_draws(
@@ -155,11 +206,16 @@ def importance_members(
 
 class HyperSamplesOptimizer(pbo_regret.PreferentialOptimizer):
     r"""The loop's default with the hyperparameters integrated out (see the
-    module's docstring); ``num_samples`` draws per model."""
+    module's docstring); ``num_samples`` draws per answer count (``0``: the
+    fit alone), folded into the outputscale's box if ``fold``."""
 
-    def __init__(self, *args: Any, num_samples: int, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, num_samples: int, fold: bool = False, **kwargs: Any
+    ) -> None:
+        if num_samples % 2:
+            raise ValueError(f"num_samples must be even; got {num_samples}.")
         super().__init__(*args, strategy="eubo-hyper", **kwargs)
-        self.num_samples = num_samples
+        self.num_samples, self.fold = num_samples, fold
         self._draws: dict[int, tuple[Tensor, Tensor]] = {}
         self.ess: list[float] = []
 
@@ -170,9 +226,14 @@ class HyperSamplesOptimizer(pbo_regret.PreferentialOptimizer):
             empty = torch.empty(0, self.dim + 1, dtype=torch.float64)
             return empty, empty[:, 0]
         if k not in self._draws:
-            z0, L = normal_at_fit(self._fitted(k - k % self.refit_every))
+            fitted = self._fitted(k - k % self.refit_every)
+            z0, L = normal_at_fit(fitted, inside=self.fold)
             seed = self.seed * 100_003 + k
-            self._draws = {k: antithetic_draws(z0, L, self.num_samples, seed)}
+            zs, log_q = antithetic_draws(z0, L, self.num_samples, seed)
+            if self.fold:
+                edges = box_edges(fitted.covar_module)
+                zs, log_q = fold_into_box(z0, L, zs, edges)
+            self._draws = {k: (zs, log_q)}
         return self._draws[k]
 
     @property
@@ -207,6 +268,8 @@ class HyperEUBO(EUBO):
     r"""EUBO of the mixture of the model's ``hyper_members``."""
 
     def acquisition(self, question):  # noqa: D102
+        if question.fixed is not None:
+            raise UnsupportedError("eubo-hyper does not keep a winner.")
         members, w = question.model.hyper_members
         return pbo_variants.MixtureEUBO(members, w), None
 
@@ -221,21 +284,26 @@ if "eubo-hyper" not in strategy_names():
 class HyperSamplesLoop(pbo_regret.PrefboLoop):
     r"""The benchmark's loop around :class:`HyperSamplesOptimizer`."""
 
-    def __init__(self, u: pbo_regret.Utility, seed: int, num_samples: int) -> None:
-        self.opt = HyperSamplesOptimizer(u.bounds, seed=seed, num_samples=num_samples)
+    def __init__(
+        self, u: pbo_regret.Utility, seed: int, num_samples: int, fold: bool = False
+    ) -> None:
+        self.opt = HyperSamplesOptimizer(
+            u.bounds, seed=seed, num_samples=num_samples, fold=fold
+        )
 
 
-def hyper_loop(num_samples: int):
+def hyper_loop(num_samples: int, fold: bool = False):
     r"""A loop factory: :class:`HyperSamplesLoop` with ``num_samples`` draws."""
 
     def make(u: pbo_regret.Utility, seed: int) -> HyperSamplesLoop:
-        return HyperSamplesLoop(u, seed, num_samples)
+        return HyperSamplesLoop(u, seed, num_samples, fold)
 
     return make
 
 
 pbo_variants.VARIANTS.update(
     {f"hyper-samples-{k}": hyper_loop(k) for k in (0, 4, 8, 16)}
+    | {f"hyper-folded-{k}": hyper_loop(k, fold=True) for k in (4, 8, 16)}
 )
 
 if __name__ == "__main__":

@@ -121,10 +121,53 @@ def test_a_short_run_recommends_by_the_mixture_mean(load_benchmark):
     opt = loops[0].opt
     members, w = opt.model.hyper_members
     assert 1 <= len(members) <= 4 and sum(w) == pytest.approx(1.0)
-    assert all(1.0 <= e <= 4.0 + 1e-9 for e in opt.ess)
     designs, _ = opt.data()
     Z = opt.to_unit(designs).unsqueeze(-2)
     with torch.no_grad():
         means = torch.stack([m.posterior(Z).mean.reshape(-1) for m in members])
     mixture = (torch.tensor(w, dtype=torch.float64).unsqueeze(-1) * means).sum(0)
     assert torch.equal(opt.best()[0], designs[int(mixture.argmax())])
+
+
+def test_folded_proposal_is_a_density_on_the_box(load_benchmark):
+    bench = load_benchmark("pbo_hyper_samples")
+    lo, hi = math.log(0.01), math.log(100.0)
+    z0 = torch.tensor([math.log(0.3), hi], dtype=torch.float64)  # at the edge
+    L = torch.tensor([[0.4, 0.0], [0.3, 1.0]], dtype=torch.float64)
+    zs, _ = bench.antithetic_draws(z0, L, 1000, seed=0)
+    folded, log_q = bench.fold_into_box(z0, L, zs, (lo, hi))
+    assert (folded[:, -1] <= hi).all() and (folded[:, -1] >= lo).all()
+    assert torch.equal(folded[:, 0], zs[:, 0])
+    # independent: the folded density integrates to the normal's normaliser
+    # over the box (its mass beyond one reflection is nil here)
+    a = torch.linspace(float(z0[0]) - 4, float(z0[0]) + 4, 801, dtype=torch.float64)
+    b = torch.linspace(lo, hi, 2001, dtype=torch.float64)
+    grid = torch.cartesian_prod(a, b)
+    _, log_grid = bench.fold_into_box(z0, L, grid, (lo, hi))
+    mass = float(torch.trapezoid(torch.trapezoid(
+        log_grid.exp().reshape(801, 2001), b), a))  # fmt: skip
+    assert mass == pytest.approx(2 * math.pi * float(L.det()), rel=1e-4)
+    # the draws' log q is that density at the folded points
+    _, again = bench.fold_into_box(z0, L, folded, (lo, hi))
+    assert torch.allclose(again, log_q)
+
+
+def test_a_fit_at_the_box_edge_spreads_the_outputscale_inside(load_benchmark):
+    bench = load_benchmark("pbo_hyper_samples")
+    from prefbo.loop.model_kinds import EPKind
+
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(8, 1, generator=gen, dtype=torch.float64)
+    u = torch.sin(6 * X).sum(-1)
+    pairs = torch.stack([torch.randperm(8, generator=gen)[:2] for _ in range(12)])
+    win = u[pairs[:, 0]] >= u[pairs[:, 1]]  # noiseless: separable answers
+    comps = torch.where(win.unsqueeze(-1), pairs, pairs.flip(-1))
+    kind = EPKind({}, 0)
+    model = kind.build(X, comps)
+    kind.fit(model, {})
+    _, hi = bench.box_edges(model.covar_module)
+    assert float(bench.get_z(model.covar_module)[-1]) == pytest.approx(hi, abs=1e-3)
+    _, L = bench.normal_at_fit(model)  # the forward step reads the prior's tail
+    assert float((L @ L.T)[-1, -1].sqrt()) == pytest.approx(0.01, rel=1e-3)
+    _, L = bench.normal_at_fit(model, inside=True)
+    assert float((L @ L.T)[-1, -1].sqrt()) > 0.3
