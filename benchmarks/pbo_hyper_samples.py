@@ -62,7 +62,7 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import UnsupportedError
-from prefbo.loop.strategies import EUBO
+from prefbo.loop.strategies import AcquisitionStrategy
 from prefbo.mlls import PairwiseEPMLL
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -185,9 +185,10 @@ def importance_members(
     r"""Models at the draws ``zs`` and their self-normalised importance
     weights ``∝ exp(log posterior - log q)``.
 
-    ``build(kernel)`` makes a model of ``model``'s data with that kernel; a
-    draw outside the outputscale's constraint (where the prior is 0) gets
-    weight 0, and if every draw does, ``model`` alone is returned.
+    ``build(kernel)`` makes a model of ``model``'s data with that kernel. The
+    target is truncated to the outputscale's constraint: a draw outside it
+    (where the kernel cannot be set) gets weight 0, and if every draw does,
+    ``model`` alone is returned.
     """
     con = model.covar_module.raw_outputscale_constraint
     lo, hi = math.log(float(con.lower_bound)), math.log(float(con.upper_bound))
@@ -267,17 +268,17 @@ class HyperSamplesOptimizer(pbo_regret.PreferentialOptimizer):
         return designs[i].clone(), float(mean[i]), float("nan")
 
 
-class HyperEUBO(EUBO):
-    r"""EUBO of the mixture of the model's ``hyper_members``."""
+class HyperEUBO(AcquisitionStrategy):
+    r"""EUBO of the mixture of the model's ``hyper_members``, maximised by
+    ``optimize_acqf`` like the loop's ``"eubo"``."""
+
+    pair_only = True
 
     def acquisition(self, question):  # noqa: D102
         if question.fixed is not None:
             raise UnsupportedError("the mixture's EUBO does not keep a winner.")
         members, w = question.model.hyper_members
         return pbo_variants.MixtureEUBO(members, w), None
-
-    def acquire(self, question):  # noqa: D102
-        return super(EUBO, self).acquire(question)  # optimize_acqf, not "torch"
 
 
 class HyperSamplesLoop(pbo_regret.PrefboLoop):

@@ -11,19 +11,21 @@ import torch
 from prefbo.exceptions import ConvergenceWarning
 
 
-def _model(bench, dim=1, n=10, m=40, seed=5):
-    r"""An EP model fitted to ``m`` noisy answers about ``n`` random designs,
-    and a builder of models of the same data with another kernel."""
+def _model(dim=1, n=10, m=40, seed=5, noisy=True):
+    r"""An EP model fitted to ``m`` answers (noisy, or noiseless: separable)
+    about ``n`` random designs, and a builder of models of the same data with
+    another kernel."""
     from prefbo.loop.model_kinds import EPKind
 
     gen = torch.Generator().manual_seed(seed)
     X = torch.rand(n, dim, generator=gen, dtype=torch.float64)
     u = 3 * torch.sin(6 * X).sum(-1)
     pairs = torch.stack([torch.randperm(n, generator=gen)[:2] for _ in range(m)])
-    p = torch.distributions.Normal(0.0, 1.0).cdf(
-        (u[pairs[:, 0]] - u[pairs[:, 1]]) / math.sqrt(2)
-    )
-    win = torch.rand(m, generator=gen, dtype=torch.float64) < p
+    diff = u[pairs[:, 0]] - u[pairs[:, 1]]
+    win = diff >= 0
+    if noisy:
+        p = torch.distributions.Normal(0.0, 1.0).cdf(diff / math.sqrt(2))
+        win = torch.rand(m, generator=gen, dtype=torch.float64) < p
     comps = torch.where(win.unsqueeze(-1), pairs, pairs.flip(-1))
     kind = EPKind({}, seed)
     model = kind.build(X, comps)
@@ -38,7 +40,7 @@ def _model(bench, dim=1, n=10, m=40, seed=5):
 
 def test_log_posterior_gradient_matches_finite_differences(load_benchmark):
     bench = load_benchmark("pbo_hyper_samples")
-    model, _ = _model(bench, dim=2)
+    model, _ = _model(dim=2)
     z0 = bench.get_z(model.covar_module) + torch.tensor(
         [0.3, -0.2, -0.5], dtype=torch.float64
     )
@@ -62,7 +64,7 @@ def test_importance_weights_give_the_posterior_mean_of_a_grid(
     bench = load_benchmark("pbo_hyper_samples")
     # the normal's own curvature (no cap on its spread): an interior posterior
     monkeypatch.setattr(bench, "PRECISION", (1e-3, 1e6))
-    model, build = _model(bench)
+    model, build = _model()
     z0, L = bench.normal_at_fit(model)
     # independent: the posterior of (log ℓ, log s) on a grid over ±4 of the
     # normal's standard deviations (the outputscale's within its constraint)
@@ -99,7 +101,7 @@ def test_importance_weights_give_the_posterior_mean_of_a_grid(
 
 def test_draws_outside_the_outputscale_constraint_get_no_weight(load_benchmark):
     bench = load_benchmark("pbo_hyper_samples")
-    model, build = _model(bench, dim=1)
+    model, build = _model(dim=1)
     z0 = bench.get_z(model.covar_module)
     zs = torch.stack([z0, z0 + torch.tensor([0.0, 20.0], dtype=torch.float64)])
     members, w = bench.importance_members(model, build, zs, torch.zeros(2))
@@ -154,17 +156,7 @@ def test_folded_proposal_is_a_density_on_the_box(load_benchmark):
 
 def test_a_fit_at_the_box_edge_spreads_the_outputscale_inside(load_benchmark):
     bench = load_benchmark("pbo_hyper_samples")
-    from prefbo.loop.model_kinds import EPKind
-
-    gen = torch.Generator().manual_seed(0)
-    X = torch.rand(8, 1, generator=gen, dtype=torch.float64)
-    u = torch.sin(6 * X).sum(-1)
-    pairs = torch.stack([torch.randperm(8, generator=gen)[:2] for _ in range(12)])
-    win = u[pairs[:, 0]] >= u[pairs[:, 1]]  # noiseless: separable answers
-    comps = torch.where(win.unsqueeze(-1), pairs, pairs.flip(-1))
-    kind = EPKind({}, 0)
-    model = kind.build(X, comps)
-    kind.fit(model, {})
+    model, _ = _model(n=8, m=12, seed=0, noisy=False)
     _, hi = bench.box_edges(model.covar_module)
     assert float(bench.get_z(model.covar_module)[-1]) == pytest.approx(hi, abs=1e-3)
     _, L = bench.normal_at_fit(model)  # the forward step reads the prior's tail
