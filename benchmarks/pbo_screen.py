@@ -8,12 +8,13 @@ script prints that comparison from the stores, per variant and budget:
 
 - ``ratio``: the geometric mean over paired runs of
   ``(r + 0.001) / (r_ref + 0.001)`` (``r``: final regret at the budget);
-  ``median``: the median of those ratios;
+  ``median``: the exponential of the median log ratio;
 - ``cells better``: cells (problem, σ) whose mean log ratio is below 0, and
   cells whose mean regret is below the reference's;
 - ``stuck``: runs above 3x BoTorch's median of their cell (BoTorch's runs of
-  the cell on the compared seeds, in the tuning store ``pbo_regret_tuning.jsonl``),
-  with the number of cells they fall in, the variant's and the reference's;
+  the cell on the tuning seeds 0-5, in the tuning store
+  ``pbo_regret_tuning.jsonl``), with the number of cells they fall in, the
+  variant's and the reference's;
 - ``drifting`` (whole run): the final regret above 3x the run's least regret
   from answer 20 on, and 0.05 more than it.
 
@@ -24,11 +25,10 @@ own). A store can hold the same configuration from several environments;
 variants with no reference run in their environment are refused
 (:class:`EnvironmentMismatch`) unless ``--any-environment`` is given.
 
-Example::
+Example (the stores default to the screen store and the reference's rerun
+in the current environment, ``pbo_regret_tuning_screen_env2.jsonl``)::
 
-    python benchmarks/pbo_screen.py boundary-dedupe hyper-folded-8 \
-        --store benchmarks/results/pbo_regret_tuning_screen.jsonl \
-        benchmarks/results/pbo_regret_tuning_screen_env2.jsonl
+    python benchmarks/pbo_screen.py boundary-dedupe hyper-folded-8
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ FLOOR = 1e-3  # added to both regrets of a ratio
 STUCK = 3.0  # x BoTorch's median of the cell
 DRIFT_FROM = 20  # answers after which a run's best counts
 DRIFT_FACTOR, DRIFT_MARGIN = 3.0, 0.05
+BOTORCH_SEEDS = tuple(range(6))  # the screens' tuning seeds
 
 Run = tuple[str, float, int]  # problem, sigma, seed
 
@@ -77,22 +78,29 @@ def group(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[Run, 
 
 
 def botorch_limits(
-    tuning: Sequence[dict[str, Any]], runs: Sequence[Run], budget: int
+    tuning: Sequence[dict[str, Any]],
+    cells: Sequence[tuple[str, float]],
+    budget: int,
+    seeds: Sequence[int] = BOTORCH_SEEDS,
 ) -> dict[tuple[str, float], float]:
-    r"""Per cell of ``runs``: ``STUCK`` x the median of BoTorch's regret at
-    ``budget`` over its runs of the cell on the seeds of ``runs``."""
-    seeds: dict[tuple[str, float], set[int]] = defaultdict(set)
-    for p, s, seed in runs:
-        seeds[p, s].add(seed)
-    values: dict[tuple[str, float], list[float]] = defaultdict(list)
+    r"""Per cell: ``STUCK`` x the median of BoTorch's regret at ``budget``
+    over its runs of the cell on ``seeds`` (the screens' tuning seeds, also
+    where a screen ran fewer: every screen is counted against one limit).
+
+    Raises:
+        ValueError: The tuning store lacks BoTorch's run of a cell and seed.
+    """
+    values: dict[tuple[str, float], dict[int, float]] = defaultdict(dict)
     for r in tuning:
         cell = r["problem"], r["sigma"]
-        if r["config"] == "botorch" and r["seed"] in seeds.get(cell, ()):
-            values[cell].append(r["regret"][budget - 1])
-    missing = sorted(set(seeds) - set(values))
+        if r["config"] == "botorch" and cell in cells and r["seed"] in seeds:
+            values[cell].setdefault(r["seed"], r["regret"][budget - 1])
+    missing = sorted(
+        (c, s) for c in set(cells) for s in seeds if s not in values.get(c, {})
+    )
     if missing:
-        raise ValueError(f"tuning store has no BoTorch runs of cells {missing}.")
-    return {c: STUCK * statistics.median(v) for c, v in values.items()}
+        raise ValueError(f"tuning store has no BoTorch runs of (cell, seed) {missing}.")
+    return {c: STUCK * statistics.median(values[c].values()) for c in set(cells)}
 
 
 def drifting(regret: Sequence[float]) -> bool:
@@ -121,7 +129,7 @@ def compare(
         for k, x in zip(keys, logs):
             cells[k[:2]].append(x)
             means[k[:2]].append(mine[k][b - 1] - ref[k][b - 1])
-        limit = botorch_limits(tuning, keys, b)
+        limit = botorch_limits(tuning, sorted({k[:2] for k in keys}), b)
         stuck = [k for k in keys if mine[k][b - 1] > limit[k[:2]]]
         stuck_ref = [k for k in keys if ref[k][b - 1] > limit[k[:2]]]
         out[b] = {
@@ -217,7 +225,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:  # noqa: D103
         "--store",
         nargs="+",
         type=Path,
-        default=[pbo_regret.RESULTS / "pbo_regret_tuning_screen.jsonl"],
+        default=[
+            pbo_regret.RESULTS / "pbo_regret_tuning_screen.jsonl",
+            pbo_regret.RESULTS / "pbo_regret_tuning_screen_env2.jsonl",
+        ],
     )
     p.add_argument(
         "--tuning", type=Path, default=pbo_regret.RESULTS / "pbo_regret_tuning.jsonl"

@@ -25,14 +25,13 @@ def _rec(config, problem, seed, r30, r60, versions=None, best=None):
 
 
 def _tuning():
-    # BoTorch's medians at 30 / 60: Branin 0.1 / 0.02, Levy4 0.2 / 0.1
-    return [
-        _rec("botorch", "Branin", 0, 0.1, 0.02),
-        _rec("botorch", "Branin", 1, 0.1, 0.02),
-        _rec("botorch", "Levy4", 0, 0.1, 0.05),
-        _rec("botorch", "Levy4", 1, 0.3, 0.15),
-        _rec("botorch", "Levy4", 7, 9.0, 9.0),  # another seed: not counted
-    ]
+    # BoTorch's medians over its seeds 0-5 at 30 / 60: Branin 0.1 / 0.02,
+    # Levy4 (0.1 + 0.3) / 2 = 0.2 and (0.05 + 0.15) / 2 = 0.1
+    runs = [_rec("botorch", "Branin", seed, 0.1, 0.02) for seed in range(6)]
+    runs += [_rec("botorch", "Levy4", seed, 0.1, 0.05) for seed in range(3)]
+    runs += [_rec("botorch", "Levy4", seed, 0.3, 0.15) for seed in range(3, 6)]
+    runs.append(_rec("botorch", "Levy4", 7, 9.0, 9.0))  # not a screen seed
+    return runs
 
 
 def _store(env=ENV_A):
@@ -81,9 +80,15 @@ def test_drifting_needs_both_the_factor_and_the_margin(load_benchmark):
     assert not bench.drifting(run)
     run[30], run[59] = 0.1, 0.25  # 0.15 above, but 2.5x
     assert not bench.drifting(run)
-    early = [1.0] * 60
-    early[10], early[59] = 0.01, 0.2  # its best before answer 20 does not count
-    assert not bench.drifting(early[:19] + [0.2] * 41)
+
+
+def test_drifting_counts_the_best_from_answer_20_on(load_benchmark):
+    bench = load_benchmark("pbo_screen")
+    run = [0.2] * 60
+    run[19] = 0.01  # after answer 20: counts
+    assert bench.drifting(run)
+    run[19], run[18] = 0.2, 0.01  # after answer 19: does not
+    assert not bench.drifting(run)
 
 
 def test_runs_pair_only_within_one_environment(load_benchmark):
@@ -103,7 +108,7 @@ def test_unknown_variants_and_missing_botorch_cells_are_named(load_benchmark):
     bench = load_benchmark("pbo_screen")
     with pytest.raises(ValueError, match="'w' has no runs"):
         bench.table(_store(), _tuning(), ["w"])
-    tuning = [r for r in _tuning() if r["problem"] != "Levy4"]
-    missing = r"no BoTorch runs of cells \[\('Levy4', 0.1\)\]"
+    tuning = [r for r in _tuning() if (r["problem"], r["seed"]) != ("Levy4", 3)]
+    missing = r"no BoTorch runs of \(cell, seed\) \[\(\('Levy4', 0.1\), 3\)\]"
     with pytest.raises(ValueError, match=missing):
         bench.table(_store(), tuning, ["v"])
