@@ -40,9 +40,12 @@ markdown tables and the regret-vs-answers figures from the store.
 
 Per cell (problem, σ, budget), over the seeds: mean ± s.e. of the final
 regret, the worst seed, the *stuck rate* (share of seeds whose regret exceeds
-3× BoTorch's median in that cell), the paired difference to BoTorch with
-one-sided sign-flip p-values, and the time per answer over BoTorch's (answers
-1-30 for the 30 budget, 31-60 for the 60 budget).
+3× BoTorch's median in that cell; of 20 seeds, the mean of the 10th and
+11th), the paired difference to BoTorch with one-sided sign-flip p-values,
+and the time per answer over BoTorch's (answers 1-30 for the 30 budget,
+31-60 for the 60 budget). Per configuration, over all cells: the stuck runs
+against BoTorch's, with the exact McNemar p-value of the pairs (same cell
+and seed) where only one of the two is stuck.
 
 Run single-threaded, e.g.::
 
@@ -365,6 +368,17 @@ def paired_test(diff: Tensor, draws: int = 2**16) -> tuple[float, float]:
     )
 
 
+def mcnemar(only_mine: int, only_ref: int) -> float:
+    r"""Exact two-sided McNemar p-value of paired yes/no outcomes: under the
+    null each of the ``only_mine + only_ref`` discordant pairs falls either
+    way with probability 1/2 (1 without discordant pairs)."""
+    n, k = only_mine + only_ref, min(only_mine, only_ref)
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
 def _se(x: Tensor) -> float:
     return x.std().item() / math.sqrt(x.numel()) if x.numel() > 1 else 0.0
 
@@ -425,7 +439,9 @@ def report(
     verdict: dict[str, dict[str, Any]] = {}
     for (p, s, b), row in sorted(table.items()):
         Rref, Tref = row[REFERENCE]
-        threshold = 3 * Rref.median().item()
+        # the median of an even count is the mean of the middle two
+        # (torch's median() would return the lower one)
+        threshold = 3 * Rref.quantile(0.5).item()
         for c, (R, T) in row.items():
             stuck = (R > threshold).double().mean().item()
             cells_c = verdict.setdefault(
@@ -437,6 +453,7 @@ def report(
                     "stuck_max": 0.0,
                     "stuck": [],
                     "ratio": [],
+                    "pooled": {},
                 },
             )
             if c == REFERENCE:
@@ -453,6 +470,12 @@ def report(
                 if p_w < 0.05:
                     cells_c["worse"].append(f"{p} σ={s} @{b}")
                 cells_c["ratio"].append((b, r))
+                # runs paired by seed: the stuck ones, BoTorch's, and the
+                # discordant pairs of each side
+                x, y = R > threshold, Rref > threshold
+                pooled = cells_c["pooled"].setdefault(b, [0, 0, 0, 0])
+                for j, n in enumerate((x, y, x & ~y, y & ~x)):
+                    pooled[j] += int(n.sum())
             cells_c["stuck_max"] = max(cells_c["stuck_max"], stuck)
             cells_c["stuck"].append(((p, s, b), stuck))
             lines.append(
@@ -487,8 +510,10 @@ def summary(
     lines = [
         "| configuration | cells | lower mean than BoTorch | worse (p<0.05) on | "
         "max stuck rate | stuck > half BoTorch's where BoTorch's > 10 % | "
-        f"time ratio @{budgets[0]} (max) | time ratio @{budgets[-1]} (max) |",
-        "|---|---|---|---|---|---|---|---|",
+        f"time ratio @{budgets[0]} (max) | time ratio @{budgets[-1]} (max) | "
+        f"stuck runs, all cells, @{' / @'.join(map(str, budgets))} "
+        "(BoTorch's; McNemar p) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c, v in verdict.items():
         if c == REFERENCE:
@@ -500,10 +525,15 @@ def summary(
         ]
         r30 = [r for b, r in v["ratio"] if b == budgets[0]]
         r60 = [r for b, r in v["ratio"] if b == budgets[-1]]
+        pooled = " / ".join(
+            f"{n} ({n_ref}; p {mcnemar(a, b):.3f})"
+            for n, n_ref, a, b in (v["pooled"][b] for b in budgets if b in v["pooled"])
+        )
         lines.append(
             f"| {c} | {v['cells']} | {v['lower']} | {', '.join(v['worse']) or 'none'} "
             f"| {v['stuck_max']:.2f} | {', '.join(bad) or 'none'} | "
-            f"{max(r30, default=math.nan):.2f} | {max(r60, default=math.nan):.2f} |"
+            f"{max(r30, default=math.nan):.2f} | {max(r60, default=math.nan):.2f} | "
+            f"{pooled or '—'} |"
         )
     return "\n".join(lines)
 

@@ -87,6 +87,52 @@ def test_report_counts_stuck_seeds_against_three_botorch_medians(load_benchmark)
     json.dumps(verdict)  # plain data
 
 
+def test_stuck_counts_against_the_median_of_an_even_count(load_benchmark):
+    # BoTorch's 4 seeds: median (0.2 + 0.3) / 2 = 0.25, stuck above 0.75
+    # (the lower middle value, 0.2, would put the limit at 0.6)
+    bench = load_benchmark("pbo_regret")
+    records = [
+        _record("Branin", s, "botorch", r) for s, r in enumerate([0.1, 0.2, 0.3, 0.4])
+    ]
+    mine = [0.7, 0.76, 0.1, 0.1]
+    records += [_record("Branin", s, "default", r) for s, r in enumerate(mine)]
+    text, verdict = bench.report(records, "tuning", budgets=(4,))
+    assert verdict["default"]["stuck_max"] == pytest.approx(0.25)  # 0.76 only
+
+
+def test_the_summary_pools_stuck_runs_over_cells_with_mcnemar(load_benchmark):
+    bench = load_benchmark("pbo_regret")
+    # two cells; BoTorch's median 0.2 in each: stuck above 0.6
+    ref = [0.1, 0.1, 0.2, 0.7, 0.8]  # seeds 3, 4 stuck
+    mine = {"Branin": [0.9, 0.61, 0.1, 0.1, 0.8], "Levy4": [0.7, 0.1, 0.1, 0.1, 0.1]}
+    records = []
+    for problem in mine:
+        records += [_record(problem, s, "botorch", r) for s, r in enumerate(ref)]
+        records += [
+            _record(problem, s, "default", r) for s, r in enumerate(mine[problem])
+        ]
+    _, verdict = bench.report(records, "tuning", budgets=(4,))
+    # stuck: mine Branin 0, 1, 4 and Levy4 0 (4); BoTorch 3, 4 in each (4);
+    # only mine: Branin 0, 1, Levy4 0 (3); only BoTorch's: Branin 3, Levy4 3, 4
+    assert verdict["default"]["pooled"] == {4: [4, 4, 3, 3]}
+    line = bench.summary(verdict, budgets=(4,)).splitlines()[-1]
+    assert line.endswith("| 4 (4; p 1.000) |")
+
+
+@pytest.mark.parametrize(
+    ("only_mine", "only_ref"), [(13, 34), (37, 43), (0, 5), (2, 2)]
+)
+def test_mcnemar_matches_scipy_exact_binomial(load_benchmark, only_mine, only_ref):
+    stats = pytest.importorskip("scipy.stats")
+    bench = load_benchmark("pbo_regret")
+    ref = stats.binomtest(only_mine, only_mine + only_ref, 0.5).pvalue
+    assert bench.mcnemar(only_mine, only_ref) == pytest.approx(ref, rel=1e-12)
+
+
+def test_mcnemar_without_discordant_pairs_is_one(load_benchmark):
+    assert load_benchmark("pbo_regret").mcnemar(0, 0) == 1.0
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_paired_test_matches_scipy_exact_permutation(load_benchmark, seed):
     stats = pytest.importorskip("scipy.stats")
