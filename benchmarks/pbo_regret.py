@@ -526,8 +526,10 @@ def summary(
         r30 = [r for b, r in v["ratio"] if b == budgets[0]]
         r60 = [r for b, r in v["ratio"] if b == budgets[-1]]
         pooled = " / ".join(
-            f"{n} ({n_ref}; p {mcnemar(a, b):.3f})"
-            for n, n_ref, a, b in (v["pooled"][b] for b in budgets if b in v["pooled"])
+            f"{n} ({n_ref}; p {mcnemar(only, only_ref):.3f})"
+            for n, n_ref, only, only_ref in (
+                v["pooled"][budget] for budget in budgets if budget in v["pooled"]
+            )
         )
         lines.append(
             f"| {c} | {v['cells']} | {v['lower']} | {', '.join(v['worse']) or 'none'} "

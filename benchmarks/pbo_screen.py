@@ -6,9 +6,10 @@ seeds of ``pbo_regret.py``'s setting and compare each with the loop's
 default, run by the same scripts under the name ``boundary-0.1``. This
 script prints that comparison from the stores, per variant and budget:
 
-- ``ratio``: the geometric mean over paired runs of
+- ``ratio`` (the table's "regret / reference's"): the geometric mean over
+  paired runs of
   ``(r + 0.001) / (r_ref + 0.001)`` (``r``: final regret at the budget);
-  ``median``: the exponential of the median log ratio;
+  ``median`` ("median ratio"): the exponential of the median log ratio;
 - ``cells better``: cells (problem, σ) whose mean log ratio is below 0, and
   cells whose mean regret is below the reference's;
 - ``stuck``: runs above 3x BoTorch's median of their cell (BoTorch's runs of
@@ -157,6 +158,8 @@ def pairs(
     r"""``(variant, its environment, the reference's)`` for every environment
     a variant ran in: the same one, or with ``any_environment`` the
     reference's environment sharing the most runs."""
+    if not any(c == reference for c, _ in groups):
+        raise ValueError(f"reference: {reference!r} has no runs in the stores.")
     out = []
     for v in variants:
         envs = [e for (c, e) in groups if c == v]
@@ -219,8 +222,12 @@ def table(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:  # noqa: D103
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("variants", nargs="+")
-    p.add_argument("--reference", default=REFERENCE)
+    p.add_argument("variants", nargs="+", help="configurations to summarise")
+    p.add_argument(
+        "--reference",
+        default=REFERENCE,
+        help=f"the configuration they are compared with (default {REFERENCE})",
+    )
     p.add_argument(
         "--store",
         nargs="+",
@@ -229,12 +236,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:  # noqa: D103
             pbo_regret.RESULTS / "pbo_regret_tuning_screen.jsonl",
             pbo_regret.RESULTS / "pbo_regret_tuning_screen_env2.jsonl",
         ],
+        help="JSON-lines stores of the runs (default: the screen store and the "
+        "reference's rerun in the current environment); give the variants first",
     )
     p.add_argument(
-        "--tuning", type=Path, default=pbo_regret.RESULTS / "pbo_regret_tuning.jsonl"
+        "--tuning",
+        type=Path,
+        default=pbo_regret.RESULTS / "pbo_regret_tuning.jsonl",
+        help="the store of BoTorch's tuning runs (the stuck limits)",
     )
-    p.add_argument("--any-environment", action="store_true")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--any-environment",
+        action="store_true",
+        help="pair a variant's runs with the reference's of another environment "
+        "where the reference has none in the variant's",
+    )
+    args = p.parse_args(argv)
+    for path in [*args.store, args.tuning]:
+        if not path.is_file():
+            p.error(f"--store / --tuning: no file {path}.")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -112,3 +113,26 @@ def test_unknown_variants_and_missing_botorch_cells_are_named(load_benchmark):
     missing = r"no BoTorch runs of \(cell, seed\) \[\(\('Levy4', 0.1\), 3\)\]"
     with pytest.raises(ValueError, match=missing):
         bench.table(_store(), tuning, ["v"])
+
+
+def test_an_unknown_reference_is_named(load_benchmark):
+    bench = load_benchmark("pbo_screen")
+    with pytest.raises(ValueError, match="reference: 'nope' has no runs"):
+        bench.table(_store(), _tuning(), ["v"], reference="nope")
+
+
+def test_a_missing_store_file_is_named(load_benchmark, tmp_path, capsys):
+    bench = load_benchmark("pbo_screen")
+    missing = tmp_path / "none.jsonl"
+    with pytest.raises(SystemExit):
+        bench.main(["v", "--store", str(missing), "--tuning", str(missing)])
+    assert f"no file {missing}" in capsys.readouterr().err
+
+
+def test_main_prints_the_table_of_stores(load_benchmark, tmp_path):
+    bench = load_benchmark("pbo_screen")
+    store, tuning = tmp_path / "s.jsonl", tmp_path / "t.jsonl"
+    store.write_text("".join(json.dumps(r) + "\n" for r in _store()))
+    tuning.write_text("".join(json.dumps(r) + "\n" for r in _tuning()))
+    text = bench.main(["v", "--store", str(store), "--tuning", str(tuning)])
+    assert "| `v` (E0; E0) | 4 | 1.00 / 1.78 |" in text
