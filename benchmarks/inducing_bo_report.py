@@ -101,7 +101,9 @@ def final(per_method: dict, method: str, seeds: list[int]) -> list[float]:
 
 
 def _median(values: list[float]) -> float:
-    return float(torch.tensor(values, dtype=torch.float64).median())
+    # an even count's median is the mean of the middle two (torch's
+    # median() returns the lower one)
+    return float(torch.tensor(values, dtype=torch.float64).quantile(0.5))
 
 
 def regret_table(runs: dict, labels: dict) -> list[str]:

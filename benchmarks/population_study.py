@@ -379,7 +379,9 @@ def run_timing(args: argparse.Namespace, pop: Population) -> None:
 
 
 def _median(x: Sequence[float]) -> float:
-    return float(torch.tensor(list(x), dtype=torch.float64).median())
+    # an even count's median is the mean of the middle two (torch's
+    # median() returns the lower one)
+    return float(torch.tensor(list(x), dtype=torch.float64).quantile(0.5))
 
 
 def _mse(x: Sequence[float]) -> str:
