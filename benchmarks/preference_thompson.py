@@ -149,6 +149,12 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
     return float(t.mean()), se
 
 
+def _median(values: list[float]) -> float:
+    # an even count's median is the mean of the middle two (torch's median()
+    # returns the lower one)
+    return float(torch.tensor(values, **TKW).quantile(0.5))
+
+
 def _fmt(mean: float, se: float) -> str:
     return f"{mean:.3g} ± {se:.2g}" if math.isfinite(se) else f"{mean:.3g}"
 
@@ -215,8 +221,7 @@ def main(argv: list[str] | None = None) -> str:
         found = HAND.search(output.read_text())
         hand = found.group(0) + "\n" if found else ""
     rows = [
-        f"| {METHODS[k]} | {_fmt(*_mean_se(v))} | "
-        f"{float(torch.tensor(v).median()):.3g} |"
+        f"| {METHODS[k]} | {_fmt(*_mean_se(v))} | {_median(v):.3g} |"
         for k, v in final.items()
     ]
     cmd = " ".join(sys.argv[1:] if argv is None else argv)
