@@ -442,8 +442,10 @@ def report(
         # the median of an even count is the mean of the middle two
         # (torch's median() would return the lower one)
         threshold = 3 * Rref.quantile(0.5).item()
+        ref_above = Rref > threshold  # runs paired by seed across configurations
         for c, (R, T) in row.items():
-            stuck = (R > threshold).double().mean().item()
+            above = R > threshold
+            stuck = above.double().mean().item()
             cells_c = verdict.setdefault(
                 c,
                 {
@@ -470,11 +472,10 @@ def report(
                 if p_w < 0.05:
                     cells_c["worse"].append(f"{p} σ={s} @{b}")
                 cells_c["ratio"].append((b, r))
-                # runs paired by seed: the stuck ones, BoTorch's, and the
-                # discordant pairs of each side
-                x, y = R > threshold, Rref > threshold
+                # the stuck runs, BoTorch's, and the discordant pairs of each
                 pooled = cells_c["pooled"].setdefault(b, [0, 0, 0, 0])
-                for j, n in enumerate((x, y, x & ~y, y & ~x)):
+                pairs = (above, ref_above, above & ~ref_above, ref_above & ~above)
+                for j, n in enumerate(pairs):
                     pooled[j] += int(n.sum())
             cells_c["stuck_max"] = max(cells_c["stuck_max"], stuck)
             cells_c["stuck"].append(((p, s, b), stuck))

@@ -158,7 +158,8 @@ def pairs(
     r"""``(variant, its environment, the reference's)`` for every environment
     a variant ran in: the same one, or with ``any_environment`` the
     reference's environment sharing the most runs."""
-    if not any(c == reference for c, _ in groups):
+    ref_envs = [e for c, e in groups if c == reference]
+    if not ref_envs:
         raise ValueError(f"reference: {reference!r} has no runs in the stores.")
     out = []
     for v in variants:
@@ -169,14 +170,13 @@ def pairs(
             if (reference, e) in groups:
                 out.append((v, e, e))
                 continue
-            others = [e2 for (c, e2) in groups if c == reference]
-            if not any_environment or not others:
+            if not any_environment:
                 raise EnvironmentMismatch(
                     f"{v!r} ran in {e}; the reference {reference!r} has runs in "
-                    f"{others or 'none'}: rerun it there, or pass --any-environment."
+                    f"{ref_envs}: rerun it there, or pass --any-environment."
                 )
             shared = max(
-                others,
+                ref_envs,
                 key=lambda e2: len(set(groups[v, e]) & set(groups[reference, e2])),
             )
             out.append((v, e, shared))
