@@ -5,7 +5,8 @@ not block the writer), or any SQLAlchemy URL (PostgreSQL for a study served
 by several processes or hosts). Tables:
 
 - ``meta``: ``schema_version`` and the study as read (JSON), so a replay
-  needs nothing but the database;
+  needs nothing but the database, the secrets, and ``health``: the time of
+  the last write probe (:meth:`Store.write_probe`);
 - ``participants``: an id, the SHA-256 of the participant's token (the link
   itself is never stored), a label, when they joined and finished;
 - ``questions``: one row per question of a participant, numbered ``seq``
@@ -57,11 +58,13 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from prefbo.exceptions import InputDataError
 
 SCHEMA_VERSION = 2
+#: The ``meta`` row :meth:`Store.write_probe` writes.
+HEALTH_KEY = "health"
 
 metadata = MetaData()
 meta = Table(
@@ -242,6 +245,35 @@ class Store:
             pass  # another process made it first
         return self.secret(key, make)
 
+    def write_probe(self) -> str | None:
+        r"""Write and commit one row (``meta``'s :data:`HEALTH_KEY`: the time
+        now), as an answer is committed: what fails when the disk is full,
+        the file read-only or the server gone.
+
+        Returns:
+            ``None`` when the database took the write, else why not, in one
+            line (``"OperationalError: attempt to write a readonly
+            database"``).
+        """
+        now = repr(time.time())
+        try:
+            for _ in range(2):  # a first insert that another process raced
+                try:
+                    with self.transaction() as conn:
+                        done = conn.execute(
+                            update(meta)
+                            .where(meta.c.key == HEALTH_KEY)
+                            .values(value=now)
+                        ).rowcount
+                        if not done:
+                            conn.execute(insert(meta).values(key=HEALTH_KEY, value=now))
+                    return None
+                except IntegrityError:
+                    continue
+            return "IntegrityError: the health row could not be written"
+        except (SQLAlchemyError, OSError) as e:
+            return one_line(e)
+
     # ------------------------------------------------------- participants
     def add_participant(self, token: str, label: str) -> int:
         r"""A new participant; returns its id."""
@@ -365,6 +397,15 @@ def _question(row: Any) -> dict[str, Any]:
     virtual = d["virtual_comparisons"]
     d["virtual_comparisons"] = None if virtual is None else json.loads(virtual)
     return d
+
+
+def one_line(error: BaseException) -> str:
+    r"""``error`` as ``"Type: message"`` on one line; a database error by
+    its driver's message (without the SQL statement SQLAlchemy appends)."""
+    if isinstance(error, DBAPIError) and error.orig is not None:
+        error = error.orig
+    message = " ".join(str(error).split())
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def log_event(

@@ -84,3 +84,22 @@ def test_snapshots_latest_first(store):
     snap = store.latest_snapshot()
     assert snap["answers"] == 5 and snap["data"] == {"population": {"mean": 1.0}}
     assert json.dumps(snap["data"])
+
+
+def test_the_write_probe_commits_a_row(store):
+    assert store.write_probe() is None
+    assert store.write_probe() is None  # the second time the row is updated
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT key FROM meta WHERE key = 'health'")).all()
+    assert len(rows) == 1
+
+
+def test_the_write_probe_of_a_read_only_database_says_why(tmp_path):
+    path = tmp_path / "s.db"
+    Store(database_url(str(path))).engine.dispose()
+    # opened read-only (the tests run as root, whom a chmod does not stop)
+    read_only = Store(f"sqlite:///file:{path}?mode=ro&uri=true")
+    assert read_only.study_source() is None  # reads work
+    error = read_only.write_probe()
+    assert error == "OperationalError: attempt to write a readonly database"
+    read_only.engine.dispose()
