@@ -51,6 +51,12 @@ MODEL_KINDS = ("population", "individual")
 INFERENCES = ("ep", "laplace")
 POPULATION_STRATEGIES = ("eubo", "random")
 DISPLAY_KINDS = ("values", "files", "callable")
+#: The fields of ``[display]`` for each kind.
+DISPLAY_FIELDS = {
+    "values": ("kind",),
+    "files": ("folder", "kind", "pattern"),
+    "callable": ("function", "kind"),
+}
 TOP_LEVEL = {
     "title",
     "instructions",
@@ -79,6 +85,7 @@ class StudyConfig:
             are read from: the study file's.
         source: The study as read, JSON-serialisable (stored in the
             database, so a replay needs no file).
+        name: What the messages call the study: its file's path.
     """
 
     title: str
@@ -97,6 +104,7 @@ class StudyConfig:
     display: dict[str, Any]
     root: Path
     source: dict[str, Any] = field(repr=False)
+    name: str = "study"
 
 
 def load_study(path: str | Path) -> StudyConfig:
@@ -208,6 +216,7 @@ def study_from_dict(
         display=display,
         root=root,
         source=source,
+        name=name,
     )
 
 
@@ -279,6 +288,14 @@ def _display(entry: Any, space: Space, root: Path, fail) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise fail("display", f"must be a table; got {entry!r}.")
     kind = _choice(entry, "kind", "values", DISPLAY_KINDS, fail, "display.")
+    known = DISPLAY_FIELDS[kind]
+    unknown = sorted(set(entry) - set(known))
+    if unknown:
+        raise fail(
+            f"display.{unknown[0]}",
+            f"is not a field of display.kind = {kind!r} (known: {list(known)}); "
+            f"got {entry[unknown[0]]!r}.",
+        )
     if kind == "files":
         folder, pattern = entry.get("folder"), entry.get("pattern")
         if not isinstance(folder, str) or not (root / folder).is_dir():

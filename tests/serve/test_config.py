@@ -102,6 +102,25 @@ def test_a_json_study_and_a_space_file(tmp_path):
         ({"display": {"kind": "smell"}}, "display.kind must be one of"),
         ({"display": {"kind": "files", "folder": "nope"}}, "display.folder must"),
         ({"display": {"kind": "callable", "function": "f"}}, "display.function must"),
+        (
+            {"display": {"kind": "values", "colour": "red"}},
+            "display.colour is not a field of display.kind = 'values' "
+            "(known: ['kind']); got 'red'.",
+        ),
+        (
+            {"display": {"kind": "callable", "function": "m:f", "folder": "img"}},
+            "display.folder is not a field of display.kind = 'callable' "
+            "(known: ['function', 'kind']); got 'img'.",
+        ),
+        (
+            {"display": {"kind": "files", "folder": "img", "patern": "{x}.png"}},
+            "display.patern is not a field of display.kind = 'files' "
+            "(known: ['folder', 'kind', 'pattern']); got '{x}.png'.",
+        ),
+        (
+            {"display": {"colour": "red"}},  # kind "values" by default
+            "display.colour is not a field of display.kind = 'values'",
+        ),
     ],
 )
 def test_errors_name_the_field(tmp_path, fields, where):
@@ -180,3 +199,11 @@ def test_individual_models_keep_off_the_faces_unless_told_not_to(tmp_path):
     assert study_from_dict(individual, root=tmp_path).boundary_step is None
     population = study_from_dict({"space": SPACE}, root=tmp_path)
     assert population.boundary_step is None  # a population study makes none
+
+
+def test_a_study_knows_its_file_name(tmp_path):
+    (tmp_path / "study.toml").write_text(
+        '[[space]]\nname = "x"\nlower = 0\nupper = 1\n'
+    )
+    assert load_study(tmp_path / "study.toml").name == str(tmp_path / "study.toml")
+    assert study_from_dict({"space": SPACE}, name="demo study").name == "demo study"
