@@ -6,7 +6,8 @@ r"""How a served study shows an option (the study file's ``[display]``).
 - ``callable``: ``module:function``, called with the design's values (a dict
   by variable name) and returning ``(bytes, mime type)``, e.g. a photo
   filter applied to a photo. The module is looked up on the study file's
-  folder first.
+  folder first; at start-up it is imported and tried on a sample design,
+  which must return within :data:`SAMPLE_SECONDS`.
 
 The page shows images, audio, video and text by their mime type.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 import importlib
 import mimetypes
 import sys
+import threading
+import traceback
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +27,8 @@ from typing import Any
 from prefbo.serve.config import StudyConfig, StudyFileError
 
 CACHE_SIZE = 512  # rendered options kept in memory
+#: Seconds a callable may take on the sample design at start-up.
+SAMPLE_SECONDS = 10.0
 
 
 class RenderError(Exception):
@@ -35,8 +40,9 @@ class Renderer:
 
     Raises:
         StudyFileError: ``display.function`` cannot be imported, is not
-            callable, or fails or returns something else than ``(bytes,
-            mime type)`` on a sample design.
+            callable, or fails, returns something else than ``(bytes,
+            mime type)`` or takes over :data:`SAMPLE_SECONDS` on a sample
+            design (the message names the study file and the field).
     """
 
     def __init__(self, config: StudyConfig) -> None:
@@ -45,15 +51,51 @@ class Renderer:
         self._cache: OrderedDict[Any, tuple[bytes, str]] = OrderedDict()
         self._function: Callable[[dict[str, Any]], Any] | None = None
         if self.kind == "callable":
-            self._function = load_callable(config.display["function"], config.root)
+            self._function = load_callable(
+                config.display["function"], config.root, config.name
+            )
         if self.kind == "files":
             self._folder = (config.root / config.display["folder"]).resolve()
         if self.kind == "callable":  # one design now: a wrong return stops here
-            sample = config.space.decode(config.space.sample(1, seed=0))[0]
+            self._try_sample()
+
+    def _try_sample(self) -> None:
+        r"""Render a sample design, in a thread given :data:`SAMPLE_SECONDS`
+        (a callable that hangs is left behind in it: the start-up stops).
+
+        Raises:
+            StudyFileError: The design was not rendered in time, or not
+                rendered.
+        """
+        sample = self.config.space.decode(self.config.space.sample(1, seed=0))[0]
+        where = (
+            f"{self.config.name}: display.function {self.config.display['function']!r}"
+        )
+        outcome: list[BaseException | None] = []
+
+        def attempt() -> None:
             try:
                 self.render(sample)
-            except RenderError as e:
-                raise StudyFileError(f"display.function: {e}") from e
+                outcome.append(None)
+            except BaseException as e:  # the user's code may even exit
+                outcome.append(e)
+
+        thread = threading.Thread(target=attempt, name="prefbo-sample", daemon=True)
+        thread.start()
+        thread.join(SAMPLE_SECONDS)
+        if not outcome:
+            raise StudyFileError(
+                f"{where} did not return within {SAMPLE_SECONDS:g} s on a sample "
+                f"design {sample}."
+            )
+        error = outcome[0]
+        if isinstance(error, RenderError):  # its message names display.function
+            message = str(error).removeprefix("display.function ")
+            raise StudyFileError(f"{where} {message}") from error
+        if error is not None:
+            raise StudyFileError(
+                f"{where} failed on a sample design {sample}: {describe(error)}"
+            ) from error
 
     def mime(self, values: dict[str, Any]) -> str | None:
         r"""The mime type of an option (``None`` for ``values``)."""
@@ -110,20 +152,54 @@ def _guess(path: Path) -> str:
     return mimetypes.guess_type(path.name)[0] or "application/octet-stream"
 
 
-def load_callable(spec: str, root: Path) -> Callable[[dict[str, Any]], Any]:
+def load_callable(
+    spec: str, root: Path, study: str = "study"
+) -> Callable[[dict[str, Any]], Any]:
     r"""The function ``module:function``, the module looked up in ``root``
     first.
 
+    Args:
+        spec: ``"module:function"``.
+        root: The study file's folder.
+        study: The study file's name, for the messages.
+
     Raises:
-        StudyFileError: It cannot be imported or is not callable.
+        StudyFileError: It cannot be imported (whatever the module raises,
+            a ``SyntaxError`` too: named on one line with the file and line)
+            or is not callable.
     """
+    where = f"{study}: display.function {spec!r}"
     module_name, _, attr = spec.partition(":")
     if str(root.resolve()) not in sys.path:
         sys.path.insert(0, str(root.resolve()))
+    importlib.invalidate_caches()  # a module written since the last import
     try:
         function = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise StudyFileError(f"display.function {spec!r} cannot be loaded: {e}") from e
+    except Exception as e:  # the user's module: any error at its import
+        line = None if isinstance(e, SyntaxError) else _line_in(e, root)
+        at = "" if line is None else f" ({line})"
+        raise StudyFileError(f"{where} cannot be loaded: {describe(e)}{at}") from e
     if not callable(function):
-        raise StudyFileError(f"display.function {spec!r} is not callable.")
+        raise StudyFileError(f"{where} is not callable; got {type(function).__name__}.")
     return function
+
+
+def describe(error: BaseException) -> str:
+    r"""``error`` as ``"Type: message"`` on one line (a ``SyntaxError``'s
+    message names its file and line)."""
+    message = " ".join(str(error).split())
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def _line_in(error: BaseException, root: Path) -> str | None:
+    r"""The innermost line of ``error``'s traceback in a file under
+    ``root`` (``"render.py line 3"``), or ``None``."""
+    root, found = root.resolve(), None
+    for frame, lineno in traceback.walk_tb(error.__traceback__):
+        name = frame.f_code.co_filename
+        if name.startswith("<"):  # <frozen importlib._bootstrap>, <string>
+            continue
+        path = Path(name).resolve()
+        if path.is_relative_to(root):
+            found = f"{path.relative_to(root)} line {lineno}"
+    return found

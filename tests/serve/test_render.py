@@ -1,5 +1,8 @@
+import re
+
 import pytest
 
+from prefbo.serve import render
 from prefbo.serve.config import StudyFileError, study_from_dict
 from prefbo.serve.render import CACHE_SIZE, Renderer, RenderError, load_callable
 
@@ -77,5 +80,78 @@ def test_a_callable_is_tried_on_a_design_at_start_up(tmp_path):
             "space": POOL,
             "display": {"kind": "callable", "function": f"badret:{name}"},
         }
-        with pytest.raises(StudyFileError, match=f"display.function: .*{message}"):
-            Renderer(study_from_dict(data, root=tmp_path))
+        study = study_from_dict(data, root=tmp_path, name="study.toml")
+        with pytest.raises(
+            StudyFileError, match=f"^study.toml: display.function .*{message}"
+        ):
+            Renderer(study)
+
+
+def _callable_study(tmp_path, module, source):
+    (tmp_path / f"{module}.py").write_text(source)
+    display = {"kind": "callable", "function": f"{module}:f"}
+    data = {"space": POOL, "display": display}
+    return study_from_dict(data, root=tmp_path, name="study.toml")
+
+
+@pytest.mark.parametrize(
+    "module, source, error",
+    [
+        (
+            "render_syntax",
+            "def f(values):\n    return (\n",
+            "SyntaxError: '(' was never closed (render_syntax.py, line 2)",
+        ),
+        (
+            "render_raises",
+            "x = 1\ny = x / 0\n",
+            "ZeroDivisionError: division by zero (render_raises.py line 2)",
+        ),
+        (
+            "render_needs",
+            "import no_such_package_here\n",
+            "ModuleNotFoundError: No module named 'no_such_package_here' "
+            "(render_needs.py line 1)",
+        ),
+        ("render_absent", None, "ModuleNotFoundError: No module named 'render_absent'"),
+    ],
+)
+def test_a_callable_that_cannot_be_imported_is_one_line(
+    tmp_path, module, source, error
+):
+    if source is None:
+        display = {"kind": "callable", "function": f"{module}:f"}
+        config = study_from_dict(
+            {"space": POOL, "display": display}, root=tmp_path, name="study.toml"
+        )
+    else:
+        config = _callable_study(tmp_path, module, source)
+    with pytest.raises(StudyFileError) as caught:
+        Renderer(config)
+    assert str(caught.value) == (
+        f"study.toml: display.function '{module}:f' cannot be loaded: {error}"
+    )
+
+
+def test_a_callable_that_hangs_stops_the_start_up(tmp_path, monkeypatch):
+    monkeypatch.setattr(render, "SAMPLE_SECONDS", 0.2)
+    config = _callable_study(
+        tmp_path,
+        "render_slow",
+        "import time\ndef f(values):\n    time.sleep(5)\n    return b'x', 'a/b'\n",
+    )
+    message = (
+        "study.toml: display.function 'render_slow:f' did not return within "
+        "0.2 s on a sample design {'dish': "
+    )
+    with pytest.raises(StudyFileError, match="^" + re.escape(message)):
+        Renderer(config)
+
+
+def test_a_callable_that_exits_is_named(tmp_path):
+    config = _callable_study(
+        tmp_path, "render_exits", "import sys\ndef f(values):\n    sys.exit(4)\n"
+    )
+    message = "study.toml: display.function 'render_exits:f' failed on a sample"
+    with pytest.raises(StudyFileError, match="^" + re.escape(message)):
+        Renderer(config)
