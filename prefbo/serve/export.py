@@ -5,7 +5,11 @@ as the model's points).
 CSV: one row per answered question, in participant and ``seq`` order, with
 the columns ``participant, label, seq, question_id, origin, shown_at,
 answered_at, choice, no_preference`` and, for each option ``i`` and
-variable ``v``, ``option{i}.{v}``. JSON: the study as read, the schema
+variable ``v``, ``option{i}.{v}``; a text cell that a spreadsheet would
+read as a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab or a
+carriage return) gets a leading ``'`` (OWASP's rule against CSV
+injection: a participant's label is theirs to choose), numbers stay
+numbers. JSON: the study as read, the schema
 version, the participants, every question (answered or not, with the
 virtual comparisons at the space's faces an individual model's question
 carried, ``virtual_comparisons``, model points) and the audit trail of
@@ -56,8 +60,19 @@ def export_csv(store: Store, config: StudyConfig) -> str:
         ]
         for values in option_values(config, q["options"]):
             row += [values[n] for n in names]
-        writer.writerow(row)
+        writer.writerow([_cell(v) for v in row])
     return buffer.getvalue()
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    r"""``value``, with a leading ``'`` where it is text that a spreadsheet
+    would run as a formula."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
 
 
 def export_json(store: Store, config: StudyConfig) -> dict[str, Any]:
