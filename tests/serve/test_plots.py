@@ -24,3 +24,31 @@ def test_a_slice_has_a_band_or_intervals():
     discrete = utility_slice({**entry, "labels": ["a", "b", "c"], "discrete": True})
     assert discrete.count("<circle") == 3 and "<polygon" not in discrete
     assert "&lt;x&gt;" in utility_slice({**entry, "name": "<x>"})  # escaped
+
+
+def test_the_minutes_plot_has_ticks_on_both_axes():
+    svg = answers_over_time([0.0] + [60.0 * t for t in (1.0, 2.5, 4.0, 7.0)])
+    root = ElementTree.fromstring(svg)
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert {"0", "2", "4", "6"} <= set(texts)  # minutes
+    assert {"0", "5"} <= set(texts) or {"0", "2", "4"} <= set(texts)  # answers
+
+
+def test_a_pool_slice_names_every_item_in_full():
+    labels = [f"item{i}" for i in range(40)] + ["a very long item name"]
+    entry = {
+        "name": "photo",
+        "labels": labels,
+        "mean": [float(i) for i in range(41)],
+        "sd": [0.1] * 41,
+        "discrete": True,
+    }
+    svg = utility_slice(entry)
+    root = ElementTree.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    titles = [t.text for t in root.iter(f"{ns}title")]
+    assert titles == labels  # every item, whole, as its tooltip
+    shown = [t.tail for t in root.iter(f"{ns}title")]  # the text after it
+    assert "item39" in shown and "a very long…" in shown
+    # the slanted labels fit inside the picture
+    assert float(root.get("height")) >= 180 + 5.5 * 11
