@@ -1,36 +1,46 @@
 r"""The web application of ``prefbo serve`` (Starlette).
 
-Pages: ``/join/<join code>`` (a new participant, redirected to their own
-link), ``/p/<token>`` (the participant's page), ``/r/<researcher token>``
-(the researcher's page, with ``export.csv`` and ``export.json``).
+Pages: ``/join/<join code>`` (a start page; its button, a ``POST`` to the
+same link, makes a new participant and redirects them to their own link, so
+a link scanner or a chat preview that fetches the link makes nobody; an
+optional ``?label=`` names the participant in the export),
+``/p/<token>`` (the participant's page), ``/r/<researcher token>`` (the
+researcher's page, with ``export.csv`` and ``export.json``). A person who
+opens a wrong link, or a full study's, gets a page saying so.
 
 JSON endpoints (what the page and :class:`~prefbo.serve.client.StudyClient`
 use): ``POST /api/join`` ``{"join": code, "label": ...}`` -> ``{"token",
 "url"}``; ``GET /api/p/<token>/question``; ``POST /api/p/<token>/answer``
 ``{"question_id", "choice"}`` (``choice`` ``null``: no preference) -> the
-next question; ``POST /api/p/<token>/undo``; ``GET /api/p/<token>/best``;
+next question; ``POST /api/p/<token>/undo`` ``{"question_id"}`` (the answered
+question to withdraw: a question's ``previous_id``; a repeated undo of the
+same question changes nothing); ``GET /api/p/<token>/best``;
 ``GET /api/r/<token>/status``; ``POST /api/r/<token>/participants``.
 
-Every error is a JSON ``{"error": message}`` with a 4xx status, or a 500
-without any detail (the server logs the traceback): 400 malformed JSON, 403
-joining closed, 404 unknown link or question, 409 an answer that does not
-fit (answered already, not the current question), 413 a body over 64 kB,
-422 a bad choice.
+Every error of ``/api`` is a JSON ``{"error": message}`` with a 4xx status,
+or a 500 without any detail (the server logs the traceback, tokens
+redacted): 400 malformed JSON, 403 joining closed, 404 unknown link or
+question, 409 an answer that does not fit (answered already, not the current
+question), 413 a body over 64 kB, 422 a bad choice; the pages people open
+show the same as a styled page. Every response carries the headers of
+:mod:`prefbo.serve.security`.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
@@ -46,11 +56,36 @@ from prefbo.serve.config import StudyConfig
 from prefbo.serve.export import export_csv, export_json
 from prefbo.serve.plots import answers_over_time, utility_slice
 from prefbo.serve.render import Renderer, RenderError
+from prefbo.serve.security import (
+    MAX_BODY,
+    SecurityHeaders,
+    read_body,
+    read_json,
+    redact_logs,
+)
 from prefbo.serve.store import Store
+
+__all__ = ["MAX_BODY", "StudyApp", "new_token"]
 
 log = logging.getLogger("prefbo.serve")
 HERE = Path(__file__).parent
-MAX_BODY = 64 * 1024
+#: tries to show a question whose options render, before giving up
+RENDER_TRIES = 5
+
+
+ERROR_TITLES = {
+    403: "This study is closed",
+    404: "This link is not known",
+    409: "This answer does not fit",
+    500: "Something went wrong",
+    503: "Please try again",
+}
+
+
+async def favicon(request: Request) -> Response:
+    r"""The site's icon, for browsers that ask for ``/favicon.ico``."""
+    icon = (HERE / "static" / "favicon.svg").read_bytes()
+    return Response(icon, media_type="image/svg+xml")
 
 
 def new_token() -> str:
@@ -72,6 +107,9 @@ class StudyApp:
         renderer: How options are shown.
         join_code: The secret in the join link.
         researcher_token: The secret of the researcher's page.
+        health: What ``/healthz`` reports, a dict with ``ok`` (200 if true,
+            else 503; see :func:`~prefbo.serve.worker.health_report`);
+            default: a write probe of the database alone.
     """
 
     def __init__(
@@ -81,9 +119,11 @@ class StudyApp:
         renderer: Renderer,
         join_code: str,
         researcher_token: str,
+        health: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.store, self.config, self.renderer = store, config, renderer
         self.join_code, self.researcher_token = join_code, researcher_token
+        self.health = health
         self.templates = Environment(
             loader=FileSystemLoader(HERE / "templates"),
             autoescape=select_autoescape(["html"]),
@@ -102,26 +142,37 @@ class StudyApp:
             raise HTTPException(404, "not found.")
 
     async def _body(self, request: Request) -> dict[str, Any]:
-        raw = await request.body()
-        if len(raw) > MAX_BODY:
-            raise HTTPException(413, f"the body is over {MAX_BODY} bytes.")
-        try:
-            data = json.loads(raw or b"{}")
-        except ValueError:
-            raise HTTPException(400, "the body is not valid JSON.") from None
-        if not isinstance(data, dict):
-            raise HTTPException(400, "the body must be a JSON object.")
-        return data
+        return await read_json(request)
 
-    def _with_media(self, question: dict[str, Any]) -> dict[str, Any]:
-        if question.get("done") or self.renderer.kind == "values":
-            return question
-        try:
-            question["media"] = [self.renderer.mime(o) for o in question["options"]]
-        except RenderError:
-            log.exception("rendering question %s", question.get("question_id"))
-            question["media"] = [None] * len(question["options"])
-        return question
+    def _with_media(self, pid: int, question: dict[str, Any]) -> dict[str, Any]:
+        r"""``question`` with each option's mime type; a question with an
+        option that cannot be rendered is replaced by a new one (logged), so
+        nobody answers an option they could not see.
+
+        Raises:
+            HTTPException: 503 when :data:`RENDER_TRIES` questions in a row
+                could not be rendered.
+        """
+        for _ in range(RENDER_TRIES):
+            if question.get("done") or self.renderer.kind == "values":
+                return question
+            try:
+                question["media"] = [
+                    self.renderer.check(o) for o in question["options"]
+                ]
+                return question
+            except RenderError as e:
+                log.warning(
+                    "question %s of participant %d cannot be shown (%s); "
+                    "replaced by a new one",
+                    question["question_id"],
+                    pid,
+                    e,
+                )
+                question = flow.replace(
+                    self.store, self.config, pid, question["question_id"], str(e)
+                )
+        raise HTTPException(503, "no question could be shown; try again later.")
 
     def _join(self, label: Any) -> tuple[int, str]:
         most = self.config.max_participants
@@ -134,18 +185,30 @@ class StudyApp:
         token = new_token()
         return self.store.add_participant(token, label), token
 
-    def _page(self, name: str, **context: Any) -> HTMLResponse:
+    def _page(self, name: str, http_status: int = 200, **context: Any) -> HTMLResponse:
         html = self.templates.get_template(name).render(config=self.config, **context)
-        return HTMLResponse(html)
+        return HTMLResponse(html, status_code=http_status)
+
+    def _full(self) -> bool:
+        most = self.config.max_participants
+        return most is not None and self.store.count_participants() >= most
 
     # -------------------------------------------------------- participant
     async def join_page(self, request: Request) -> Response:
+        r"""``GET`` / ``HEAD``: the start page, which makes nobody; ``POST``
+        (its button): a new participant, redirected to their own link."""
         code = request.path_params["code"]
         if not hmac.compare_digest(code.encode(), self.join_code.encode()):
             raise HTTPException(404, "unknown join link.")
+        if request.method == "POST":
+            form = parse_qs((await read_body(request)).decode("utf-8", "replace"))
+            label = form.get("label", [None])[0] or None
+            _, token = await run_in_threadpool(self._join, label)
+            return RedirectResponse(f"/p/{token}", status_code=303)
+        if await run_in_threadpool(self._full):
+            raise HTTPException(403, "this study is full; joining is closed.")
         label = request.query_params.get("label")
-        _, token = await run_in_threadpool(self._join, label)
-        return RedirectResponse(f"/p/{token}", status_code=303)
+        return self._page("start.html", code=code, label=label)
 
     async def api_join(self, request: Request) -> Response:
         data = await self._body(request)
@@ -167,7 +230,7 @@ class StudyApp:
 
         def work() -> dict[str, Any]:
             pid = self._participant(token)["id"]
-            return self._with_media(flow.current(self.store, self.config, pid))
+            return self._with_media(pid, flow.current(self.store, self.config, pid))
 
         return JSONResponse(await run_in_threadpool(work))
 
@@ -188,16 +251,18 @@ class StudyApp:
                 data.get("question_id"),
                 data["choice"],
             )
-            return self._with_media(nxt)
+            return self._with_media(pid, nxt)
 
         return JSONResponse(await run_in_threadpool(work))
 
     async def undo(self, request: Request) -> Response:
         token = request.path_params["token"]
+        data = await self._body(request)
 
         def work() -> dict[str, Any]:
             pid = self._participant(token)["id"]
-            return self._with_media(flow.undo(self.store, self.config, pid))
+            back = flow.undo(self.store, self.config, pid, data.get("question_id"))
+            return self._with_media(pid, back)
 
         return JSONResponse(await run_in_threadpool(work))
 
@@ -293,22 +358,29 @@ class StudyApp:
 
         async def http_error(request: Request, exc: Exception) -> Response:
             assert isinstance(exc, HTTPException)
-            return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+            return self._error(request, exc.status_code, exc.detail)
 
         async def flow_error(request: Request, exc: Exception) -> Response:
             status = {flow.Conflict: 409, flow.NotFound: 404, flow.Invalid: 422}
-            return JSONResponse({"error": str(exc)}, status_code=status[type(exc)])
+            return self._error(request, status[type(exc)], str(exc))
 
         async def server_error(request: Request, exc: Exception) -> Response:
             log.exception("%s %s", request.method, request.url.path, exc_info=exc)
-            return JSONResponse({"error": "internal server error."}, status_code=500)
+            return self._error(request, 500, "internal server error.")
 
         async def health(request: Request) -> Response:
-            return JSONResponse({"ok": True})
+            if self.health is not None:
+                report = await run_in_threadpool(self.health)
+            else:  # no workers of its own to report on: the database
+                error = await run_in_threadpool(self.store.write_probe)
+                database = {"ok": error is None, "error": error}
+                report = {"ok": error is None, "database": database, "workers": []}
+            return JSONResponse(report, status_code=200 if report["ok"] else 503)
 
         routes = [
             Route("/healthz", health),
-            Route("/join/{code}", self.join_page),
+            Route("/favicon.ico", favicon),
+            Route("/join/{code}", self.join_page, methods=["GET", "POST"]),
             Route("/p/{token}", self.participant_page),
             Route("/p/{token}/option/{qid}/{index:int}", self.option),
             Route("/r/{token}", self.researcher_page),
@@ -333,4 +405,20 @@ class StudyApp:
             flow.Invalid: flow_error,
             Exception: server_error,
         }
-        return Starlette(routes=routes, exception_handlers=handlers)
+        redact_logs()
+        return Starlette(
+            routes=routes,
+            exception_handlers=handlers,
+            middleware=[Middleware(SecurityHeaders)],
+        )
+
+    def _error(self, request: Request, status: int, message: str) -> Response:
+        r"""An error as JSON for ``/api`` (and the exports), as a page for
+        the pages people open."""
+        path = request.url.path
+        if path.startswith("/api/") or path.endswith((".csv", ".json")):
+            return JSONResponse({"error": message}, status_code=status)
+        title = ERROR_TITLES.get(status, "Something went wrong")
+        return self._page(
+            "error.html", status, title=title, message=message
+        )

@@ -76,8 +76,15 @@ class StudyClient:
         return self.question
 
     def undo(self) -> dict[str, Any]:
-        r"""Withdraw the latest answer; returns its question, asked again."""
-        self.question = self._call("/undo", {})
+        r"""Withdraw the latest answer; returns its question, asked again.
+
+        Raises:
+            StudyServerError: No answer to withdraw (422: nothing answered).
+        """
+        if self.question is None:
+            self.ask()
+        previous = self.question.get("previous_id")
+        self.question = self._call("/undo", {"question_id": previous})
         return self.question
 
     def best(self) -> dict[str, Any]:

@@ -11,7 +11,9 @@ than keep the participant waiting.
 
 Conflicts between concurrent requests (two tabs, a double click) are
 decided by conditional updates: only one ``answered_at IS NULL -> now``
-succeeds, and the other gets :class:`Conflict`.
+succeeds, and the other gets :class:`Conflict`. An undo names the answered
+question it withdraws (a question's ``previous_id``), so a repeated undo of
+the same question (two tabs, a double click) withdraws nothing more.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ import uuid
 from typing import Any
 
 import torch
-from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from prefbo.serve.config import StudyConfig
-from prefbo.serve.store import Store, log_event, participants, questions
+from prefbo.serve.store import Store, events, log_event, participants, questions
 
 
 class Conflict(Exception):
@@ -54,7 +56,14 @@ def _answered(rows: list[dict[str, Any]]) -> int:
     return sum(r["answered_at"] is not None for r in rows)
 
 
-def _public(row: dict[str, Any], config: StudyConfig, answers: int) -> dict[str, Any]:
+def _previous(rows: list[dict[str, Any]], answers: int) -> str | None:
+    r"""The id of the latest answered question (what an undo names)."""
+    return rows[answers - 1]["id"] if answers else None
+
+
+def _public(
+    row: dict[str, Any], config: StudyConfig, answers: int, previous: str | None
+) -> dict[str, Any]:
     options = json.loads(row["options"])
     return {
         "done": False,
@@ -65,6 +74,7 @@ def _public(row: dict[str, Any], config: StudyConfig, answers: int) -> dict[str,
         "answered": answers,
         "total": config.answers_per_participant,
         "no_preference": config.no_preference,
+        "previous_id": previous,
     }
 
 
@@ -74,12 +84,17 @@ def option_values(config: StudyConfig, options: list) -> list[dict[str, Any]]:
     return config.space.decode(torch.tensor(options, dtype=torch.float64))
 
 
-def _done(config: StudyConfig, answers: int) -> dict[str, Any]:
-    return {"done": True, "answered": answers, "total": config.answers_per_participant}
+def _done(config: StudyConfig, answers: int, previous: str | None) -> dict[str, Any]:
+    return {
+        "done": True,
+        "answered": answers,
+        "total": config.answers_per_participant,
+        "previous_id": previous,
+    }
 
 
-def _random_options(config: StudyConfig, pid: int, seq: int) -> list:
-    seed = (config.seed * 1_000_003 + pid) * 10_007 + seq
+def _random_options(config: StudyConfig, pid: int, seq: int, salt: int = 0) -> list:
+    seed = ((config.seed * 1_000_003 + pid) * 10_007 + seq) * 101 + salt
     X = config.space.sample(config.q, seed=seed % (2**31))
     tries = 0
     while len({tuple(r) for r in X.tolist()}) < config.q and tries < 20:
@@ -88,8 +103,11 @@ def _random_options(config: StudyConfig, pid: int, seq: int) -> list:
     return X.tolist()
 
 
-def _show(conn, config: StudyConfig, pid: int, rows: list, a: int) -> dict[str, Any]:
-    r"""Show question ``a``: the waiting one, or a new random one."""
+def _show(
+    conn, config: StudyConfig, pid: int, rows: list, a: int, salt: int = 0
+) -> dict[str, Any]:
+    r"""Show question ``a``: the waiting one, or a new random one (drawn
+    with ``salt``, which a replaced question's successor changes)."""
     now = time.time()
     row = next((r for r in rows if r["seq"] == a), None)
     if row is None:
@@ -97,7 +115,7 @@ def _show(conn, config: StudyConfig, pid: int, rows: list, a: int) -> dict[str, 
             "id": uuid.uuid4().hex,
             "participant_id": pid,
             "seq": a,
-            "options": json.dumps(_random_options(config, pid, a)),
+            "options": json.dumps(_random_options(config, pid, a, salt)),
             "origin": "random",
             "based_on": a,
             "created_at": now,
@@ -109,7 +127,7 @@ def _show(conn, config: StudyConfig, pid: int, rows: list, a: int) -> dict[str, 
         conn.execute(
             update(questions).where(questions.c.id == row["id"]).values(shown_at=now)
         )
-    return _public(row, config, a)
+    return _public(row, config, a, _previous(rows, a))
 
 
 def current(store: Store, config: StudyConfig, pid: int) -> dict[str, Any]:
@@ -121,7 +139,7 @@ def current(store: Store, config: StudyConfig, pid: int) -> dict[str, Any]:
                 rows = _rows(conn, pid)
                 a = _answered(rows)
                 if a >= config.answers_per_participant:
-                    return _done(config, a)
+                    return _done(config, a, _previous(rows, a))
                 return _show(conn, config, pid, rows, a)
         except IntegrityError:
             continue
@@ -190,28 +208,47 @@ def _answer(conn, config, pid, question_id, choice):
         conn.execute(
             update(participants).where(participants.c.id == pid).values(finished_at=now)
         )
-        return _done(config, a + 1)
+        return _done(config, a + 1, question_id)
     return _show(conn, config, pid, rows, a + 1)
 
 
-def undo(store: Store, config: StudyConfig, pid: int) -> dict[str, Any]:
-    r"""Withdraw participant ``pid``'s latest answer and show its question
-    again (the withdrawn answer stays in the audit trail).
+def undo(
+    store: Store, config: StudyConfig, pid: int, question_id: Any
+) -> dict[str, Any]:
+    r"""Withdraw participant ``pid``'s answer to ``question_id`` (their
+    latest) and show its question again (the withdrawn answer stays in the
+    audit trail). Undoing a question that is no longer answered (a repeated
+    undo) changes nothing and returns the current question.
 
     Raises:
-        Conflict: No answer to withdraw.
+        Invalid: ``question_id`` is not a string.
+        NotFound: The participant has no such question.
+        Conflict: ``question_id`` is answered but not the latest answer.
     """
+    if not isinstance(question_id, str):
+        raise Invalid(
+            "question_id must be the id of the answered question to withdraw "
+            f"(a question's previous_id); got {question_id!r}."
+        )
     with store.transaction() as conn:
         rows = _rows(conn, pid)
         a = _answered(rows)
-        if a == 0:
-            raise Conflict("there is no answer to undo.")
-        last = rows[a - 1]
-        conn.execute(
+        last = next((r for r in rows if r["id"] == question_id), None)
+        if last is None:
+            raise NotFound("no such question for this participant.")
+        if last["answered_at"] is None:  # undone already: nothing to do
+            return _unchanged(conn, config, pid)
+        if last["seq"] != a - 1:
+            raise Conflict("only the latest answer can be undone; reload the page.")
+        withdrawn = conn.execute(
             update(questions)
-            .where(questions.c.id == last["id"])
+            .where(
+                and_(questions.c.id == last["id"], questions.c.answered_at.isnot(None))
+            )
             .values(answered_at=None, choice=None, no_preference=False)
         )
+        if withdrawn.rowcount != 1:  # a concurrent undo of it was first
+            return _unchanged(conn, config, pid)
         # the question shown after it waits again; a worker's later one goes
         conn.execute(
             update(questions)
@@ -236,7 +273,54 @@ def undo(store: Store, config: StudyConfig, pid: int) -> dict[str, Any]:
             {"choice": last["choice"], "no_preference": last["no_preference"]},
         )
         last.update(answered_at=None)
-        return _public(last, config, a - 1)
+        return _public(last, config, a - 1, _previous(rows, a - 1))
+
+
+def _unchanged(conn, config: StudyConfig, pid: int) -> dict[str, Any]:
+    r"""The participant's current question (or the end), as it stands."""
+    rows = _rows(conn, pid)
+    a = _answered(rows)
+    if a >= config.answers_per_participant:
+        return _done(config, a, _previous(rows, a))
+    return _show(conn, config, pid, rows, a)
+
+
+def replace(
+    store: Store, config: StudyConfig, pid: int, question_id: str, reason: str
+) -> dict[str, Any]:
+    r"""Replace participant ``pid``'s current question ``question_id`` (one
+    that cannot be shown, e.g. an option the display could not render) by a
+    new uniform one, shown now; the replaced question and ``reason`` go to
+    the audit trail (event ``replace``), and a worker's question made after
+    it is dropped (it believed an answer to it).
+
+    Raises:
+        Conflict: ``question_id`` is not the participant's current question.
+    """
+    with store.transaction() as conn:
+        rows = _rows(conn, pid)
+        a = _answered(rows)
+        row = next((r for r in rows if r["id"] == question_id), None)
+        if row is None or row["seq"] != a or row["answered_at"] is not None:
+            raise Conflict("this is not the current question; reload it.")
+        conn.execute(
+            delete(questions).where(
+                and_(questions.c.participant_id == pid, questions.c.seq >= a)
+            )
+        )
+        salt = 1 + conn.execute(
+            select(func.count())
+            .select_from(events)
+            .where(and_(events.c.participant_id == pid, events.c.kind == "replace"))
+        ).scalar_one()
+        log_event(
+            conn,
+            pid,
+            question_id,
+            "replace",
+            {"seq": a, "options": json.loads(row["options"]), "reason": reason},
+        )
+        return _show(conn, config, pid, rows[:a], a, salt)
 
 
 def queue(

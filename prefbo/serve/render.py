@@ -105,6 +105,20 @@ class Renderer:
             return _guess(self._file(values))
         return self.render(values)[1]
 
+    def check(self, values: dict[str, Any]) -> str | None:
+        r"""The mime type of an option that can be shown (``None`` for
+        ``values``): a callable's option is rendered (and cached), a file's
+        must exist.
+
+        Raises:
+            RenderError: The option cannot be shown.
+        """
+        if self.kind == "files":
+            path = self._file(values)
+            if not path.is_file():
+                raise RenderError(f"no file {path.name!r} in the display folder.")
+        return self.mime(values)
+
     def render(self, values: dict[str, Any]) -> tuple[bytes, str]:
         r"""``(bytes, mime type)`` of an option."""
         key = tuple(sorted((k, repr(v)) for k, v in values.items()))

@@ -26,7 +26,7 @@ def _join(client, label=None):
 
 
 def test_a_participant_joins_answers_undoes_and_finishes(client):
-    r = client.get("/join/JOIN", follow_redirects=False)
+    r = client.post("/join/JOIN", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"].startswith("/p/")
     page = client.get(r.headers["location"])
     assert page.status_code == 200 and "participant.js" in page.text
@@ -34,18 +34,19 @@ def test_a_participant_joins_answers_undoes_and_finishes(client):
     api = f"/api/p/{token}"
     q = client.get(f"{api}/question").json()
     assert q["q"] == 2 and q["total"] == 4 and q["no_preference"]
-    q = client.post(
-        f"{api}/answer", json={"question_id": q["question_id"], "choice": 1}
-    ).json()
-    assert q["answered"] == 1
-    back = client.post(f"{api}/undo").json()
-    assert back["answered"] == 0
+    assert q["previous_id"] is None
+    first = q["question_id"]
+    q = client.post(f"{api}/answer", json={"question_id": first, "choice": 1}).json()
+    assert q["answered"] == 1 and q["previous_id"] == first
+    back = client.post(f"{api}/undo", json={"question_id": first}).json()
+    assert back["answered"] == 0 and back["question_id"] == first
     q = back
     for choice in [0, None, 1, 0]:
         q = client.post(
             f"{api}/answer", json={"question_id": q["question_id"], "choice": choice}
         ).json()
-    assert q == {"done": True, "answered": 4, "total": 4}
+    last = q["previous_id"]
+    assert q == {"done": True, "answered": 4, "total": 4, "previous_id": last}
     assert client.get(f"{api}/best").json() == {
         "favourite": None,
         "as_of_answers": None,
@@ -93,22 +94,82 @@ def test_tokens_stale_and_double_answers(client):
         f"/api/p/{a}/answer", json={"question_id": qa["question_id"], "choice": 0}
     )
     assert again.status_code == 409 and "answered already" in again.json()["error"]
-    client.post(f"/api/p/{a}/undo")
+    client.post(f"/api/p/{a}/undo", json={"question_id": qa["question_id"]})
     stale = ok.json()["question_id"]
     r = client.post(f"/api/p/{a}/answer", json={"question_id": stale, "choice": 1})
     assert r.status_code == 409 and "not the current question" in r.json()["error"]
     assert client.store.count_answers() == 0
-    assert client.post(f"/api/p/{a}/undo").status_code == 409
+    assert client.post(f"/api/p/{a}/undo").status_code == 422  # names no question
 
 
 def test_joining_is_closed_when_full_and_needs_the_code(client):
     assert client.post("/api/join", json={"join": "WRONG"}).status_code == 404
     assert client.get("/join/WRONG", follow_redirects=False).status_code == 404
+    assert client.post("/join/WRONG", follow_redirects=False).status_code == 404
     for _ in range(3):
         _join(client)
     r = client.post("/api/join", json={"join": "JOIN"})
     assert r.status_code == 403 and "full" in r.json()["error"]
+    page = client.get("/join/JOIN")  # a person sees a page, not JSON
+    assert page.status_code == 403 and "text/html" in page.headers["content-type"]
+    assert "This study is closed" in page.text and "is full" in page.text
+    assert client.post("/join/JOIN").status_code == 403
     assert client.store.count_participants() == 3
+
+
+def test_opening_the_join_link_makes_nobody_until_start_is_pressed(client):
+    # a link scanner (HEAD), a chat preview and a reload (GET) with a
+    # three-person study: nobody is made, the real person still gets in
+    assert client.head("/join/JOIN").status_code == 200
+    for _ in range(2):
+        page = client.get("/join/JOIN?label=P017")
+        assert page.status_code == 200 and 'action="/join/JOIN"' in page.text
+        assert 'name="label" value="P017"' in page.text
+    assert client.store.count_participants() == 0
+    r = client.post("/join/JOIN", data={"label": "P017"}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/p/")
+    assert [p["label"] for p in client.store.participants()] == ["P017"]
+    r = client.post("/join/JOIN", follow_redirects=False)  # no label: numbered
+    assert client.store.participants()[1]["label"] == "participant 2"
+
+
+def test_people_get_pages_and_scripts_get_json(client):
+    for path, status, text in (
+        ("/p/not-a-participant", 404, "Unknown participant link."),
+        ("/join/not-the-code", 404, "Unknown join link."),
+        ("/r/not-the-token", 404, "Not found."),
+    ):
+        r = client.get(path)
+        assert r.status_code == status and "text/html" in r.headers["content-type"]
+        assert "This link is not known" in r.text and text in r.text
+        assert "/static/study.css" in r.text and "{" not in r.text
+    r = client.get("/api/p/not-a-participant/question")
+    assert r.json() == {"error": "unknown participant link."}
+    assert client.get("/r/not-the-token/export.csv").json() == {"error": "not found."}
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    assert client.get("/static/favicon.svg").status_code == 200
+
+
+def test_a_repeated_undo_withdraws_one_answer(client):
+    token = _join(client)
+    api = f"/api/p/{token}"
+    q = client.get(f"{api}/question").json()
+    for choice in (0, 1):
+        q = client.post(
+            f"{api}/answer", json={"question_id": q["question_id"], "choice": choice}
+        ).json()
+    assert client.store.count_answers() == 2
+    name = {"question_id": q["previous_id"]}
+    first, second = (client.post(f"{api}/undo", json=name) for _ in range(2))
+    assert first.status_code == second.status_code == 200
+    assert first.json()["question_id"] == second.json()["question_id"]
+    assert client.store.count_answers() == 1
+    undos = [e for e in client.store.events() if e["kind"] == "undo"]
+    assert len(undos) == 1
+    # an answer that is not the latest cannot be withdrawn
+    older = client.post(f"{api}/undo", json={"question_id": "nope"})
+    assert older.status_code == 404
 
 
 def test_the_researchers_pages_need_the_token(client):
@@ -154,19 +215,70 @@ def _join_code(client, code):
     return client.post("/api/join", json={"join": code}).json()["token"]
 
 
-def test_a_failing_renderer_is_a_500_without_details(store, make_config, monkeypatch):
-    config = make_config()
+def _failing_renderer(config, fails):
     renderer = Renderer(config)
     renderer.kind = "callable"
 
-    def boom(values):
-        raise RuntimeError("secret detail")
+    def render(values):
+        if fails(values):
+            raise RuntimeError("secret detail")
+        return b"<svg/>", "image/svg+xml"
 
-    renderer._function = boom
+    renderer._function = render
+    return renderer
+
+
+def test_a_failing_option_is_a_500_without_details(store, make_config):
+    config = make_config()
+    calls = []
+
+    def fails(values):  # the question renders, the option later does not
+        calls.append(1)
+        return len(calls) > 2
+
+    renderer = _failing_renderer(config, fails)
     app = StudyApp(store, config, renderer, "J", "R").app()
     with TestClient(app, raise_server_exceptions=False) as client:
         token = _join_code(client, "J")
         q = client.get(f"/api/p/{token}/question").json()
-        assert q["media"] == [None, None]  # the page still gets its question
+        renderer._cache.clear()
         r = client.get(f"/p/{token}/option/{q['question_id']}/0")
         assert r.status_code == 500 and "secret detail" not in r.text
+
+
+def test_a_question_that_cannot_be_shown_is_replaced(store, make_config, caplog):
+    config = make_config()
+    # sweetness above 5 cannot be rendered: such questions are replaced
+    renderer = _failing_renderer(config, lambda v: v["sweetness"] > 5)
+    app = StudyApp(store, config, renderer, "J", "R").app()
+    with TestClient(app, raise_server_exceptions=False) as client:
+        token = _join_code(client, "J")
+        api = f"/api/p/{token}"
+        q = client.get(f"{api}/question").json()
+        seen = [q]
+        while not q["done"]:
+            q = client.post(
+                f"{api}/answer", json={"question_id": q["question_id"], "choice": 0}
+            ).json()
+            seen.append(q)
+    shown = [o for q in seen if not q["done"] for o in q["options"]]
+    assert all(o["sweetness"] <= 5 for o in shown)  # only what renders
+    events = store.events()
+    replaced = [e for e in events if e["kind"] == "replace"]
+    assert replaced, "the seed draws no failing question: the test checks nothing"
+    assert all("secret detail" in e["data"]["reason"] for e in replaced)
+    assert {e["question_id"] for e in replaced}.isdisjoint(
+        row["id"] for row in store.answered()
+    )
+    assert "replaced by a new one" in caplog.text
+
+
+def test_a_question_is_refused_when_nothing_renders(store, make_config):
+    config = make_config()
+    app = StudyApp(
+        store, config, _failing_renderer(config, lambda v: True), "J", "R"
+    ).app()
+    with TestClient(app, raise_server_exceptions=False) as client:
+        token = _join_code(client, "J")
+        r = client.get(f"/api/p/{token}/question")
+        assert r.status_code == 503 and "try again" in r.json()["error"]

@@ -1,11 +1,14 @@
 r"""``prefbo serve --demo`` end to end in a real browser (headless Chromium).
 
 Starts the demo server as its own process on a free loopback port, takes one
-participant through the whole study with Selenium (clicks, the key "2", undo,
-the progress bar, the thank-you section), then checks the researcher's page
-lists them with every answer and a favourite. Saves two screenshots
-(``serve_participant.png``, ``serve_researcher.png``) into
-``$PREFBO_TEST_OUTPUT``, or the test's tmp_path.
+participant through the whole study with Selenium (the start page, clicks,
+the key "2", undo, the progress bar, the thank-you section), then checks the
+researcher's page lists them with every answer and, without a reload, a
+favourite; unknown links show styled pages; every page carries the security
+headers and the browser logs no error (a content-security-policy violation
+included). Saves screenshots (``serve_start.png``, ``serve_participant.png``,
+``serve_researcher.png``, ``serve_error.png``) into ``$PREFBO_TEST_OUTPUT``,
+or the test's tmp_path.
 
 Skipped when Chromium, chromedriver or Selenium is missing, unless
 ``PREFBO_REQUIRE_BROWSER=1``, which turns the skip into a failure.
@@ -65,11 +68,19 @@ def _free_port() -> int:
 
 
 def _http(url: str) -> tuple[int, str]:
+    return _http_headers(url)[:2]
+
+
+def _http_headers(url: str) -> tuple[int, str, dict[str, str]]:
     try:
         with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
+            return r.status, r.read().decode(), _lower(r.headers)
     except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+        return e.code, e.read().decode(), _lower(e.headers)
+
+
+def _lower(headers) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items()}
 
 
 class Server:
@@ -267,8 +278,19 @@ def test_a_participant_takes_the_demo_study_in_a_browser(tmp_path):
                 for img in driver.find_elements(By.CSS_SELECTOR, "button.option img")
             ]
 
-        # -- the join link makes a participant and sends them to their page
+        # -- the join link shows a start page; its button makes a participant
+        # and sends them to their page
+        status, _, headers = _http_headers(join)
+        assert status == 200
+        from prefbo.serve.security import HEADERS
+
+        for name, value in HEADERS.items():
+            assert headers.get(name.lower()) == value, (name, headers)
         driver.get(join)
+        start = wait.until(lambda d: d.find_element(By.ID, "start"))
+        assert "/join/" in driver.current_url
+        driver.save_screenshot(str(out / "serve_start.png"))
+        start.click()
         wait.until(lambda d: "/p/" in d.current_url)
         participant_url = driver.current_url
         assert participant_url.startswith(base + "/p/")
@@ -302,11 +324,7 @@ def test_a_participant_takes_the_demo_study_in_a_browser(tmp_path):
         assert driver.find_elements(By.CSS_SELECTOR, "button.option") == []
         assert not driver.find_element(By.ID, "nopref").is_displayed()
         _no_trace(driver)
-        errors = [
-            e
-            for e in driver.get_log("browser")
-            if e["level"] == "SEVERE" and "favicon.ico" not in e["message"]
-        ]
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == [], errors
 
         # -- a reload of the finished page still says thanks
@@ -335,11 +353,11 @@ def test_a_participant_takes_the_demo_study_in_a_browser(tmp_path):
 
         while not (participant_row(driver)[5] and fitted_on_all(driver)):
             assert time.monotonic() < deadline, (
-                f"no favourite of all answers on the researcher's page after 40 s: "
-                f"{participant_row(driver)}\n{server.output()}"
+                f"no favourite of all answers on the researcher's page after 40 s "
+                f"(the page refreshes itself): {participant_row(driver)}\n"
+                f"{server.output()}"
             )
-            time.sleep(0.5)
-            driver.refresh()
+            time.sleep(0.5)  # no reload: the page fetches itself again
         cells = participant_row(driver)
         assert re.search(r"hue = .*saturation = .*lightness = ", cells[5]), cells
         population = driver.find_element(By.ID, "population").text
@@ -354,19 +372,28 @@ def test_a_participant_takes_the_demo_study_in_a_browser(tmp_path):
         )
         driver.save_screenshot(str(out / "serve_researcher.png"))
 
-        # -- unknown links: a 404 with a JSON error, no stack trace
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == [], errors
+
+        # -- unknown links: a styled page for people, JSON for the API
+        status, text = _http(base + "/api/p/not-a-participant/question")
+        assert status == 404 and json.loads(text) == {
+            "error": "unknown participant link."
+        }
         for path, error in (
-            ("/p/not-a-participant", "unknown participant link."),
-            ("/api/p/not-a-participant/question", "unknown participant link."),
-            ("/join/not-the-code", "unknown join link."),
-            ("/r/not-the-token", "not found."),
+            ("/p/not-a-participant", "Unknown participant link."),
+            ("/join/not-the-code", "Unknown join link."),
+            ("/r/not-the-token", "Not found."),
         ):
             status, text = _http(base + path)
-            assert status == 404, (path, status, text)
-            assert json.loads(text) == {"error": error}, (path, text)
+            assert status == 404 and "<!doctype html>" in text, (path, status, text)
             driver.get(base + path)
-            assert error in driver.find_element(By.TAG_NAME, "body").text
+            card = driver.find_element(By.ID, "error")
+            assert "This link is not known" in card.text and error in card.text
+            background = card.value_of_css_property("background-color")
+            assert background == "rgba(255, 255, 255, 1)", background  # styled
             _no_trace(driver)
+        driver.save_screenshot(str(out / "serve_error.png"))
 
         assert server.proc.poll() is None, server.output()
         server.stop()

@@ -40,7 +40,12 @@ def test_a_script_takes_the_study_through_the_client(server):
     assert client.undo()["answered"] == 0
     while not q["done"]:
         q = client.tell(1 if q["options"][1]["sweetness"] > 5 else None)
-    assert q == {"done": True, "answered": 4, "total": 4}
+    assert {k: q[k] for k in ("done", "answered", "total")} == {
+        "done": True,
+        "answered": 4,
+        "total": 4,
+    }
+    assert client.undo()["answered"] == 3  # undo after the last answer
     assert set(client.best()) == {"favourite", "as_of_answers"}
 
 

@@ -1,3 +1,5 @@
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from prefbo.serve import flow
@@ -20,7 +22,8 @@ def test_answers_commit_with_the_next_question_until_done(store, make_config):
         q = flow.answer(store, config, pid, q["question_id"], k % 2)
         assert q["seq"] == k and q["answered"] == k
     done = flow.answer(store, config, pid, q["question_id"], 0)
-    assert done == {"done": True, "answered": 4, "total": 4}
+    last = q["question_id"]
+    assert done == {"done": True, "answered": 4, "total": 4, "previous_id": last}
     assert flow.current(store, config, pid)["done"]
     rows = store.questions_of(pid)
     assert [r["choice"] for r in rows] == [1, 0, 1, 0]
@@ -56,11 +59,14 @@ def test_bad_answers_store_nothing(store, make_config):
 def test_undo_shows_the_question_again_and_keeps_the_trail(store, make_config):
     config = make_config(no_preference=True)
     pid = _join(store)
-    with pytest.raises(flow.Conflict, match="no answer to undo"):
-        flow.undo(store, config, pid)
     q0 = flow.current(store, config, pid)
+    with pytest.raises(flow.Invalid, match="question_id must be the id"):
+        flow.undo(store, config, pid, None)
+    with pytest.raises(flow.NotFound, match="no such question"):
+        flow.undo(store, config, pid, "nope")
     q1 = flow.answer(store, config, pid, q0["question_id"], None)  # no preference
-    back = flow.undo(store, config, pid)
+    assert q1["previous_id"] == q0["question_id"]
+    back = flow.undo(store, config, pid, q0["question_id"])
     assert back["question_id"] == q0["question_id"] and back["answered"] == 0
     with pytest.raises(flow.Conflict, match="not the current question"):
         flow.answer(store, config, pid, q1["question_id"], 0)  # stale
@@ -70,6 +76,55 @@ def test_undo_shows_the_question_again_and_keeps_the_trail(store, make_config):
     assert (rows[0]["choice"], rows[0]["no_preference"]) == (1, False)
     kinds = [(e["kind"], e["data"].get("choice")) for e in store.events()]
     assert kinds == [("join", None), ("answer", None), ("undo", None), ("answer", 1)]
+
+
+def test_an_undo_withdraws_the_named_answer_once(store, make_config):
+    config = make_config()
+    pid = _join(store)
+    q = flow.current(store, config, pid)
+    ids = []
+    for _ in range(3):
+        ids.append(q["question_id"])
+        q = flow.answer(store, config, pid, q["question_id"], 0)
+    with pytest.raises(flow.Conflict, match="only the latest answer"):
+        flow.undo(store, config, pid, ids[0])
+    first = flow.undo(store, config, pid, ids[2])
+    repeat = flow.undo(store, config, pid, ids[2])  # a double click, a 2nd tab
+    assert first["question_id"] == repeat["question_id"] == ids[2]
+    assert store.count_answers() == 2
+    assert [e["kind"] for e in store.events()].count("undo") == 1
+
+
+def test_concurrent_undos_of_one_answer_withdraw_it_once(store, make_config):
+    config = make_config()
+    pid = _join(store)
+    q = flow.current(store, config, pid)
+    for _ in range(3):
+        last = q["question_id"]
+        q = flow.answer(store, config, pid, q["question_id"], 0)
+    with ThreadPoolExecutor(4) as pool:
+        replies = list(
+            pool.map(lambda _: flow.undo(store, config, pid, last), range(4))
+        )
+    assert {r["question_id"] for r in replies} == {last}
+    assert store.count_answers() == 2
+
+
+def test_a_replaced_question_is_gone_and_its_successor_differs(store, make_config):
+    config = make_config()
+    pid = _join(store)
+    q0 = flow.current(store, config, pid)
+    assert flow.queue(store, pid, 1, [[0.5, 0.5], [0.1, 0.9]], 0)  # believed q0
+    q1 = flow.replace(store, config, pid, q0["question_id"], "no file")
+    assert q1["seq"] == 0 and q1["options"] != q0["options"]
+    assert [r["seq"] for r in store.questions_of(pid)] == [0]  # the worker's goes
+    q2 = flow.replace(store, config, pid, q1["question_id"], "again")
+    assert q2["options"] not in (q0["options"], q1["options"])
+    with pytest.raises(flow.Conflict, match="not the current question"):
+        flow.replace(store, config, pid, q0["question_id"], "stale")
+    events = [e for e in store.events() if e["kind"] == "replace"]
+    assert [e["data"]["reason"] for e in events] == ["no file", "again"]
+    assert events[0]["question_id"] == q0["question_id"]
 
 
 def test_a_worker_question_is_shown_next_and_never_twice(store, make_config):

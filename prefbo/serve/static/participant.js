@@ -49,7 +49,7 @@
     const total = q.total || 1;
     bar.style.width = (100 * q.answered / total) + "%";
     count.textContent = q.answered + " of " + total + " answered";
-    undoButton.disabled = q.answered === 0;
+    undoButton.disabled = !q.previous_id;
     optionsBox.replaceChildren();
     if (q.done) {
       noPref.hidden = true;
@@ -107,6 +107,8 @@
     if (k >= 1 && k <= question.q) send("/answer", { question_id: question.question_id, choice: k - 1 });
   });
   noPref.addEventListener("click", () => send("/answer", { question_id: question.question_id, choice: null }));
-  undoButton.addEventListener("click", () => send("/undo", {}));
+  undoButton.addEventListener("click", () => {
+    if (question && question.previous_id) send("/undo", { question_id: question.previous_id });
+  });
   send("/question");
 })();
