@@ -53,6 +53,7 @@ from prefbo.inference.laplacian import (
 from prefbo.inference.stiff import is_stiff, stiff_projector, stiff_solve
 from prefbo.likelihoods.pairwise import PairwiseLikelihood, PairwiseProbitLikelihood
 from prefbo.utils.checks import check_float, check_int, check_nonneg_float
+from prefbo.utils.threads import limited
 
 
 @dataclass(eq=False)
@@ -454,8 +455,9 @@ class EPEvidence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, K, comparisons, likelihood, init, options, out):  # noqa: D102
-        L = jittered_cholesky(K.detach(), name="prior covariance K")
-        state = run_ep(L, comparisons, likelihood, init, **options)
+        with limited(K.shape[:-1].numel()):
+            L = jittered_cholesky(K.detach(), name="prior covariance K")
+            state = run_ep(L, comparisons, likelihood, init, **options)
         out["state"] = state
         ctx.state = state
         return state.evidence.clone()
@@ -463,7 +465,8 @@ class EPEvidence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):  # noqa: D102
         state: EPState = ctx.state
-        M = evidence_kernel_gradient(state, state.curvature)
+        with limited(state.mode.shape.numel()):
+            M = evidence_kernel_gradient(state, state.curvature)
         return (0.5 * grad_out)[..., None, None] * M, None, None, None, None, None
 
 

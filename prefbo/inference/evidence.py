@@ -25,6 +25,7 @@ from prefbo.inference.laplacian import (
 )
 from prefbo.inference.stiff import stiff_solve
 from prefbo.likelihoods.pairwise import PairwiseLikelihood
+from prefbo.utils.threads import limited
 
 
 class LaplaceEvidence(torch.autograd.Function):
@@ -40,8 +41,9 @@ class LaplaceEvidence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, K, comparisons, likelihood, init, options, out):  # noqa: D102
-        L = jittered_cholesky(K.detach(), name="prior covariance K")
-        state = find_mode(L, comparisons, likelihood, init, **options)
+        with limited(K.shape[:-1].numel()):
+            L = jittered_cholesky(K.detach(), name="prior covariance K")
+            state = find_mode(L, comparisons, likelihood, init, **options)
         out["state"] = state
         ctx.state = state
         ctx.likelihood = likelihood
@@ -49,6 +51,11 @@ class LaplaceEvidence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):  # noqa: D102
+        with limited(ctx.state.mode.shape.numel()):
+            return LaplaceEvidence._backward(ctx, grad_out)
+
+    @staticmethod
+    def _backward(ctx, grad_out):
         state: GaussianApproximation = ctx.state
         comps = state.comparisons
         if state._mode_derivatives is not None:

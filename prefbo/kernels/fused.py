@@ -29,6 +29,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from prefbo.kernels.rbf import is_plain_scaled_rbf
+from prefbo.utils.threads import limited
 
 
 class ScaledRBFGram(torch.autograd.Function):
@@ -42,6 +43,13 @@ class ScaledRBFGram(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, X, lengthscale, outputscale, zero_diagonal):  # noqa: D102
+        with limited(X.shape[:-1].numel()):
+            return ScaledRBFGram._forward(
+                ctx, X, lengthscale, outputscale, zero_diagonal
+            )
+
+    @staticmethod
+    def _forward(ctx, X, lengthscale, outputscale, zero_diagonal):
         u = X.div(lengthscale)
         u = u - u.mean(-2, keepdim=True)
         norm = u.pow(2).sum(-1, keepdim=True)
@@ -60,6 +68,11 @@ class ScaledRBFGram(torch.autograd.Function):
     @staticmethod
     @once_differentiable  # a second derivative would miss E's and u's terms
     def backward(ctx, grad):  # noqa: D102
+        with limited(grad.shape[:-1].numel()):
+            return ScaledRBFGram._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad):
         u, E, lengthscale, scale = ctx.saved_tensors
         ls_shape, os_shape = ctx.shapes
         GE = grad * E
