@@ -8,12 +8,16 @@ r"""``prefbo serve``: run a study in the browser, replay or export it.
 
 The server prints the participants' join link and the researcher's link (the
 secrets are kept in the database, so a restart prints the same links). It
-listens on loopback unless ``--host`` says otherwise.
+listens on loopback unless ``--host`` says otherwise. Every check comes before
+a link is printed and before the study is written to the database: a study
+file, display or database that cannot be served stops it with one line
+naming the file and the field, and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import signal
 import sys
@@ -23,6 +27,8 @@ from pathlib import Path
 from typing import TextIO
 
 import uvicorn
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from prefbo.exceptions import PrefboError
 from prefbo.serve.app import StudyApp, new_token
@@ -31,8 +37,8 @@ from prefbo.serve.demo import DEMO_STUDY
 from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.export import export_csv, export_json
 from prefbo.serve.render import Renderer
-from prefbo.serve.store import Store, database_url
-from prefbo.serve.worker import config_from_store, start_workers, stop_workers
+from prefbo.serve.store import Store, database_url, one_line
+from prefbo.serve.worker import WorkerSupervisor, config_from_store, health_report
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,22 +59,63 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def open_study(config: StudyConfig, url: str) -> Store:
-    r"""The study's database, created with the study in it, or opened and
-    checked to hold the same study.
+def shown_url(url: str) -> str:
+    r"""``url`` for a message: as given, but a password masked."""
+    try:
+        parsed = make_url(url)
+    except SQLAlchemyError:
+        return url
+    if parsed.password is None:
+        return url
+    return parsed.render_as_string(hide_password=True)
+
+
+def open_store(url: str) -> Store:
+    r"""The database ``url``, opened and migrated (made if new).
 
     Raises:
-        StudyFileError: The database holds another study.
+        StudyFileError: It cannot be opened (the message says why).
     """
-    store = Store(url)
-    stored = store.study_source()
-    if stored is None:
-        store.set_study_source(config.source)
-    elif stored != config.source:
+    try:
+        return Store(url)
+    except (SQLAlchemyError, OSError) as e:
         raise StudyFileError(
-            f"the database {url} holds another study (started from a different "
-            "study file); use a new --db, or the study file it was started with."
-        )
+            f"the database {shown_url(url)} cannot be opened ({one_line(e)})."
+        ) from e
+
+
+def open_study(config: StudyConfig, url: str) -> Store:
+    r"""The study's database, checked to take a write and to hold this study
+    or none, and then holding it. Call it once the study's other checks
+    passed (its :class:`~prefbo.serve.render.Renderer` built): a start that
+    fails before writes no study, so the fixed study file is served from
+    the same database.
+
+    Raises:
+        StudyFileError: The database cannot be opened, takes no write, or
+            holds another study.
+    """
+    store = open_store(url)
+    try:
+        stored = store.study_source()
+        if stored is not None and stored != config.source:
+            raise StudyFileError(
+                f"the database {shown_url(url)} holds another study (started "
+                "from a different study file); use a new --db, or the study file "
+                "it was started with."
+            )
+        error = store.write_probe()
+        if error is not None:
+            raise StudyFileError(
+                f"the database {shown_url(url)} does not accept writes ({error}); "
+                "check its permissions and free disk space, or give another --db."
+            )
+        if stored is None:
+            store.set_study_source(config.source)
+    except SQLAlchemyError as e:
+        raise StudyFileError(
+            f"the database {shown_url(url)} cannot be used ({one_line(e)})."
+        ) from e
     return store
 
 
@@ -83,7 +130,7 @@ def existing_store(target: str) -> Store:
     sqlite = url.startswith("sqlite:///")
     if sqlite and not Path(url.removeprefix("sqlite:///")).is_file():
         raise StudyFileError(f"no study database at {target!r} (no such file).")
-    return Store(url)
+    return open_store(url)
 
 
 def replay(target: str) -> dict:
@@ -104,15 +151,23 @@ def serve(
     workers: int,
     out: TextIO,
 ) -> None:
-    r"""Serve ``config`` from the database ``url`` until interrupted."""
+    r"""Serve ``config`` from the database ``url`` until interrupted, with
+    ``workers`` worker processes kept running (:class:`WorkerSupervisor`).
+
+    Raises:
+        StudyFileError: The display or the database cannot be served
+            (before any link is printed).
+    """
+    renderer = Renderer(config)  # first: a display that fails writes nothing
     store = open_study(config, url)
-    renderer = Renderer(config)
     join = store.secret("join_code", new_token)
     researcher = store.secret("researcher_token", new_token)
-    app = StudyApp(store, config, renderer, join, researcher).app()
-    procs = start_workers(url, str(config.root), workers)
+    supervisor = WorkerSupervisor(url, str(config.root), workers)
+    health = functools.partial(health_report, store, supervisor)
+    app = StudyApp(store, config, renderer, join, researcher, health=health).app()
+    supervisor.start()
     base = f"http://{host}:{port}"
-    print(f"prefbo serve: {config.title!r}, database {url}", file=out)
+    print(f"prefbo serve: {config.title!r}, database {shown_url(url)}", file=out)
     print(f"  participants join at:  {base}/join/{join}", file=out)
     print(f"  researcher's page:     {base}/r/{researcher}", file=out, flush=True)
     # uvicorn ends on SIGTERM by raising it again after its own shutdown,
@@ -122,7 +177,7 @@ def serve(
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         signal.signal(signal.SIGTERM, previous)
-        stop_workers(procs)
+        supervisor.stop()
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -168,8 +223,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             db = args.db or str(Path(args.study).with_suffix(".db"))
         serve(config, database_url(db), args.host, args.port, args.workers, out)
         return 0
-    except (PrefboError, OSError) as e:
-        print(f"prefbo serve: error: {e}", file=sys.stderr)
+    except (PrefboError, OSError, SQLAlchemyError) as e:
+        # one line, whatever the message (a database's without its SQL)
+        text = one_line(e) if isinstance(e, SQLAlchemyError) else str(e)
+        print(f"prefbo serve: error: {' '.join(text.split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 0

@@ -8,11 +8,13 @@ import sys
 import time
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from prefbo.cli import main as prefbo_main
-from prefbo.serve import flow
+from prefbo.serve import cli, flow, render
 from prefbo.serve.cli import main, open_study, replay
 from prefbo.serve.config import StudyFileError, study_from_dict
+from prefbo.serve.store import Store, database_url
 
 
 def _study_db(tmp_path, make_config, answers=3):
@@ -152,3 +154,118 @@ def test_the_server_ends_on_sigterm_to_its_process_group(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         proc.stdout.close()
+
+
+SPACE_TOML = '[[space]]\nname = "x"\ntype = "continuous"\nlower = 0\nupper = 1\n'
+
+
+def _callable_study(function):
+    return SPACE_TOML + f'[display]\nkind = "callable"\nfunction = "{function}"\n'
+
+
+def _start(tmp_path, capsys, study, *argv, **modules):
+    for name, source in modules.items():
+        (tmp_path / f"{name}.py").write_text(source)
+    (tmp_path / "study.toml").write_text(study)
+    out = io.StringIO()
+    status = main([str(tmp_path / "study.toml"), *argv], out=out)
+    return status, out.getvalue(), capsys.readouterr().err
+
+
+def _refused(started, *named):
+    status, out, err = started
+    assert status == 2
+    assert "join at" not in out and "researcher" not in out  # no link printed
+    assert err.startswith("prefbo serve: error: ") and err.count("\n") == 1, err
+    for text in named:
+        assert text in err
+
+
+def test_a_display_module_that_cannot_be_imported_is_one_line(tmp_path, capsys):
+    study = _callable_study("cli_syntax:f")
+    started = _start(tmp_path, capsys, study, cli_syntax="def f(values):\n    (\n")
+    _refused(
+        started,
+        f"{tmp_path / 'study.toml'}: display.function 'cli_syntax:f' cannot be "
+        "loaded: SyntaxError: '(' was never closed (cli_syntax.py, line 2)",
+    )
+    assert not (tmp_path / "study.db").exists()  # nothing written
+
+
+def test_a_display_callable_that_fails_or_hangs_is_named(tmp_path, capsys, monkeypatch):
+    failing = "def f(values):\n    raise ValueError('no')\n"
+    started = _start(
+        tmp_path, capsys, _callable_study("cli_fails:f"), cli_fails=failing
+    )
+    _refused(started, "study.toml: display.function 'cli_fails:f' failed on {")
+    monkeypatch.setattr(render, "SAMPLE_SECONDS", 0.2)
+    hanging = "import time\ndef f(values):\n    time.sleep(3)\n"
+    started = _start(
+        tmp_path, capsys, _callable_study("cli_hangs:f"), cli_hangs=hanging
+    )
+    _refused(
+        started,
+        "study.toml: display.function 'cli_hangs:f' did not return within 0.2 s "
+        "on a sample design",
+    )
+
+
+def test_an_unknown_display_field_is_one_line(tmp_path, capsys):
+    study = SPACE_TOML + '[display]\nkind = "values"\ncolour = "red"\n'
+    _refused(
+        _start(tmp_path, capsys, study),
+        "study.toml: display.colour is not a field of display.kind = 'values' "
+        "(known: ['kind'])",
+    )
+
+
+def test_a_failed_start_leaves_the_database_to_the_fixed_study(
+    tmp_path, capsys, monkeypatch
+):
+    # the study file named a function the module lacks; fixed, the same
+    # database serves it (the failed start wrote no study there)
+    module = "def f(values):\n    return b'x', 'text/plain'\n"
+    db = str(tmp_path / "kept.db")
+    study = _callable_study("cli_fixed:g")
+    started = _start(tmp_path, capsys, study, "--db", db, cli_fixed=module)
+    _refused(started, "display.function 'cli_fixed:g' cannot be loaded: Attribute")
+    served = []
+    monkeypatch.setattr(cli.uvicorn, "run", lambda app, **kw: served.append(kw))
+    status, out, err = _start(
+        tmp_path, capsys, _callable_study("cli_fixed:f"), "--db", db
+    )
+    assert status == 0 and err == "" and served and "participants join at" in out
+    assert (
+        Store(database_url(db)).study_source()["display"]["function"] == "cli_fixed:f"
+    )
+
+
+def test_a_database_that_takes_no_write_stops_the_start_up(tmp_path, capsys):
+    path = tmp_path / "read-only.db"
+    Store(database_url(str(path))).engine.dispose()
+    read_only = f"sqlite:///file:{path}?mode=ro&uri=true"
+    _refused(
+        _start(tmp_path, capsys, SPACE_TOML, "--db", read_only),
+        f"the database {read_only} does not accept writes (OperationalError: "
+        "attempt to write a readonly database)",
+        "--db",
+    )
+    missing = str(tmp_path / "no-such-folder" / "study.db")
+    _refused(
+        _start(tmp_path, capsys, SPACE_TOML, "--db", missing),
+        f"the database sqlite:///{missing} cannot be opened (OperationalError: "
+        "unable to open database file)",
+    )
+
+
+def test_a_database_error_at_start_up_is_one_line(tmp_path, capsys, monkeypatch):
+    # the disk fills between the write probe and the secrets
+    def full(self, key, make):
+        full_disk = sqlite3.OperationalError("database or disk is full")
+        raise OperationalError("INSERT INTO meta ...", {}, full_disk)
+
+    monkeypatch.setattr(Store, "secret", full)
+    _refused(
+        _start(tmp_path, capsys, SPACE_TOML),
+        "prefbo serve: error: OperationalError: database or disk is full\n",
+    )
