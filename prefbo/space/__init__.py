@@ -1,11 +1,14 @@
 r"""Search spaces of preference studies: continuous (linear or log), integer,
-ordinal and categorical variables, finite item pools described by features,
-and their unit-cube encoding."""
+ordinal, categorical and circular variables, finite item pools described by
+features, and their unit-cube encoding."""
 
 from prefbo.space.pool import ItemPool
 from prefbo.space.space import KINDS, MAX_GRID, Space, variable_from_dict
 from prefbo.space.variables import (
+    MAX_INTEGER_SPAN,
+    MAX_LOG_INTEGER,
     Categorical,
+    Circular,
     Continuous,
     Integer,
     Ordinal,
@@ -15,8 +18,11 @@ from prefbo.space.variables import (
 __all__ = [
     "KINDS",
     "MAX_GRID",
+    "MAX_INTEGER_SPAN",
+    "MAX_LOG_INTEGER",
     "ItemPool",
     "Categorical",
+    "Circular",
     "Continuous",
     "Integer",
     "Ordinal",

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.space.variables import Value, Variable, _unit
+from prefbo.space.variables import Value, Variable, _evenly, _unit
 from prefbo.utils.checks import describe
 
 
@@ -152,6 +152,13 @@ class ItemPool(Variable):
         u = torch.tensor([_unit(self.name, c) for c in columns], dtype=torch.float64)
         distance = (self._encoded - u).square().sum(-1)
         return self._values[int(torch.argmin(distance))]
+
+    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:  # noqa: D102
+        picks = torch.randint(self.levels, (n,), generator=generator)
+        return self._encoded[picks]  # n x k
+
+    def spread(self, k: int) -> list[Value]:  # noqa: D102
+        return _evenly(self._values, k)
 
     def values(self) -> list[Value]:  # noqa: D102
         return list(self._values)

@@ -36,6 +36,7 @@ from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.space.pool import ItemPool
 from prefbo.space.variables import (
     Categorical,
+    Circular,
     Continuous,
     Integer,
     Ordinal,
@@ -45,7 +46,8 @@ from prefbo.utils.checks import check_int, check_seed, describe
 
 #: The variable classes by their JSON ``"type"``.
 KINDS: dict[str, type[Variable]] = {
-    cls.kind: cls for cls in (Continuous, Integer, Ordinal, Categorical, ItemPool)
+    cls.kind: cls
+    for cls in (Continuous, Integer, Ordinal, Categorical, Circular, ItemPool)
 }
 
 
@@ -183,7 +185,8 @@ class Space:
 
     def snap(self, X: Tensor) -> Tensor:
         r"""The model points of the designs nearest ``X``: continuous columns
-        unchanged, the others on their values (``encode(decode(X))``)."""
+        unchanged, a circular variable's on its circle, the others on their
+        values (``encode(decode(X))``)."""
         return self.encode(self.decode(X)).to(X)  # decode checks X
 
     def _points(self, name: str, X: object) -> Tensor:
@@ -244,35 +247,18 @@ class Space:
     def sample(self, n: int, seed: int | None = None) -> Tensor:
         r"""``n x dim`` model points of designs drawn uniformly in the person's
         view: each value of a finite variable equally likely, a continuous
-        one uniform in its value; on a log scale (continuous or integer)
-        uniform in the logarithm, rounded to the integers for an integer."""
+        one uniform in its value, a circular one in its angle; on a log scale
+        (continuous or integer) uniform in the logarithm, rounded to the
+        integers for an integer. Each variable draws in turn from one stream
+        (:meth:`~prefbo.space.variables.Variable.sample`), without listing
+        its values: the cost is linear in ``n``, whatever the levels."""
         n = check_int("n", n, 1)
         g = torch.Generator()
         if check_seed("seed", seed, allow_none=True) is None:
             g.seed()
         else:
             g.manual_seed(seed)
-        columns = []
-        for v in self.variables:
-            if v.levels is None:
-                u = torch.rand(n, 1, generator=g, dtype=torch.float64)
-                columns.append(u)  # uniform in the (log) value is uniform in u
-            elif getattr(v, "log", False):  # an integer on a log scale
-                u = torch.rand(n, generator=g, dtype=torch.float64).tolist()
-                columns.append(
-                    torch.tensor(
-                        [v.encode(v.decode([x])) for x in u], dtype=torch.float64
-                    )
-                )
-            else:
-                values = v.values()
-                picks = torch.randint(len(values), (n,), generator=g).tolist()
-                columns.append(
-                    torch.tensor(
-                        [v.encode(values[k]) for k in picks], dtype=torch.float64
-                    )
-                )
-        return torch.cat(columns, dim=-1)
+        return torch.cat([v.sample(n, g) for v in self.variables], dim=-1)
 
     # ---------------------------------------------------------------- json
     def to_dict(self) -> dict[str, Any]:

@@ -13,7 +13,30 @@ models see real columns in ``[0, 1]``. Each variable maps one to the other:
 - :class:`Ordinal`: one column, ordered values (numbers or labels) at equal
   steps, whatever their spacing;
 - :class:`Categorical`: one column per choice, one-hot. Decoding takes the
-  largest column (the first of equal ones).
+  largest column (the first of equal ones);
+- :class:`Circular`: two columns, a point on the circle of radius ½ about
+  ``(½, ½)``: a value whose upper bound is its lower one (a hue in degrees,
+  a time of day, a wind direction). Decoding takes the direction from the
+  centre.
+
+Why two columns for a circle: the squared distance between two encoded
+values is ``sin²(Δθ / 2)`` (``Δθ`` their angle apart), so every stationary
+kernel on the unit cube, the default RBF included, is periodic in the value:
+hue 359° is as near hue 1° as 1° is to 3°, and there is no face at 0° or
+360° for the acquisition's variance to pile up on. Opposite values are 1
+apart, as the ends of a continuous column are. An ARD kernel gives the two
+columns their own lengthscales: equal ones (as every default kernel starts)
+make it stationary in the angle, unequal ones let its smoothness vary around
+the circle, still periodic and positive definite. The optimisers search the
+square around the circle and :meth:`~prefbo.space.Space.snap` projects each
+option back onto it.
+
+No variable lists its values to sample, encode or decode (an integer with
+10⁹ levels costs what one with 10 does). An :class:`Integer`'s levels must
+be as many as its float64 column tells apart: ``upper - lower`` at most
+:data:`MAX_INTEGER_SPAN` (2⁵³), and on a log scale ``upper`` at most
+:data:`MAX_LOG_INTEGER` (2⁴⁰); wider ranges are refused when the variable is
+made, never rounded silently.
 
 Why one-hot for categories: every prefbo model takes any GPyTorch kernel on the
 unit cube, and a stationary ARD kernel on a one-hot block gives each pair of
@@ -33,12 +56,26 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
+import torch
+from torch import Tensor
+
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.utils.checks import describe
+from prefbo.utils.checks import check_int, describe
 
 Value = float | int | str
+
+#: The widest ``upper - lower`` of an :class:`Integer`: float64 holds every
+#: ``k / span`` of a wider one only to within more than half a level, so
+#: decoding could not give back every value.
+MAX_INTEGER_SPAN = 2**53
+
+#: The largest ``upper`` of an :class:`Integer` on a log scale: its top
+#: levels are ``1 / (upper · ln(upper / lower))`` apart in the column, at
+#: 2⁴⁰ still ~10⁴ times the rounding of the logarithms.
+MAX_LOG_INTEGER = 2**40
 
 
 def _check_name(name: object) -> str:
@@ -72,9 +109,10 @@ class Variable:
     r"""One variable: its name, its ``width`` (model columns) and the maps.
 
     Subclasses define :meth:`encode` (value to columns), :meth:`decode`
-    (columns to the nearest value), :attr:`levels` (the number of values, or
-    ``None`` for a continuum), :meth:`values` (all of them, when finite) and
-    :meth:`to_dict` (the JSON form read by
+    (columns to the nearest value), :meth:`sample` (uniform draws, as
+    columns), :meth:`spread` (a few values across the range), :attr:`levels`
+    (the number of values, or ``None`` for a continuum), :meth:`values` (all
+    of them, when finite) and :meth:`to_dict` (the JSON form read by
     :func:`~prefbo.space.space.variable_from_dict`).
     """
 
@@ -91,8 +129,29 @@ class Variable:
     def decode(self, columns: Sequence[float]) -> Value:  # noqa: D102
         raise NotImplementedError
 
+    def sample(self, n: int, generator: torch.Generator) -> Tensor:
+        r"""Model columns of ``n`` values drawn uniformly in the person's view.
+
+        Args:
+            n: The number of draws.
+            generator: The random stream.
+
+        Returns:
+            ``n x width`` float64 columns.
+        """
+        raise NotImplementedError
+
+    def spread(self, k: int) -> list[Value]:
+        r"""At most ``k`` distinct values evenly spread over the variable, in
+        order: the values at ``k`` equal steps of its column from 0 to 1
+        (fewer where neighbours decode to the same value)."""
+        k = check_int("k", k, 1)
+        steps = torch.linspace(0, 1, k, dtype=torch.float64).tolist()
+        return list(dict.fromkeys(self.decode([u]) for u in steps))
+
     def values(self) -> list[Value]:
-        r"""Every value, in order (finite variables only)."""
+        r"""Every value, in order (finite variables only; a list of
+        :attr:`levels` values, so check their number first)."""
         raise InputDataError(
             f"{self.name}: a continuous variable has no finite list of values."
         )
@@ -111,6 +170,19 @@ class Variable:
         return hash(repr(self))
 
 
+def _show(bound: float | int) -> str:
+    r"""A bound as a person reads it: an int in full, a float short."""
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
+
+
+def _evenly(values: Sequence[Value], k: int) -> list[Value]:
+    r"""At most ``k`` of ``values`` at equal steps of their positions, in order."""
+    k = check_int("k", k, 1)
+    last = len(values) - 1
+    positions = dict.fromkeys(round(j * last / max(k - 1, 1)) for j in range(k))
+    return [values[i] for i in positions]
+
+
 class _Scaled(Variable):
     r"""A number between ``lower`` and ``upper``, mapped linearly or on a log scale."""
 
@@ -118,8 +190,8 @@ class _Scaled(Variable):
         self, name: str, lower: object, upper: object, log: bool = False
     ) -> None:
         super().__init__(name)
-        self.lower = _real(self.name, "lower", lower)
-        self.upper = _real(self.name, "upper", upper)
+        self.lower = self._bound("lower", lower)
+        self.upper = self._bound("upper", upper)
         if not isinstance(log, bool):
             raise InputTypeError(
                 f"{self.name}: log must be a bool; got {describe(log)}."
@@ -135,11 +207,16 @@ class _Scaled(Variable):
             )
         self.log = log
 
-    def _to_unit(self, value: float) -> float:
+    def _bound(self, what: str, value: object) -> Any:
+        return _real(self.name, what, value)
+
+    def _to_unit(self, value: Any) -> float:
+        # ints stay ints: their differences and quotients are then exact
+        # (correctly rounded), however far from zero the bounds lie
         if not self.lower <= value <= self.upper:
             raise InputDataError(
-                f"{self.name}: the value must lie in [{self.lower:g}, {self.upper:g}]; "
-                f"got {value!r}."
+                f"{self.name}: the value must lie in [{_show(self.lower)}, "
+                f"{_show(self.upper)}]; got {value!r}."
             )
         if self.log:
             u = math.log(value / self.lower) / math.log(self.upper / self.lower)
@@ -178,41 +255,155 @@ class Continuous(_Scaled):
     def decode(self, columns: Sequence[float]) -> float:  # noqa: D102
         return self._from_unit(_unit(self.name, columns[0]))
 
+    def sample(self, n: int, generator: torch.Generator) -> Tensor:  # noqa: D102
+        # uniform in the (log) value is uniform in the column
+        return torch.rand(n, 1, generator=generator, dtype=torch.float64)
+
 
 class Integer(_Scaled):
-    r"""An integer in ``lower … upper`` (``log=True``: steps equal in ratio)."""
+    r"""An integer in ``lower … upper`` (``log=True``: steps equal in ratio).
+
+    The bounds may be any ints, but ``upper - lower`` at most
+    :data:`MAX_INTEGER_SPAN` and, on a log scale, ``upper`` at most
+    :data:`MAX_LOG_INTEGER`: then every level has its own column value and
+    decodes back to itself. Nothing lists the levels but :meth:`values`.
+
+    Raises:
+        InputTypeError: A bound is not an int.
+        InputDataError: ``lower >= upper``, a log scale with ``lower <= 0``,
+            or a range wider than the limits (the message names both).
+    """
 
     kind = "integer"
 
     def __init__(
         self, name: str, lower: object, upper: object, log: bool = False
     ) -> None:
-        for what, v in (("lower", lower), ("upper", upper)):
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise InputTypeError(
-                    f"{name}: {what} must be an int; got {describe(v)}."
-                )
         super().__init__(name, lower, upper, log)
-        self.lower, self.upper = int(lower), int(upper)  # type: ignore[call-overload]
-        self.levels = self.upper - self.lower + 1
+        span = self.upper - self.lower
+        if span > MAX_INTEGER_SPAN:
+            raise InputDataError(
+                f"{self.name}: upper - lower must be at most 2**53 = "
+                f"{MAX_INTEGER_SPAN} (float64 tells no more levels apart in the "
+                f"model's column); got upper - lower = {span} (lower={self.lower}, "
+                f"upper={self.upper}). Narrow the range, or use a continuous "
+                "variable and round its values."
+            )
+        if log and self.upper > MAX_LOG_INTEGER:
+            raise InputDataError(
+                f"{self.name}: a log-scale integer's upper must be at most 2**40 = "
+                f"{MAX_LOG_INTEGER} (its top levels would lie closer in the model's "
+                f"column than its rounding); got upper={self.upper}. Use log=False, "
+                "or a continuous variable with log=True and round its values."
+            )
+        self.levels = span + 1
+
+    def _bound(self, what: str, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise InputTypeError(
+                f"{self.name}: {what} must be an int; got {describe(value)}."
+            )
+        return int(value)  # type: ignore[call-overload]
 
     def encode(self, value: object) -> list[float]:  # noqa: D102
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise InputTypeError(
                 f"{self.name}: the value must be an int; got {describe(value)}."
             )
-        return [self._to_unit(float(value))]
+        return [self._to_unit(int(value))]  # type: ignore[call-overload]
 
     def decode(self, columns: Sequence[float]) -> int:  # noqa: D102
         # the nearest integer in the model's columns (not in the value's)
         u = _unit(self.name, columns[0])
+        if not self.log:  # k / span nearest u, exactly; ties to the smaller
+            step = math.ceil(Fraction(u) * (self.upper - self.lower) - Fraction(1, 2))
+            return self.lower + step
         x = self._from_unit(u)
         below, above = math.floor(x), math.ceil(x)
-        near = min((below, above), key=lambda v: (abs(self._to_unit(float(v)) - u), v))
+        near = min((below, above), key=lambda v: (abs(self._to_unit(v) - u), v))
         return int(near)
+
+    def sample(self, n: int, generator: torch.Generator) -> Tensor:  # noqa: D102
+        if self.log:  # uniform in the logarithm, then the nearest level
+            u = torch.rand(n, generator=generator, dtype=torch.float64).tolist()
+            columns = [self.encode(self.decode([x])) for x in u]
+            return torch.tensor(columns, dtype=torch.float64).reshape(n, 1)
+        step = torch.randint(self.levels, (n,), generator=generator)
+        # k / span in float64, correctly rounded as encode's int division is
+        return (step.to(torch.float64) / (self.upper - self.lower)).unsqueeze(-1)
 
     def values(self) -> list[Value]:  # noqa: D102
         return list(range(self.lower, self.upper + 1))
+
+
+class Circular(Variable):
+    r"""A real value in ``[lower, upper)`` whose upper bound is its lower one
+    (``upper`` itself is accepted and means ``lower``): a hue in degrees, a
+    time of day, a direction.
+
+    Two columns, the point ``(½ + ½ cos θ, ½ + ½ sin θ)`` with
+    ``θ = 2π (value - lower) / (upper - lower)``; decoding takes the
+    direction of the columns from ``(½, ½)`` (the centre itself decodes to
+    ``lower``). See the module docstring for why.
+
+    Example:
+        >>> Circular("hue", 0.0, 360.0).encode(90.0)
+        [0.5, 1.0]
+    """
+
+    kind = "circular"
+    width = 2
+
+    def __init__(self, name: str, lower: object, upper: object) -> None:
+        super().__init__(name)
+        self.lower = _real(self.name, "lower", lower)
+        self.upper = _real(self.name, "upper", upper)
+        if not self.lower < self.upper:
+            raise InputDataError(
+                f"{self.name}: lower < upper is needed; got lower={self.lower!r}, "
+                f"upper={self.upper!r}."
+            )
+
+    def encode(self, value: object) -> list[float]:  # noqa: D102
+        value = _real(self.name, "the value", value)
+        if not self.lower <= value <= self.upper:
+            raise InputDataError(
+                f"{self.name}: the value must lie in [{_show(self.lower)}, "
+                f"{_show(self.upper)}] (the upper bound is the lower one); got "
+                f"{value!r}."
+            )
+        turn = (value - self.lower) / (self.upper - self.lower)
+        angle = 2 * math.pi * (turn if turn < 1 else 0.0)
+        return [0.5 + 0.5 * math.cos(angle), 0.5 + 0.5 * math.sin(angle)]
+
+    def decode(self, columns: Sequence[float]) -> float:  # noqa: D102
+        if len(columns) != self.width:
+            raise InputDataError(
+                f"{self.name}: {self.width} model columns are needed; got "
+                f"{len(columns)}."
+            )
+        c, s = (_unit(self.name, x) for x in columns)
+        turn = (math.atan2(s - 0.5, c - 0.5) / (2 * math.pi)) % 1.0
+        value = self.lower + turn * (self.upper - self.lower)
+        return value if value < self.upper else self.lower  # a full turn: lower
+
+    def sample(self, n: int, generator: torch.Generator) -> Tensor:  # noqa: D102
+        angle = 2 * math.pi * torch.rand(n, generator=generator, dtype=torch.float64)
+        return torch.stack([0.5 + 0.5 * angle.cos(), 0.5 + 0.5 * angle.sin()], -1)
+
+    def spread(self, k: int) -> list[Value]:
+        r"""``k`` values at equal steps around the circle from ``lower`` (the
+        last a step short of ``upper``, which is ``lower`` again)."""
+        k = check_int("k", k, 1)
+        return [self.lower + i * (self.upper - self.lower) / k for i in range(k)]
+
+    def to_dict(self) -> dict[str, Any]:  # noqa: D102
+        return {
+            "type": self.kind,
+            "name": self.name,
+            "lower": self.lower,
+            "upper": self.upper,
+        }
 
 
 def _choices(name: str, what: str, values: object) -> list[Value]:
@@ -258,6 +449,14 @@ class _Listed(Variable):
                 f"{self.name}: the value must be one of {self._values!r}; got "
                 f"{value!r}."
             ) from None
+
+    def sample(self, n: int, generator: torch.Generator) -> Tensor:  # noqa: D102
+        picks = torch.randint(self.levels, (n,), generator=generator).tolist()
+        columns = [self.encode(self._values[k]) for k in picks]
+        return torch.tensor(columns, dtype=torch.float64).reshape(n, self.width)
+
+    def spread(self, k: int) -> list[Value]:  # noqa: D102
+        return _evenly(self._values, k)
 
     def values(self) -> list[Value]:  # noqa: D102
         return list(self._values)

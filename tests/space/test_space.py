@@ -1,13 +1,18 @@
 import itertools
 import json
+import tracemalloc
 
 import pytest
 import torch
 
 from prefbo.cli import read_space
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.loop.boundary import face_columns, face_comparisons
+from prefbo.models import PairwiseLaplaceGP
+from prefbo.serve.config import StudyFileError, load_study
 from prefbo.space import (
     Categorical,
+    Circular,
     Continuous,
     Integer,
     Ordinal,
@@ -171,3 +176,125 @@ def test_a_log_scale_integer_is_sampled_uniformly_in_its_logarithm():
 def test_bad_json_entries_name_what_is_wrong(entry, message):
     with pytest.raises(InputDataError, match=message):
         variable_from_dict(entry)
+
+
+# ------------------------------------------------------------ wide integers
+def test_a_wide_integer_is_sampled_without_listing_its_levels(monkeypatch):
+    def listing(self):
+        raise AssertionError(f"{self.name}: values() listed {self.levels} levels")
+
+    monkeypatch.setattr(Integer, "values", listing)
+    space = Space([Integer("count", 0, 10**7), Continuous("x", 0.0, 1.0)])
+    tracemalloc.start()
+    try:
+        X = space.sample(1000, seed=0)
+        designs = space.decode(X)
+        again = space.encode(designs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 2**20  # listing 10**7 ints takes ~400 MB
+    counts = [d["count"] for d in designs]
+    assert all(isinstance(c, int) and 0 <= c <= 10**7 for c in counts)
+    assert abs(sum(counts) / 1000 - 5e6) < 5 * 10**7 / (12 * 1000) ** 0.5
+    torch.testing.assert_close(again, X, rtol=0, atol=0)
+
+
+def test_an_integer_as_wide_as_the_limit_is_sampled_exactly():
+    space = Space([Integer("k", -(2**52), 2**52)])
+    X = space.sample(500, seed=1)
+    values = [d["k"] for d in space.decode(X)]
+    assert all(isinstance(v, int) and -(2**52) <= v <= 2**52 for v in values)
+    assert len(set(values)) == 500  # 2**53 levels: repeats are ~1e-11 likely
+    torch.testing.assert_close(space.encode([{"k": v} for v in values]), X)
+    assert space.size == 2**53 + 1
+    with pytest.raises(InputDataError, match=r"holds 9007199254740993 designs"):
+        space.grid()
+
+
+def test_a_study_file_with_a_too_wide_integer_stops_at_start_up(tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_text(
+        '[[space]]\nname = "seed"\ntype = "integer"\nlower = 0\n'
+        "upper = 9223372036854775807\n"
+    )
+    with pytest.raises(
+        StudyFileError,
+        match=r"space\[0\] is not a variable: seed: upper - lower must be at most "
+        r"2\*\*53",
+    ):
+        load_study(path)
+
+
+def test_a_study_file_with_a_wide_integer_starts_and_samples(tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_text(
+        '[[space]]\nname = "count"\ntype = "integer"\nlower = 0\nupper = 10000000\n'
+        '[[space]]\nname = "hue"\ntype = "circular"\nlower = 0\nupper = 360\n'
+    )
+    config = load_study(path)
+    assert config.space.variables == [
+        Integer("count", 0, 10**7),
+        Circular("hue", 0.0, 360.0),
+    ]
+    X = config.space.sample(3, seed=0)
+    assert X.shape == (3, 3) and config.space.decode(X)[0]["count"] <= 10**7
+
+
+# ---------------------------------------------------------------- circular
+def test_a_circular_variable_is_sampled_uniformly_in_its_angle():
+    space = Space([Circular("hue", 0.0, 360.0), Continuous("x", 0.0, 1.0)])
+    assert space.dim == 3 and space.size is None
+    X = space.sample(4000, seed=0)
+    # every sample lies on the circle of radius 1/2 about (1/2, 1/2)
+    radius = (X[:, :2] - 0.5).norm(dim=-1)
+    torch.testing.assert_close(radius, torch.full_like(radius, 0.5))
+    hues = torch.tensor([d["hue"] for d in space.decode(X)])
+    assert bool(((hues >= 0) & (hues < 360)).all())
+    quarters = torch.bincount((hues // 90).long(), minlength=4)
+    assert bool(((quarters - 1000).abs() < 5 * 1000**0.5).all())
+
+
+def test_snap_puts_a_circular_variable_back_on_its_circle():
+    space = Space([Circular("hue", 0.0, 360.0)])
+    X = torch.tensor([[1.0, 1.0], [0.5, 0.2], [0.8, 0.5]], dtype=torch.float64)
+    snapped = space.snap(X)
+    r = 0.5 / 2**0.5
+    expected = torch.tensor(
+        [[0.5 + r, 0.5 + r], [0.5, 0.0], [1.0, 0.5]], dtype=torch.float64
+    )
+    torch.testing.assert_close(snapped, expected, rtol=0, atol=1e-15)
+    torch.testing.assert_close(space.snap(snapped), snapped, rtol=0, atol=1e-15)
+
+
+def test_a_circular_variable_has_no_faces_for_the_loops_virtual_comparisons():
+    space = Space(
+        [
+            Continuous("x", 0.0, 1.0),
+            Circular("hue", 0.0, 360.0),
+            Integer("k", 0, 3),
+        ]
+    )
+    assert face_columns(space, space.dim).tolist() == [True, False, False, False]
+    # a hue of 0 encodes on the square's faces (1, 0.5) yet gets no comparison
+    Z = space.encode([{"x": 0.5, "hue": 0.0, "k": 0}])
+    assert face_comparisons(Z, face_columns(space, space.dim), 0.1) == []
+
+
+def test_the_model_carries_a_preference_across_the_wrap():
+    # a person whose best hue is 5: 358 and 12 are 7 degrees either side
+    space = Space([Circular("hue", 0.0, 360.0)])
+    hues = torch.linspace(0, 345, 24, dtype=torch.float64).tolist()
+    X = space.encode([{"hue": h} for h in hues])
+    utility = torch.cos(torch.deg2rad(torch.tensor(hues) - 5.0))
+    pairs = torch.combinations(torch.arange(len(hues)), 2)
+    win = utility[pairs[:, 0]] > utility[pairs[:, 1]]
+    comparisons = torch.where(win.unsqueeze(-1), pairs, pairs.flip(-1))
+    model = PairwiseLaplaceGP(X, comparisons)
+    grid = torch.arange(0.0, 360.0, 1.0, dtype=torch.float64)
+    with torch.no_grad():
+        mean = model.posterior(space.encode([{"hue": h} for h in grid.tolist()]))
+        mean = mean.mean.reshape(-1)
+    assert abs(mean[358] - mean[12]) < 0.02 * (mean.max() - mean.min())
+    best = float(grid[mean.argmax()])
+    assert min(abs(best - 5.0), 360 - abs(best - 5.0)) <= 3.0
