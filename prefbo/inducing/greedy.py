@@ -35,6 +35,7 @@ from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.utils.checks import check_float, check_int
+from prefbo.utils.threads import limited
 
 
 def default_tolerance(dtype: torch.dtype) -> float:
@@ -210,7 +211,7 @@ def greedy_dpp_map(
     validate_inputs(inputs, num_inducing)
     check_kernel(covar_module)
     tol = check_tol(tol)
-    batch_shape, (n, d) = inputs.shape[:-2], inputs.shape[-2:]
+    batch_shape, n = inputs.shape[:-2], inputs.shape[-2]
     if quality is not None and (
         not isinstance(quality, Tensor) or quality.shape != batch_shape + (n,)
     ):
@@ -226,6 +227,19 @@ def greedy_dpp_map(
             "quality must be finite and >= 0; got values in "
             f"[{quality.min().item():g}, {quality.max().item():g}] (NaN/inf?)."
         )
+    with limited(inputs.shape[:-1].numel()):
+        return _greedy(inputs, covar_module, num_inducing, quality, tol)
+
+
+def _greedy(
+    inputs: Tensor,
+    covar_module: Kernel,
+    num_inducing: int,
+    quality: Tensor | None,
+    tol: float | None,
+) -> tuple[Tensor, Tensor]:
+    r""":func:`greedy_dpp_map` on checked arguments."""
+    batch_shape, (n, d) = inputs.shape[:-2], inputs.shape[-2:]
     m = num_inducing
     b = math.prod(batch_shape)
     tol = default_tolerance(inputs.dtype) if tol is None else tol

@@ -1,0 +1,446 @@
+r"""prefbo's speed as users run it: no thread variable, idle and under load.
+
+Three thread settings, each in fresh interpreters so that the setting is in
+the environment before torch is imported:
+
+- ``as users run it``: no thread variable; prefbo's thread policy
+  (:mod:`prefbo.utils.threads`) decides, BoTorch runs torch's default threads;
+- ``torch default``: ``PREFBO_THREADS=off``, both libraries on torch's
+  default threads (prefbo without its policy: the state before it);
+- ``one thread``: ``OMP_NUM_THREADS=1 MKL_NUM_THREADS=1`` for both.
+
+Each is measured on an idle machine and under load (``--load 2``: two other
+CPU-bound processes for the duration, each bounded in time and stopped at
+the end). Parts:
+
+- ``fit``: construction plus ``fit_gpytorch_mll`` of prefbo's
+  ``PairwiseLaplaceGP`` and BoTorch's ``PairwiseGP`` on the same ``n``
+  designs (4-d) and ``5 n`` probit answers;
+- ``cvr``: ``ConditionalVarianceReduction`` against BoTorch's
+  ``GreedyVarianceReduction`` (the same greedy), ``N`` candidates, 100
+  inducing points;
+- ``loop``: ``benchmarks/pbo_regret.py`` (BoTorch's loop and the default,
+  6 problems, σ = 0.1, 2 seeds of the tuning set, 60 answers), time per
+  answer over answers 1-30 and 31-60.
+
+The page records the machine, the library versions and each setting's
+threads. Run: ``python benchmarks/threads.py`` (about an hour on 2 cores;
+``--quick`` for a few minutes), the page goes to
+``benchmarks/results/threads.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+HERE = Path(__file__).resolve()
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PREFBO_THREADS")
+SETTINGS = {
+    "users": {},
+    "default": {"PREFBO_THREADS": "off"},
+    "one": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+}
+TITLES = {
+    "users": "as users run it",
+    "default": "torch default (no policy)",
+    "one": "one thread",
+}
+FIT_SIZES = (100, 200, 400, 800, 1600)
+CVR_SIZES = (1_000, 10_000, 100_000)
+BOTORCH_FIT_MAX = 800  # BoTorch's fit at n = 1,600 takes minutes
+
+
+# ------------------------------------------------------------- children
+def _fit_problem(n: int, seed: int = 0):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 4, generator=g, dtype=torch.float64)
+    centre = torch.tensor([0.3, 0.5, 0.6, 0.4], dtype=torch.float64)
+    u = -(X - centre).square().sum(-1) * 4
+    m = 5 * n
+    first = torch.randint(n, (m,), generator=g)
+    second = (first + 1 + torch.randint(n - 1, (m,), generator=g)) % n
+    z = (u[first] - u[second]) / math.sqrt(2)
+    wins = torch.rand(m, generator=g, dtype=torch.float64) < torch.special.ndtr(z)
+    pairs = torch.stack([first, second], -1)
+    return X, torch.where(wins.unsqueeze(-1), pairs, pairs.flip(-1))
+
+
+def child_fit(library: str, n: int) -> float:
+    r"""Seconds to build and fit one library's model on the ``n`` problem."""
+    import warnings
+
+    from botorch.fit import fit_gpytorch_mll
+
+    X, comps = _fit_problem(n)
+    if library == "prefbo":
+        from prefbo.mlls import PairwiseLaplaceMLL
+        from prefbo.models import PairwiseLaplaceGP as Model
+
+        make_mll = PairwiseLaplaceMLL
+    else:
+        from botorch.models.pairwise_gp import PairwiseGP as Model
+        from botorch.models.pairwise_gp import (
+            PairwiseLaplaceMarginalLogLikelihood as make_mll,
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        model = Model(X, comps)
+        fit_gpytorch_mll(make_mll(model.likelihood, model))
+        return time.perf_counter() - t0
+
+
+def child_cvr(library: str, n: int, m: int = 100) -> float:
+    r"""Seconds of one greedy variance reduction over ``n`` candidates."""
+    import torch
+    from gpytorch.kernels import RBFKernel, ScaleKernel
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(n, 4, generator=g, dtype=torch.float64)
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=4)).to(torch.float64)
+    with torch.no_grad():
+        kernel.base_kernel.lengthscale = torch.full((1, 4), 0.3, dtype=torch.float64)
+    if library == "prefbo":
+        from prefbo.inducing import ConditionalVarianceReduction as Allocator
+    else:
+        from botorch.models.utils.inducing_point_allocators import (
+            GreedyVarianceReduction as Allocator,
+        )
+    allocator = Allocator()
+    allocator.allocate_inducing_points(X[:300], kernel, 20, torch.Size())  # warm
+    t0 = time.perf_counter()
+    allocator.allocate_inducing_points(X, kernel, m, torch.Size())
+    return time.perf_counter() - t0
+
+
+def child(part: str, library: str, size: int, repeats: int) -> None:
+    r"""Print the median seconds of ``repeats`` runs and the threads seen."""
+    import torch
+
+    run = {"fit": child_fit, "cvr": child_cvr}[part]
+    run(library, min(size, 100))  # warm-up: imports, first calls
+    times = [run(library, size) for _ in range(repeats)]
+    print(
+        json.dumps(
+            {
+                "seconds": statistics.median(times),
+                "torch_threads": torch.get_num_threads(),
+            }
+        )
+    )
+
+
+# ------------------------------------------------------------- the parent
+class Load:
+    r"""``count`` busy processes, each ending by itself after ``limit`` s
+    (and stopped when the block ends)."""
+
+    def __init__(self, count: int, limit: float) -> None:
+        self.count, self.limit = count, limit
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> Load:
+        spin = (
+            f"import time\nend = time.time() + {self.limit}\n"
+            "while time.time() < end: pass"
+        )
+        self.procs = [
+            subprocess.Popen([sys.executable, "-c", spin]) for _ in range(self.count)
+        ]
+        time.sleep(1.0)  # scheduled before the measurement starts
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def environment(setting: str) -> dict[str, str]:
+    r"""This process's environment with only ``setting``'s thread variables."""
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+    return {**env, **SETTINGS[setting]}
+
+
+def measure(part: str, library: str, size: int, setting: str, repeats: int) -> dict:
+    cmd = [sys.executable, str(HERE), "--child", part, library, str(size)]
+    cmd += [str(repeats)]
+    proc = subprocess.run(
+        cmd, env=environment(setting), capture_output=True, text=True, timeout=1800
+    )
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:160]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def loop_times(setting: str, seeds: int, answers: int, store: Path) -> dict:
+    r"""Run ``pbo_regret.py`` (BoTorch's loop and the default) under
+    ``setting``; mean seconds per answer over answers 1-30 and 31-60."""
+    cmd = [sys.executable, str(HERE.parent / "pbo_regret.py"), "--seed-set", "tuning"]
+    cmd += ["--configs", "botorch", "default", "--seeds", str(seeds)]
+    cmd += ["--sigmas", "0.1", "--answers", str(answers), "--budgets", str(answers)]
+    cmd += ["--store", str(store)]
+    subprocess.run(cmd, env=environment(setting), check=True, capture_output=True)
+    out: dict[str, dict[str, list[float]]] = {}
+    half = answers // 2
+    for line in store.read_text().splitlines():
+        rec = json.loads(line)
+        s = rec["seconds"]
+        cell = out.setdefault(rec["config"], {"first": [], "second": []})
+        cell["first"].append(s[half - 1] / half)
+        cell["second"].append((s[-1] - s[half - 1]) / (answers - half))
+    return {
+        config: {k: statistics.mean(v) for k, v in cell.items()}
+        for config, cell in out.items()
+    }
+
+
+def machine() -> str:
+    import importlib.metadata
+
+    import torch
+
+    names = ("torch", "botorch", "gpytorch", "numpy", "scipy", "threadpoolctl")
+    versions = ", ".join(f"{n} {importlib.metadata.version(n)}" for n in names)
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs "
+        f"(torch's default threads here: {torch.get_num_threads()}); Python "
+        f"{platform.python_version()}, {versions}"
+    )
+
+
+def _s(x: Any) -> str:
+    if not isinstance(x, float):
+        return str(x)
+    return f"{x:.3g} s" if x < 100 else f"{x:.0f} s"
+
+
+def _ratio(a: Any, b: Any) -> str:
+    return f"{a / b:.2f}" if isinstance(a, float) and isinstance(b, float) else "-"
+
+
+def run(args: argparse.Namespace) -> str:
+    conditions = [("idle", 0)] + ([("load", args.load)] if args.load else [])
+    lines = [
+        "# prefbo's speed as users run it: threads, idle and under load",
+        "",
+        f"Machine: {machine()}. Command: `python benchmarks/threads.py "
+        f"{' '.join(args.argv)}`. Settings (each in fresh interpreters): "
+        + "; ".join(
+            f"**{TITLES[s]}**: `{SETTINGS[s] or 'no variable'}`" for s in SETTINGS
+        )
+        + f". Load: {args.load} other busy processes. Medians of {args.repeats} runs.",
+        "",
+    ]
+    results: dict[tuple, Any] = {}
+    for condition, busy in conditions:
+        results[(condition, "load average")] = os.getloadavg()[0]
+        with Load(busy, limit=args.limit) if busy else _nothing():
+            for part, sizes in (("fit", args.fit_sizes), ("cvr", args.cvr_sizes)):
+                for size in sizes:
+                    for setting in args.settings:
+                        for library in ("prefbo", "botorch"):
+                            if (
+                                part == "fit"
+                                and library == "botorch"
+                                and size > args.botorch_fit_max
+                            ):
+                                continue
+                            key = (condition, part, size, setting, library)
+                            results[key] = measure(
+                                part, library, size, setting, args.repeats
+                            )
+                            print(key, results[key], flush=True)
+            if args.loop:
+                for setting in args.loop_settings:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        store = Path(tmp) / "loop.jsonl"
+                        results[(condition, "loop", setting)] = loop_times(
+                            setting, args.seeds, args.answers, store
+                        )
+                    print(
+                        condition,
+                        setting,
+                        results[(condition, "loop", setting)],
+                        flush=True,
+                    )
+    lines += [
+        "One-minute load average when each condition began (before its own "
+        "load): "
+        + ", ".join(f"{c} {results[(c, 'load average')]:.2f}" for c, _ in conditions)
+        + ".",
+        "",
+    ]
+    for part, sizes, unit in (
+        ("fit", args.fit_sizes, "n"),
+        ("cvr", args.cvr_sizes, "N"),
+    ):
+        for condition, _ in conditions:
+            lines += [
+                f"## {part}, {condition}",
+                "",
+                f"| {unit} | setting | prefbo | BoTorch | BoTorch / prefbo |",
+                "|---|---|---|---|---|",
+            ]
+            for size in sizes:
+                for setting in args.settings:
+                    p = results.get((condition, part, size, setting, "prefbo"), {})
+                    b = results.get((condition, part, size, setting, "botorch"), {})
+                    ps, bs = (
+                        p.get("seconds", p.get("error", "-")),
+                        b.get("seconds", b.get("error", "skipped")),
+                    )
+                    cells = [str(size), TITLES[setting], _s(ps), _s(bs), _ratio(bs, ps)]
+                    lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
+    if args.loop:
+        lines += [
+            "## The loop: seconds per answer",
+            "",
+            "| condition | setting | BoTorch 1-30 | default 1-30 | ratio "
+            "| BoTorch 31-60 | default 31-60 | ratio |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for condition, _ in conditions:
+            for setting in args.loop_settings:
+                r = results.get((condition, "loop", setting))
+                if not r:
+                    continue
+                b, d = r["botorch"], r["default"]
+                cells = [condition, TITLES[setting]]
+                for half in ("first", "second"):
+                    cells += [_s(b[half]), _s(d[half]), _ratio(d[half], b[half])]
+                lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += slowdowns(results, args, conditions)
+    return "\n".join(lines) + "\n"
+
+
+def slowdowns(results: dict, args: argparse.Namespace, conditions: list) -> list[str]:
+    r"""Load over idle time per library, as users run it."""
+    if len(conditions) < 2 or "users" not in args.settings:
+        return []
+    out = [
+        "## Slowdown under load, as users run it (load time / idle time)",
+        "",
+        "| work | prefbo | BoTorch |",
+        "|---|---|---|",
+    ]
+    for part, sizes in (("fit", args.fit_sizes), ("cvr", args.cvr_sizes)):
+        for size in sizes:
+            cells = []
+            for library in ("prefbo", "botorch"):
+                idle = results.get(("idle", part, size, "users", library), {}).get(
+                    "seconds"
+                )
+                load = results.get(("load", part, size, "users", library), {}).get(
+                    "seconds"
+                )
+                cells.append(f"{load / idle:.1f}x" if idle and load else "-")
+            out.append(f"| {part} {size} | {cells[0]} | {cells[1]} |")
+    if args.loop and "users" in args.loop_settings:
+        idle, load = (
+            results.get(("idle", "loop", "users")),
+            results.get(("load", "loop", "users")),
+        )
+        if idle and load:
+            for half in ("first", "second"):
+                out.append(
+                    f"| loop, answers {'1-30' if half == 'first' else '31-60'} | "
+                    f"{load['default'][half] / idle['default'][half]:.1f}x | "
+                    f"{load['botorch'][half] / idle['botorch'][half]:.1f}x |"
+                )
+    return out + [""]
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python benchmarks/threads.py", description=__doc__.splitlines()[0]
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="n = 200, 800; N = 10,000; no loop; 1 repeat",
+    )
+    p.add_argument("--fit-sizes", type=int, nargs="+", default=list(FIT_SIZES))
+    p.add_argument("--cvr-sizes", type=int, nargs="+", default=list(CVR_SIZES))
+    p.add_argument(
+        "--botorch-fit-max",
+        type=int,
+        default=BOTORCH_FIT_MAX,
+        help="BoTorch's fit only up to this n",
+    )
+    p.add_argument(
+        "--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS)
+    )
+    p.add_argument(
+        "--loop-settings", nargs="+", default=["users", "one"], choices=list(SETTINGS)
+    )
+    p.add_argument(
+        "--no-loop", dest="loop", action="store_false", help="skip the loop part"
+    )
+    p.add_argument("--seeds", type=int, default=2, help="loop: seeds per problem")
+    p.add_argument("--answers", type=int, default=60, help="loop: answers per run")
+    p.add_argument(
+        "--load",
+        type=int,
+        default=2,
+        help="busy processes for the load runs (0: idle only)",
+    )
+    p.add_argument(
+        "--limit",
+        type=float,
+        default=3600.0,
+        help="seconds a busy process lives at most",
+    )
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--output", type=Path, default=RESULTS / "threads.md")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.fit_sizes, args.cvr_sizes, args.loop, args.repeats = (
+            [200, 800],
+            [10_000],
+            False,
+            1,
+        )
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    return args
+
+
+def main(argv: list[str] | None = None) -> str:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _, _, part, library, size, repeats = sys.argv
+        child(part, library, int(size), int(repeats))
+        return ""
+    args = parse_args(argv)
+    text = run(args)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()
