@@ -17,7 +17,12 @@ stays at ``O(block_size²)`` whatever ``N`` (``N = 1000`` fits one block:
 499,500 pairs from one ``1000 x 1000`` posterior covariance).
 
 Pairs of identical designs (equal rows) are never proposed, nor any pair
-listed in ``exclude`` (e.g. questions the model has already resolved).
+listed in ``exclude`` (e.g. questions the model has already resolved), nor,
+given ``min_information``, a pair whose answer carries less information
+about the utility (pairwise BALD under the model's likelihood, Houlsby et
+al., 2011; :class:`~prefbo.acquisition.PairwiseBALD`). That information is
+computed only for the pairs of each block whose EUBO beats the best found so
+far, best first, until one carries enough.
 """
 
 from __future__ import annotations
@@ -26,14 +31,18 @@ import torch
 from botorch.models.model import Model
 from torch import Tensor
 
+from prefbo.acquisition.bald import PairwiseBALD
 from prefbo.acquisition.pair_moments import eubo_from_moments, pair_moments
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.models.prediction import check_finite_points
-from prefbo.utils.checks import check_int, describe
+from prefbo.utils.checks import check_int, check_nonneg_float, describe
 
 #: Designs per block of :func:`best_pool_pair` (two blocks' joint posterior:
 #: a ``2048 x 2048`` covariance, 32 MB in float64).
 BLOCK_SIZE = 1024
+# pairs whose information is computed at once (best EUBO first) under
+# ``min_information``: 4096 pairs x 257 quadrature nodes, 8 MB in float64
+INFORMATION_CHUNK = 4096
 
 
 def _check_pool(X: object) -> Tensor:
@@ -73,6 +82,7 @@ def best_pool_pair(
     X: Tensor,
     exclude: Tensor | None = None,
     block_size: int = BLOCK_SIZE,
+    min_information: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     r"""The pair of pool designs with the highest analytic EUBO.
 
@@ -84,19 +94,28 @@ def best_pool_pair(
         exclude: Optional ``k x 2`` long tensor of index pairs never to
             propose (either order).
         block_size: Designs per block (an int ``≥ 1``).
+        min_information: Optional least information, in nats, a pair's answer
+            must carry (:class:`~prefbo.acquisition.PairwiseBALD`; the model
+            needs a pairwise answer likelihood).
 
     Returns:
         ``(indices, value)``: a long tensor ``[a, b]`` (``a < b``) and its
         EUBO (a 0-d tensor).
 
     Raises:
-        InputTypeError: ``X``, ``exclude`` or ``block_size`` of the wrong type.
+        InputTypeError: ``X``, ``exclude``, ``block_size`` or
+            ``min_information`` of the wrong type.
         InputDataError: ``X`` not ``N x d`` with ``N ≥ 2`` or not finite,
-            ``exclude`` out of range, or no pair left to propose (every pair
-            excluded or of identical designs).
+            ``exclude`` out of range, a negative ``min_information``, or no
+            pair left to propose (every pair excluded, of identical designs
+            or carrying less than ``min_information``).
     """
     X = _check_pool(X)
     block_size = check_int("block_size", block_size, 1)
+    bald = None
+    if min_information is not None:
+        min_information = check_nonneg_float("min_information", min_information)
+        bald = PairwiseBALD(model)
     n = X.shape[0]
     exclude = _check_exclude(exclude, n, X.device)
     banned = None
@@ -128,14 +147,55 @@ def best_pool_pair(
                 if banned is not None:
                     valid &= ~torch.isin(ga * n + gb, banned)
                 values = torch.where(valid, values, -torch.inf)
-                k = int(torch.argmax(values))
-                if bool(values.reshape(-1)[k] > best_value):
+                if bald is None:
+                    k = int(torch.argmax(values))
+                else:
+                    delta = mean[a, None] - mean[None, b]
+                    k = _first_informative(
+                        values, delta, var, bald, min_information, best_value
+                    )
+                if k is not None and bool(values.reshape(-1)[k] > best_value):
                     best_value = values.reshape(-1)[k]
                     r, c = divmod(k, values.shape[1])
                     best = torch.stack([ga[r, 0], gb[0, c]])
     if best is None:
+        enough = "" if bald is None else f", or carries under {min_information} nats"
         raise InputDataError(
-            "no pair of the pool is left to propose: every pair is excluded or of "
-            "identical designs."
+            "no pair of the pool is left to propose: every pair is excluded, of "
+            f"identical designs{enough}."
         )
     return best, best_value
+
+
+def _first_informative(
+    values: Tensor,
+    delta: Tensor,
+    var: Tensor,
+    bald: PairwiseBALD,
+    min_information: float,
+    best_value: Tensor,
+) -> int | None:
+    r"""The flat index of the block's pair of highest EUBO above
+    ``best_value`` whose answer carries at least ``min_information`` nats,
+    or ``None``.
+
+    Args:
+        values: ``a x b`` EUBO values (``-inf`` where not proposed).
+        delta: ``a x b`` differences of posterior means.
+        var: ``a x b`` variances of the differences.
+        bald: The model's :class:`~prefbo.acquisition.PairwiseBALD`.
+        min_information: Nats.
+        best_value: The best value found in earlier blocks.
+    """
+    flat = values.reshape(-1)  # a b
+    order = flat.argsort(descending=True)
+    for chunk in order.split(INFORMATION_CHUNK):
+        live = flat[chunk] > best_value
+        if not bool(live.any()):
+            return None
+        chunk = chunk[live]
+        info = bald.information(delta.reshape(-1)[chunk], var.reshape(-1)[chunk])
+        enough = (info >= min_information).nonzero()
+        if enough.numel():
+            return int(chunk[int(enough[0])])
+    return None

@@ -2,6 +2,7 @@ import pytest
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 
+from prefbo.acquisition import PairwiseBALD
 from prefbo.acquisition.pool_eubo import best_pool_pair
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.models import PairwiseLaplaceGP
@@ -73,6 +74,8 @@ def test_no_pair_left_is_a_clear_error(model_and_pool):
         ({"exclude": torch.tensor([0, 1])}, InputDataError, r"k x 2"),
         ({"exclude": torch.tensor([[0, 99]])}, InputDataError, r"indices in \[0, 22\]"),
         ({"block_size": 0}, InputDataError, r"block_size must be an int >= 1"),
+        ({"min_information": "0.1"}, InputTypeError, r"min_information must be"),
+        ({"min_information": -0.1}, InputDataError, r"min_information must be"),
     ],
 )
 def test_bad_input_raises_typed_errors(model_and_pool, kwargs, error, message):
@@ -80,3 +83,27 @@ def test_bad_input_raises_typed_errors(model_and_pool, kwargs, error, message):
     kwargs = {"X": pool, **kwargs}
     with pytest.raises(error, match=message):
         best_pool_pair(model, **kwargs)
+
+
+@pytest.mark.parametrize("block_size", [1024, 5])
+def test_min_information_keeps_the_best_pair_whose_answer_informs(
+    model_and_pool, block_size
+):
+    model, pool = model_and_pool
+    i, j = torch.triu_indices(len(pool), len(pool), offset=1)
+    pairs = torch.stack([pool[i], pool[j]], dim=-2)  # p x 2 x d
+    acqf = AnalyticExpectedUtilityOfBestOption(pref_model=model)
+    with torch.no_grad():
+        values, info = acqf(pairs), PairwiseBALD(model)(pairs)
+    best = int(values.argmax())
+    floor = float(info[best]) + 1e-3  # the best pair informs too little
+    enough = info >= floor
+    assert 0 < int(enough.sum()) < len(pairs)
+    k = int(torch.where(enough, values, -torch.inf).argmax())
+    pair, got = best_pool_pair(
+        model, pool, block_size=block_size, min_information=floor
+    )
+    assert pair.tolist() == [int(i[k]), int(j[k])]
+    assert got.item() == pytest.approx(values[k].item(), rel=1e-9)
+    with pytest.raises(InputDataError, match=r"or carries under 10.0 nats"):
+        best_pool_pair(model, pool, min_information=10.0)
