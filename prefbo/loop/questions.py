@@ -22,7 +22,7 @@ from prefbo.loop.answers import Answer
 from prefbo.loop.boundary import ROUNDS, face_columns, face_comparisons
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
-from prefbo.loop.repeats import identical_options, not_worth_asking
+from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.spaces import choose_options, random_designs, takes_exact
 from prefbo.loop.strategies import Question
 from prefbo.space import Space
@@ -96,6 +96,17 @@ class Questions:
         self.random_fallbacks += int(fallback)
         return question
 
+    def _rule(self) -> RepeatRule:
+        r"""The rule of :mod:`prefbo.loop.repeats` under the current model
+        (with the kept winner, if any, as every question's first option)."""
+        fixed = self._fixed_option()
+        return RepeatRule(
+            self.model,
+            [self._to_model(t.options) for t in self._tells],
+            fixed=None if fixed is None else self._to_model(fixed),
+            avoid_resolved=self.avoid_resolved,
+        )
+
     def _question(self) -> tuple[Tensor, bool]:
         r"""The strategy's question under the current model, and whether it
         is a random one because the strategy found nothing worth asking."""
@@ -107,33 +118,23 @@ class Questions:
         if k < self.initial_random or not self._strategy.uses_model:
             new = self._uniform(n_new, step_seed, fixed)
         else:
-            box = self._model_box()
-            model = self.model
-            asked = [self._to_model(t.options) for t in self._tells]
-            first = None if fixed is None else self._to_model(fixed).unsqueeze(0)
-
-            def allowed(new: Tensor) -> bool:
-                X = new if first is None else torch.cat([first, new])
-                if not self.avoid_resolved:
-                    return not identical_options(X)
-                return not not_worth_asking(model, X, asked)
-
+            rule = self._rule()
             exact = takes_exact(self.space, self.strategy, self.q, self.keep_winner)
             question = Question(
-                model=model,
-                bounds=box,
-                fixed=None if first is None else first[0],
+                model=rule.model,
+                bounds=self._model_box(),
+                fixed=rule.fixed,
                 num_new=n_new,
                 seed=step_seed % _options.SEED_MOD,
                 options=self.acqf_options,
                 best=lambda: self._to_model(self.best()[0]),
-                allowed=allowed,
+                rule=rule,
             )
             with seeded(step_seed), expected_fit_warnings():
                 new = choose_options(
                     self.strategy, self._strategy, question, self.space, exact
                 )
-            if new is not None and allowed(new):
+            if new is not None and rule.allowed(new):
                 new = self._from_model(new)
             else:  # the strategy found nothing worth asking: a random question
                 fallback = True

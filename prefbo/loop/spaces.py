@@ -13,7 +13,8 @@ Questions:
   ``"eubo"`` and ``q = 2``: the pair with the highest analytic EUBO over all
   pairs of designs (:func:`~prefbo.acquisition.best_pool_pair`, exact; 3,000
   designs, 4.5 million pairs, take about 3 s on two cores), skipping pairs
-  the loop does not ask (a resolved repeat, :mod:`prefbo.loop.repeats`).
+  the loop does not ask (a resolved repeat, or a repeat where an unasked
+  pair is nearly as informative: :mod:`prefbo.loop.repeats`).
 - Otherwise (a continuous variable, a larger space, another strategy, a kept
   winner): the strategy's optimiser over the encoding's unit cube, then each
   option snapped to its nearest design (:meth:`~prefbo.space.Space.snap`).
@@ -31,7 +32,7 @@ Questions:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -40,6 +41,7 @@ from torch import Tensor
 from prefbo.acquisition.pool_eubo import best_pool_pair
 from prefbo.exceptions import InputDataError
 from prefbo.loop.answers import check_new_options
+from prefbo.loop.repeats import RepeatRule
 from prefbo.space import Space
 
 #: The largest finite space whose pairs are all scored (a measured ~3 s).
@@ -136,23 +138,27 @@ def random_designs(
     )
 
 
-def exact_pair(
-    model: Any, space: Space, allowed: Callable[[Tensor], bool]
-) -> Tensor | None:
-    r"""The allowed pair of designs with the highest EUBO, or ``None``.
+def exact_pair(model: Any, space: Space, rule: RepeatRule) -> Tensor | None:
+    r"""The pair of designs of the finite ``space`` the rule asks, by EUBO, or
+    ``None`` (see :func:`best_allowed_pair`)."""
+    return best_allowed_pair(model, space.grid(max_size=EXACT_MAX), rule)
 
-    Scores every pair of the finite ``space``'s designs; a pair ``allowed``
-    refuses is excluded and the search repeated, at most
-    :data:`EXACT_TRIES` times.
+
+def best_allowed_pair(model: Any, grid: Tensor, rule: RepeatRule) -> Tensor | None:
+    r"""The pair of rows of ``grid`` the rule asks, or ``None``.
+
+    The pair of highest EUBO that ``rule`` allows (a pair it refuses is
+    excluded and the search repeated, at most :data:`EXACT_TRIES` times);
+    if that pair repeats an asked one, the pair of highest EUBO among the
+    unasked pairs nearly as informative, where there is one
+    (:mod:`prefbo.loop.repeats`, rule 3: every pair is a candidate).
+
+    Args:
+        model: The model.
+        grid: ``N x d`` designs (the model's inputs).
+        rule: The loop's :class:`~prefbo.loop.repeats.RepeatRule` (no kept
+            winner).
     """
-    return best_allowed_pair(model, space.grid(max_size=EXACT_MAX), allowed)
-
-
-def best_allowed_pair(
-    model: Any, grid: Tensor, allowed: Callable[[Tensor], bool]
-) -> Tensor | None:
-    r"""The allowed pair of rows of ``grid`` with the highest EUBO, or ``None``
-    (see :func:`exact_pair`)."""
     exclude = torch.zeros(0, 2, dtype=torch.long)
     for _ in range(EXACT_TRIES):
         try:
@@ -160,24 +166,36 @@ def best_allowed_pair(
         except InputDataError:  # every pair excluded
             return None
         pair = grid[idx]
-        if allowed(pair):
-            return pair
+        if rule.allowed(pair):
+            break
         exclude = torch.cat([exclude, idx.unsqueeze(0)])
-    return None
+    else:
+        return None
+    if not rule.avoid_resolved or not rule.is_repeat(pair):
+        return pair
+    asked = torch.cat([exclude, rule.asked_index_pairs(grid)])
+    try:
+        idx, _ = best_pool_pair(
+            model, grid, exclude=asked, min_information=rule.floor(pair)
+        )
+    except InputDataError:  # no unasked pair nearly as informative
+        return pair
+    return grid[idx]
 
 
 def sampled_pair(
     model: Any,
     space: Space,
     snapped: Tensor,
-    allowed: Callable[[Tensor], bool],
+    rule: RepeatRule,
     seed: int,
 ) -> Tensor | None:
-    r"""The allowed pair with the highest EUBO among the ``2 x dim`` snapped
-    options and :data:`SAMPLED` uniform designs of ``space`` (drawn with
-    ``seed``), or ``None`` (see the module docstring)."""
+    r"""The pair the rule asks (by EUBO, :func:`best_allowed_pair`) among the
+    ``2 x dim`` snapped options and :data:`SAMPLED` uniform designs of
+    ``space`` (drawn with ``seed``), or ``None`` (see the module
+    docstring)."""
     candidates = torch.cat([snapped, space.sample(SAMPLED, seed=seed)])
-    return best_allowed_pair(model, candidates, allowed)
+    return best_allowed_pair(model, candidates, rule)
 
 
 def choose_options(
@@ -192,14 +210,14 @@ def choose_options(
     set against sampled designs (:func:`sampled_pair`).
     """
     if exact:
-        return exact_pair(question.model, space, question.allowed)
+        return exact_pair(question.model, space, question.rule)
     new = strategy.acquire(question)
     check_new_options(new, question.num_new, question.bounds, strategy_name)
     if space is None:
         return new
     new = space.snap(new)
     if strategy_name == "eubo" and question.fixed is None:
-        new = sampled_pair(question.model, space, new, question.allowed, question.seed)
+        new = sampled_pair(question.model, space, new, question.rule, question.seed)
     return new
 
 

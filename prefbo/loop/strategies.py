@@ -53,6 +53,7 @@ from prefbo.exceptions import UnsupportedError
 from prefbo.loop.model_kinds import ModelKind
 from prefbo.loop.options import acqf_scipy_options
 from prefbo.loop.registry import Registry
+from prefbo.loop.repeats import RepeatRule
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,11 @@ class Question:
             (the torch RNG is also seeded by it).
         options: The optimiser's ``acqf_options``.
         best: Returns the ``d`` told design with the highest posterior mean.
-        allowed: Whether the ``num_new x d`` new options (after ``fixed``)
-            may be asked: ``False`` for a repeat of an earlier question that
-            the model has resolved (:mod:`prefbo.loop.repeats`). A strategy
-            returns the best allowed options it finds.
+        rule: Which new options the loop asks (:mod:`prefbo.loop.repeats`):
+            a strategy passes the candidates its search scored to
+            :func:`choose` (or, one at a time, tests them with
+            ``rule.allowed``), which skips resolved repeats and asks a
+            repeat only when no unasked candidate is nearly as informative.
     """
 
     model: Model
@@ -84,7 +86,7 @@ class Question:
     seed: int
     options: dict[str, Any]
     best: Callable[[], Tensor]
-    allowed: Callable[[Tensor], bool] = lambda new: True
+    rule: RepeatRule
 
 
 class Strategy:
@@ -130,35 +132,37 @@ class Strategy:
 
     def acquire(self, question: Question) -> Tensor:
         r"""The ``num_new x d`` new options (detached), after ``fixed`` if any,
-        that ``question.allowed``."""
+        that ``question.rule`` lets the loop ask (see :func:`choose`)."""
         raise NotImplementedError
 
 
-def first_allowed(
-    question: Question, candidates: Tensor, values: Tensor
+def choose(
+    question: Question,
+    candidates: Tensor,
+    values: Tensor,
+    more: Callable[[], tuple[Tensor, Tensor]] | None = None,
 ) -> Tensor | None:
-    r"""The allowed candidate of highest value, or ``None``.
+    r"""The candidate the loop asks, by ``question.rule``
+    (:meth:`~prefbo.loop.repeats.RepeatRule.choose`), or ``None``.
 
     Args:
-        question: The question (its ``allowed``).
+        question: The question.
         candidates: ``b x num_new x d`` candidate new options.
         values: ``b`` values (higher is better).
+        more: Further candidates and values, scored only where the best
+            allowed candidate is a repeat none of ``candidates`` replaces.
     """
-    for i in values.argsort(descending=True).tolist():
-        if question.allowed(candidates[i]):
-            return candidates[i]
-    return None
+    return question.rule.choose(candidates, values, more)
 
 
-def sobol_fallback(
+def sobol_candidates(
     question: Question,
     score: Callable[[Tensor], Tensor],
     prefix: Tensor | None = None,
     num: int = 1024,
-) -> Tensor:
-    r"""The allowed new options of highest ``score`` among ``num`` scrambled
-    Sobol draws (seeded by the question), for when every optimised candidate
-    is a resolved repeat.
+) -> tuple[Tensor, Tensor]:
+    r"""``num`` scrambled Sobol candidates (seeded by the question) and their
+    scores.
 
     Args:
         question: The question.
@@ -166,6 +170,9 @@ def sobol_fallback(
         prefix: ``k x d`` options every candidate starts with (e.g. the
             current best), or ``None``.
         num: Number of candidates.
+
+    Returns:
+        ``num x num_new x d`` candidates and their ``num`` values.
     """
     d = question.bounds.shape[-1]
     k = 0 if prefix is None else prefix.shape[0]
@@ -177,8 +184,48 @@ def sobol_fallback(
         cand = torch.cat([prefix.expand(num, k, d), cand], dim=-2)
     with torch.no_grad():
         values = score(cand)
-    found = first_allowed(question, cand, values)
+    return cand, values
+
+
+def sobol_fallback(
+    question: Question,
+    score: Callable[[Tensor], Tensor],
+    prefix: Tensor | None = None,
+    num: int = 1024,
+) -> Tensor:
+    r"""The new options the rule asks among ``num`` scrambled Sobol draws
+    (:func:`sobol_candidates`), for when no optimised candidate is allowed;
+    the draw of highest ``score`` if none is."""
+    cand, values = sobol_candidates(question, score, prefix, num)
+    found = choose(question, cand, values)
     return cand[int(values.argmax())] if found is None else found
+
+
+def choose_or_fallback(
+    question: Question,
+    candidates: Tensor,
+    values: Tensor,
+    score: Callable[[Tensor], Tensor],
+    prefix: Tensor | None = None,
+) -> Tensor:
+    r"""The optimised candidate the rule asks, with the Sobol draws
+    (:func:`sobol_candidates`) as its further candidates; the Sobol fallback
+    if none of the optimised candidates is allowed.
+
+    Args:
+        question: The question.
+        candidates: ``b x num_new x d`` optimised candidates.
+        values: Their ``b`` values.
+        score: The values of ``b' x num_new x d`` candidates (``b'``).
+        prefix: ``k x d`` options every Sobol candidate starts with.
+    """
+    found = choose(
+        question,
+        candidates,
+        values,
+        more=lambda: sobol_candidates(question, score, prefix),
+    )
+    return sobol_fallback(question, score, prefix) if found is None else found
 
 
 class _FixedFirst(AcquisitionFunction):
@@ -225,8 +272,7 @@ class AcquisitionStrategy(Strategy):
             return_best_only=False,
         )
         cand, values = cand.detach(), values.detach()  # restarts x num_new x d
-        found = first_allowed(question, cand, values)
-        return sobol_fallback(question, acqf) if found is None else found
+        return choose_or_fallback(question, cand, values, acqf)
 
 
 class EUBO(AcquisitionStrategy):
@@ -255,9 +301,10 @@ class EUBO(AcquisitionStrategy):
             num_steps=o["maxiter"],
             seed=question.seed,
         ).detach()
-        if question.allowed(new):
-            return new
-        return sobol_fallback(question, self.acquisition(question)[0])
+        acqf = self.acquisition(question)[0]
+        with torch.no_grad():
+            value = acqf(new.unsqueeze(0))  # 1
+        return choose_or_fallback(question, new.unsqueeze(0), value, acqf)
 
 
 class QEUBO(AcquisitionStrategy):
@@ -304,13 +351,12 @@ class MaxValueEntropy(Strategy):
         )
         x, values = x.detach(), values.detach()  # restarts x 1 x d
         if question.fixed is not None:
-            found = first_allowed(question, x, values)
-            return sobol_fallback(question, acqf) if found is None else found
+            return choose_or_fallback(question, x, values, acqf)
         best = question.best().unsqueeze(0)  # the current best against the new
-        found = first_allowed(question, torch.cat([best.expand_as(x), x], -2), values)
-        if found is not None:
-            return found
-        return sobol_fallback(question, lambda X: acqf(X[..., 1:, :]), best)
+        pairs = torch.cat([best.expand_as(x), x], -2)  # restarts x 2 x d
+        return choose_or_fallback(
+            question, pairs, values, lambda X: acqf(X[..., 1:, :]), best
+        )
 
 
 class Thompson(Strategy):
@@ -318,12 +364,15 @@ class Thompson(Strategy):
     posterior samples maximised by batched ascent)."""
 
     requires = {"pathwise_samples": "pathwise samples"}
-    max_draws = 4  # Thompson draws tried when the first repeats a resolved question
+    # Thompson draws tried while the first is not allowed or is a repeat
+    # (the rule of prefbo.loop.repeats chooses among them, earlier first)
+    max_draws = 4
 
     def acquire(self, question):  # noqa: D102
         o, fixed = question.options, question.fixed
         k = question.num_new if fixed is not None else question.num_new - 1
         best = None if fixed is not None else question.best().unsqueeze(0)
+        draws = []
         for draw in range(self.max_draws):
             cand = thompson_batch(
                 question.model,
@@ -335,12 +384,13 @@ class Thompson(Strategy):
                 seed=question.seed + draw,
             ).detach()
             if best is not None:
-                cand = torch.cat([best, cand])  # q x d
-            if draw == 0:
-                first = cand
-            if question.allowed(cand):
+                cand = torch.cat([best, cand])  # num_new x d
+            draws.append(cand)
+            if question.rule.allowed(cand) and not question.rule.is_repeat(cand):
                 return cand
-        return first  # every draw repeats a resolved question: the first
+        values = -torch.arange(len(draws), dtype=draws[0].dtype)  # earlier first
+        found = choose(question, torch.stack(draws), values)
+        return draws[0] if found is None else found  # none allowed: the first
 
 
 class Random(Strategy):

@@ -46,7 +46,7 @@ from prefbo.loop.answers import pairs_from
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.optimizer import PreferentialOptimizer
-from prefbo.loop.repeats import not_worth_asking
+from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.session import lock_holder
 from prefbo.loop.spaces import choose_options, takes_exact
 from prefbo.loop.strategies import Question, get_strategy
@@ -414,11 +414,7 @@ class PopulationStudy:
         if k < self.initial_random or self.strategy == "random":
             return person._uniform(2, step_seed)
         view = ParticipantView(self.model, pid)
-        asked = [person._to_model(t.options) for t in person._tells]
-
-        def allowed(new: Tensor) -> bool:
-            return not not_worth_asking(view, new, asked)
-
+        rule = RepeatRule(view, [person._to_model(t.options) for t in person._tells])
         question = Question(
             model=view,
             bounds=person._model_box(),
@@ -427,14 +423,14 @@ class PopulationStudy:
             seed=step_seed % _options.SEED_MOD,
             options=self.acqf_options,
             best=lambda: person._to_model(self.best(name)[0]),
-            allowed=allowed,
+            rule=rule,
         )
         exact = takes_exact(self.space, self.strategy, 2, False)
         with seeded(step_seed), expected_fit_warnings():
             new = choose_options(
                 self.strategy, self._strategy, question, self.space, exact
             )
-        if new is not None and allowed(new):
+        if new is not None and rule.allowed(new):
             return person._from_model(new)
         self.random_fallbacks += 1
         return person._uniform(2, step_seed)

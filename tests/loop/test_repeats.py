@@ -12,6 +12,7 @@ from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.repeats import (
     MIN_INFORMATION,
     REPEAT_TOL,
+    RepeatRule,
     answer_information,
     near_copies,
     not_worth_asking,
@@ -19,6 +20,8 @@ from prefbo.loop.repeats import (
 )
 from prefbo.loop.strategies import AcquisitionStrategy, Question, Strategy
 from prefbo.models import PairwiseEPGP
+from prefbo.space import ItemPool, Space
+from prefbo.test_functions import SimulatedPerson
 
 D = dict(dtype=torch.float64)
 A = torch.tensor([[0.1, 0.2], [0.8, 0.9]], **D)
@@ -146,3 +149,125 @@ def test_a_question_of_identical_options_becomes_a_random_one(monkeypatch):
     assert ((X >= bounds[0]) & (X <= bounds[1])).all()
     opt.tell(1)  # before: the loop's own question was refused here
     assert opt.random_fallbacks == 1
+
+
+def _pairs(n: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, 2, 2, generator=g, **D)  # n x 2 x d
+
+
+def test_a_repeat_gives_way_to_the_best_unasked_question_nearly_as_informative():
+    model = _model(1, 0)  # A asked once: its answer still informs
+    rule = RepeatRule(model, [A])
+    info = answer_information(model, A)
+    assert info >= MIN_INFORMATION and rule.is_repeat(A)
+    assert rule.floor(A) == pytest.approx(max(MIN_INFORMATION, info - MIN_INFORMATION))
+    others = _pairs(40)
+    with torch.no_grad():
+        bald = PairwiseBALD(model)(others)
+    values = torch.linspace(1.0, 0.0, 40, **D)  # the first other is the best
+    candidates = torch.cat([A.unsqueeze(0), others])  # 41 x 2 x d
+    values = torch.cat([torch.tensor([2.0], **D), values])  # the repeat is best
+    nearly = (bald >= rule.floor(A)).nonzero().reshape(-1)
+    assert 0 < len(nearly) < 40  # some are nearly as informative, some not
+    chosen = rule.choose(candidates, values)
+    torch.testing.assert_close(chosen, others[nearly[0]])
+    # no unasked candidate nearly as informative: the repeat is asked
+    weak = others[bald < rule.floor(A)]
+    chosen = rule.choose(torch.cat([A.unsqueeze(0), weak]), values[: len(weak) + 1])
+    torch.testing.assert_close(chosen, A)
+    # nor when it is none of the candidates, but the extra ones hold one
+    chosen = rule.choose(
+        torch.cat([A.unsqueeze(0), weak]),
+        values[: len(weak) + 1],
+        more=lambda: (others, values[1:]),
+    )
+    torch.testing.assert_close(chosen, others[nearly[0]])
+    # without avoid_resolved: the old rule, the best with distinct options
+    old = RepeatRule(model, [A], avoid_resolved=False)
+    torch.testing.assert_close(old.choose(candidates, values), A)
+
+
+def test_the_rule_holds_with_a_kept_winner_and_for_three_options():
+    model = _model(1, 0)
+    X3 = torch.tensor([[0.1, 0.2], [0.8, 0.9], [0.4, 0.6]], **D)
+    rule = RepeatRule(model, [X3], fixed=X3[0])
+    assert rule.is_repeat(X3[[2, 1]]) and not rule.is_repeat(X3[[1, 1]] + 0.1)
+    info = answer_information(model, X3)
+    assert rule.information(X3[1:].unsqueeze(0)).item() == pytest.approx(info)
+    others = _pairs(30, seed=1)  # 30 x 2 x d new options beside the kept one
+    values = torch.cat([torch.tensor([2.0], **D), torch.linspace(1, 0, 30, **D)])
+    chosen = rule.choose(torch.cat([X3[1:].unsqueeze(0), others]), values)
+    full = torch.cat([X3[:1].expand(30, 1, 2), others], dim=-2)  # 30 x 3 x d
+    infos = torch.tensor([answer_information(model, X) for X in full], **D)
+    first = int((infos >= rule.floor(X3[1:])).nonzero()[0])
+    torch.testing.assert_close(chosen, others[first])
+
+
+def test_the_loop_asks_an_unasked_pair_before_an_informative_repeat(monkeypatch):
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], **D)
+    opt = PreferentialOptimizer(
+        bounds,
+        strategy="random",
+        initial_random=1,
+        acqf_options={"num_restarts": 2, "raw_samples": 16, "maxiter": 20},
+    )
+    first = opt.ask()
+    opt.tell(0)
+    monkeypatch.setattr(_Stubborn, "target", first)
+    monkeypatch.setitem(strategies.STRATEGIES.entries, "stubborn", _Stubborn())
+    opt.strategy, opt._strategy = "stubborn", strategies.get_strategy("stubborn")
+    rule = RepeatRule(opt.model, [first])
+    assert answer_information(opt.model, first) >= MIN_INFORMATION  # not resolved
+    X = opt.ask()  # every restart converges on the first question
+    assert not repeats(X, [first])
+    assert answer_information(opt.model, X) >= rule.floor(first)
+    assert opt.random_fallbacks == 0
+
+
+def _repeat_mask(P: torch.Tensor, asked: torch.Tensor) -> torch.Tensor:
+    r"""Which of the ``p x 2 x d`` pairs repeat one of the ``m x 2 x d``
+    asked, as :func:`repeats` defines it (``p``)."""
+    near = [
+        [
+            (P[:, None, i] - asked[None, :, j]).abs().amax(-1) <= REPEAT_TOL
+            for j in range(2)
+        ]
+        for i in range(2)
+    ]  # p x m each
+    return ((near[0][0] & near[1][1]) | (near[0][1] & near[1][0])).any(-1)
+
+
+def _pool_run(seed: int, answers: int = 25, items: int = 200):
+    g = torch.Generator().manual_seed(100 + seed)
+    features = torch.rand(items, 3, generator=g, **D)
+    weights = torch.randn(3, generator=g, **D)
+    space = Space([ItemPool("item", list(range(items)), features.tolist())])
+    person = SimulatedPerson(
+        lambda X: torch.sin(3 * X) @ weights, noise_std=0.1, seed=seed
+    )
+    opt = PreferentialOptimizer(space, seed=seed)
+    grid = space.grid()  # items x 3, the model's inputs
+    i, j = torch.triu_indices(items, items, offset=1)
+    every = torch.stack([grid[i], grid[j]], dim=-2)  # items (items - 1) / 2 x 2 x 3
+    asked, repeated = [], 0
+    for _ in range(answers):
+        X = opt.ask()
+        if repeats(X, asked):
+            repeated += 1
+            rule = RepeatRule(opt.model, asked)
+            with torch.no_grad():
+                bald = PairwiseBALD(opt.model)(every)
+            unasked = ~_repeat_mask(every, torch.stack(asked))
+            # asked again only while no unasked pair is nearly as informative
+            assert float(bald[unasked].max()) < rule.floor(X) + 1e-9
+        asked.append(X)
+        opt.tell(person.compare(X[0], X[1]))
+    return repeated
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_item_pool_loop_repeats_a_pair_only_by_the_rule(seed):
+    # before the rule, EUBO asked its two best items again (seed 0: twice,
+    # seed 1: once) while unasked pairs carried as much information
+    _pool_run(seed)
