@@ -16,10 +16,18 @@ option lies on).
 
 While a question is computed, every option the strategy proposes on a face
 gets its virtual comparison and the question is computed again (at most
-:data:`ROUNDS` times). The comparisons made are kept with the question's
-answer (and written with it to the session log), so every later model and
-fit has them and a resumed session asks what the original would have asked;
-an answer told with options other than the asked question's has none unless
+:data:`ROUNDS` times). An option still on a face after the last round gets
+its comparisons as well and is asked ``step`` inside every face it lies on
+(:func:`off_faces`: the design its comparisons prefer), unless the moved
+question is one the loop must not ask (:mod:`prefbo.loop.repeats`). So a
+question of any ``q`` keeps off the faces; early on, with the model close to
+its prior, a question of three options could otherwise keep three corners
+through every round (qEUBO on a square).
+
+The comparisons made are kept with the question's answer (and written with
+it to the session log), so every later model and fit has them and a resumed
+session asks what the original would have asked; an answer told with
+options other than the asked question's has none unless
 given (``tell(..., virtual=...)``, the asked question's ``pending_virtual``,
 as ``prefbo serve`` gives them back from its store).
 
@@ -109,3 +117,24 @@ def face_comparisons(
             inner[d] = value
             pairs.append((inner, z.clone()))
     return pairs
+
+
+def off_faces(Z: Tensor, columns: Tensor, step: float) -> Tensor:
+    r"""The options moved ``step`` inside every face of the unit cube they
+    lie on: the inner designs of their virtual comparisons, combined.
+
+    Args:
+        Z: ``q x d`` options, points of the unit cube.
+        columns: ``d`` bool tensor of the columns that have faces
+            (:func:`face_columns`).
+        step: How far inside, in ``(0, 0.5]``.
+
+    Returns:
+        A ``q x d`` copy of ``Z`` with each column in ``columns`` within
+        :data:`FACE_TOL` of 0 (1) set to ``step`` (``1 - step``).
+    """
+    columns = columns.to(Z.device)
+    low = (Z <= FACE_TOL) & columns  # q x d
+    high = (Z >= 1 - FACE_TOL) & columns & ~low
+    moved = torch.where(low, torch.full_like(Z, step), Z)
+    return torch.where(high, torch.full_like(Z, 1 - step), moved)

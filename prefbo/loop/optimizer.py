@@ -137,10 +137,10 @@ class PreferentialOptimizer(Questions, FittedModels):
             unit_cube: The models see the unit cube of the box (every
                 default prior is set for inputs in ``[0, 1]^d``). ``False``:
                 the box's own units, as logs written before this setting.
-            avoid_resolved: Never ask a repeat or near-copy of a question
-                whose answer the model no longer needs
-                (:mod:`prefbo.loop.repeats`). ``False``: only identical
-                options are refused, as logs written before this setting.
+            avoid_resolved: Never ask a repeat or near-copy the model no
+                longer needs, nor a repeat where an unasked question is
+                nearly as informative (:mod:`prefbo.loop.repeats`). ``False``:
+                only identical options refused, as logs before this setting.
             boundary_step: Tell the model that the utility rises into the
                 box from its faces (:mod:`prefbo.loop.boundary`): while a
                 question is computed, every option the strategy proposes on
@@ -148,8 +148,8 @@ class PreferentialOptimizer(Questions, FittedModels):
                 design this far inside (a fraction of the box's width, in
                 ``[0.001, 0.5]``; with a space, only its continuous
                 variables have faces) and the question is computed again
-                (up to 4 computations per question); the comparisons made
-                are kept with the question's answer (and logged with it).
+                (up to 4 computations; options still on a face are then
+                asked this far inside); the comparisons go with the answer.
                 Only strategies that use the model, after ``initial_random``;
                 never for a kept winner. It keeps EUBO from spending its
                 questions on the faces and corners, where a stationary

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer
-from prefbo.loop.boundary import ROUNDS, face_columns, face_comparisons
+from prefbo.loop.boundary import ROUNDS, face_columns, face_comparisons, off_faces
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.repeats import RepeatRule
@@ -71,29 +71,48 @@ class Questions:
         r"""The strategy's question, computed again (at most
         :data:`~prefbo.loop.boundary.ROUNDS` times) while it proposes an
         option on a face, with that option's virtual comparison
-        (:mod:`prefbo.loop.boundary`); those made are kept for the answer. A
-        question the strategy could not make worth asking (a random one) is
-        counted once in ``random_fallbacks`` and ends the rounds."""
+        (:mod:`prefbo.loop.boundary`); those made are kept for the answer.
+        Options still on a face after the last round get their comparisons
+        too and are asked a step inside (:meth:`_off_faces`). A question the
+        strategy could not make worth asking (a random one) is counted once
+        in ``random_fallbacks`` and ends the rounds."""
         question, fallback = self._question()
         use = self.boundary_step is not None and self._strategy.uses_model
         if use and len(self._tells) >= self.initial_random:
             columns = face_columns(self.space, self.dim)
             kept = int(self._fixed_option() is not None)  # told already
             try:
-                for _ in range(ROUNDS):
+                for rounds in range(ROUNDS + 1):
                     Z = self.to_unit(question[kept:])
                     pairs = face_comparisons(Z, columns, self.boundary_step)
                     if fallback or not pairs:
                         break
                     self._proposed += [self.from_unit(torch.stack(p)) for p in pairs]
                     self._model = None  # rebuilt with them
-                    question, fallback = self._question()
+                    if rounds == ROUNDS:  # no computation left
+                        question = self._off_faces(question, kept, columns)
+                    else:
+                        question, fallback = self._question()
                 if self._proposed:
                     self._pending_virtual = torch.stack(self._proposed)
             finally:  # also when a round fails: the model of the answers alone
                 if self._proposed:
                     self._proposed, self._model = [], None
         self.random_fallbacks += int(fallback)
+        return question
+
+    def _off_faces(self, question: Tensor, kept: int, columns: Tensor) -> Tensor:
+        r"""The ``q x d`` question with its new options (after the first
+        ``kept``) moved ``boundary_step`` inside every face they lie on
+        (:func:`~prefbo.loop.boundary.off_faces`), unless the rule of
+        :mod:`prefbo.loop.repeats` refuses the moved question under the
+        model with their virtual comparisons; then it is asked as proposed."""
+        Z = off_faces(self.to_unit(question[kept:]), columns, self.boundary_step)
+        moved = torch.cat([question[:kept], self.from_unit(Z)])  # q x d
+        if self.space is not None:
+            moved = self.space.snap(moved)
+        if self._rule().allowed(self._to_model(moved[kept:])):
+            return moved
         return question
 
     def _rule(self) -> RepeatRule:

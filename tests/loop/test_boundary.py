@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.loop.boundary import face_columns, face_comparisons
+from prefbo.loop.boundary import face_columns, face_comparisons, off_faces
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.space import Categorical, Continuous, Integer, Space
 from prefbo.test_functions import Branin, SimulatedPerson
@@ -277,3 +277,30 @@ def test_virtual_comparisons_given_to_tell_are_checked():
     with pytest.raises(InputDataError, match="boundary_step"):
         off.tell(0, options=X, virtual=[[[0.9, 0.5], [1.0, 0.5]]])
     assert off.pending_virtual is None
+
+
+@pytest.mark.parametrize("strategy, q, seed", [("qeubo", 3, 0), ("eubo", 2, 0)])
+def test_no_question_is_asked_on_a_face_after_the_rounds(strategy, q, seed):
+    # early questions, under a model close to its prior, can still propose
+    # options on faces after every round (qEUBO, seed 0: three corners at
+    # the first model question); those are asked a step inside, with the
+    # virtual comparisons of the faces they were proposed on
+    box = torch.tensor([[0.0, 0.0], [1.0, 1.0]], **T)
+    opt = PreferentialOptimizer(
+        box, strategy=strategy, q=q, seed=seed, acqf_options={**SMALL, "mc_samples": 64}
+    )
+    for k in range(4):
+        X = opt.ask()
+        if k >= opt.initial_random:
+            assert not ((X <= 1e-4) | (X >= 1 - 1e-4)).any()
+        if k == opt.initial_random:  # the proposals' comparisons are kept
+            assert opt.pending_virtual is not None
+        opt.tell(int((-((X - 0.3) ** 2).sum(-1)).argmax()))
+
+
+def test_options_on_faces_move_a_step_inside_every_face_they_lie_on():
+    Z = torch.tensor([[0.0, 0.3, 1.0], [0.5, 0.5, 0.5], [1.0, 1e-9, 0.4]], **T)
+    moved = off_faces(Z, torch.tensor([True, True, False]), step=0.1)
+    expected = torch.tensor([[0.1, 0.3, 1.0], [0.5, 0.5, 0.5], [0.9, 0.1, 0.4]], **T)
+    torch.testing.assert_close(moved, expected, atol=0, rtol=0)
+    assert moved is not Z and Z[0, 0] == 0.0  # a copy
