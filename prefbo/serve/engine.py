@@ -31,7 +31,7 @@ from torch import Tensor
 from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import PopulationStudy, PreferentialOptimizer
 from prefbo.serve.config import StudyConfig
-from prefbo.space import Continuous, Integer, ItemPool
+from prefbo.space import Integer, ItemPool
 
 
 def _told(question: dict[str, Any]) -> bool:
@@ -232,13 +232,10 @@ def _slices(study: PopulationStudy, space: Any, at: dict[str, Any]) -> list[dict
     out = []
     model = study.model
     for v in space.variables:
-        values = None if isinstance(v, Continuous) else v.values()
-        discrete = values is not None and not (
-            isinstance(v, Integer) and len(values) > SLICE_POINTS
+        discrete = v.levels is not None and not (
+            isinstance(v, Integer) and v.levels > SLICE_POINTS
         )
-        if not discrete:
-            grid = torch.linspace(0, 1, SLICE_POINTS, dtype=torch.float64)
-            values = list(dict.fromkeys(v.decode([float(t)]) for t in grid))
+        values = v.values() if discrete else v.spread(SLICE_POINTS)
         Z = space.encode([{**at, v.name: value} for value in values])
         with torch.no_grad():
             post = model.posterior(with_participant(Z, POPULATION).unsqueeze(-2))
