@@ -218,6 +218,11 @@ def _wait(condition, timeout, every=0.05):
     return condition()
 
 
+def _proc(pid, name):
+    with open(f"/proc/{pid}/{name}", "rb") as f:
+        return f.read()
+
+
 def _served_study(tmp_path, make_config):
     config = make_config()
     store = Store(f"sqlite:///{tmp_path / 'study.db'}")
@@ -236,9 +241,13 @@ def test_a_killed_worker_is_restarted_and_logged(
         assert [w["index"] for w in before] == [0, 1]
         assert all(w["alive"] and w["restarts"] == 0 for w in before)
         # each worker's thread count is in its environment from its start
-        with open(f"/proc/{before[1]['pid']}/environ", "rb") as f:
-            environ = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
-        assert environ[b"OMP_NUM_THREADS"] == str(worker_threads(2)).encode()
+        # (read once it runs python: a child forked but not yet started
+        # shows its parent's first environment)
+        assert _wait(lambda: b"spawn_main" in _proc(before[1]["pid"], "cmdline"), 5)
+        block = _proc(before[1]["pid"], "environ").split(b"\0")
+        environ = dict(e.split(b"=", 1) for e in block if b"=" in e)
+        threads = str(worker_threads(2)).encode()
+        assert environ[b"OMP_NUM_THREADS"] == environ[b"MKL_NUM_THREADS"] == threads
         os.kill(before[1]["pid"], signal.SIGKILL)
         started = time.monotonic()
         assert _wait(lambda: supervisor.status()[1]["restarts"] == 1, 5.0)
