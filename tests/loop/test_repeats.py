@@ -204,17 +204,20 @@ def test_the_rule_holds_with_a_kept_winner_and_for_three_options():
     torch.testing.assert_close(chosen, others[first])
 
 
-def test_the_loop_asks_an_unasked_pair_before_an_informative_repeat(monkeypatch):
+@pytest.mark.parametrize("q", [2, 3])
+def test_the_loop_asks_an_unasked_question_before_an_informative_repeat(monkeypatch, q):
     bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], **D)
     opt = PreferentialOptimizer(
         bounds,
         strategy="random",
+        q=q,
         initial_random=1,
         acqf_options={"num_restarts": 2, "raw_samples": 16, "maxiter": 20},
     )
     first = opt.ask()
     opt.tell(0)
     monkeypatch.setattr(_Stubborn, "target", first)
+    monkeypatch.setattr(_Stubborn, "pair_only", q == 2)
     monkeypatch.setitem(strategies.STRATEGIES.entries, "stubborn", _Stubborn())
     opt.strategy, opt._strategy = "stubborn", strategies.get_strategy("stubborn")
     rule = RepeatRule(opt.model, [first])
@@ -271,3 +274,25 @@ def test_an_item_pool_loop_repeats_a_pair_only_by_the_rule(seed):
     # before the rule, EUBO asked its two best items again (seed 0: twice,
     # seed 1: once) while unasked pairs carried as much information
     _pool_run(seed)
+
+
+def test_thompson_draws_again_when_its_first_draw_is_a_repeat(monkeypatch):
+    model = _model(1, 0)  # A asked once: informative
+    other = torch.tensor([[0.3, 0.7]], **D)
+    draws = iter([A[1:], other])  # Thompson maximisers, 1 x d each
+    monkeypatch.setattr(strategies, "thompson_batch", lambda *a, **k: next(draws))
+    question = Question(
+        model=model,
+        bounds=torch.tensor([[0.0, 0.0], [1.0, 1.0]], **D),
+        fixed=None,
+        num_new=2,
+        seed=0,
+        options={"raw_samples": 8, "num_restarts": 1, "maxiter": 1},
+        best=lambda: A[0],
+        rule=RepeatRule(model, [A]),
+    )
+    fresh = torch.cat([A[:1], other])  # the best design against the second draw
+    assert answer_information(model, fresh) >= question.rule.floor(A)
+    # the best design against the first draw repeats A: drawn again
+    chosen = strategies.get_strategy("ts").acquire(question)
+    torch.testing.assert_close(chosen, fresh)
