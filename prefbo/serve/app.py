@@ -108,7 +108,7 @@ class StudyApp:
         join_code: The secret in the join link.
         researcher_token: The secret of the researcher's page.
         health: What ``/healthz`` reports, a dict with ``ok`` (200 if true,
-            else 503; see :func:`~prefbo.serve.worker.health_report`);
+            else 503; see :func:`~prefbo.serve.supervisor.health_report`);
             default: a write probe of the database alone.
     """
 

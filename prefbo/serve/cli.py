@@ -38,7 +38,8 @@ from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.export import export_csv, export_json
 from prefbo.serve.render import Renderer
 from prefbo.serve.store import Store, database_url, one_line
-from prefbo.serve.worker import WorkerSupervisor, config_from_store, health_report
+from prefbo.serve.supervisor import WorkerSupervisor, health_report
+from prefbo.serve.worker import config_from_store
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -23,7 +23,10 @@ called.
 A user's own choice wins: when ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` is
 set, when the calling thread's count is not the count torch had when prefbo
 was imported (``torch.set_num_threads`` was called since), or when
-``PREFBO_THREADS=off``, :func:`limited` changes nothing.
+``PREFBO_THREADS=off``, :func:`limited` changes nothing. A process that
+prefbo starts with its share of the cores (a ``prefbo serve`` worker) has
+those variables set by prefbo and ``PREFBO_THREADS=auto``, which keeps the
+policy on.
 """
 
 from __future__ import annotations
@@ -81,11 +84,13 @@ def machine_busy() -> bool:
 
 def user_chose_threads() -> bool:
     r"""Whether the user set the thread count themselves (an environment
-    variable, ``torch.set_num_threads`` since prefbo was imported, or
+    variable, unless ``PREFBO_THREADS=auto`` says prefbo set it;
+    ``torch.set_num_threads`` since prefbo was imported; or
     ``PREFBO_THREADS=off``)."""
-    if os.environ.get("PREFBO_THREADS", "").lower() == "off":
+    policy = os.environ.get("PREFBO_THREADS", "").lower()
+    if policy == "off":
         return True
-    if any(os.environ.get(v) for v in USER_VARIABLES):
+    if policy != "auto" and any(os.environ.get(v) for v in USER_VARIABLES):
         return True
     return torch.get_num_threads() != IMPORT_THREADS
 

@@ -44,6 +44,14 @@ def test_a_users_variable_wins(policy, monkeypatch, variable):
     assert threads_for(10) is None
 
 
+def test_variables_prefbo_set_for_its_own_process_keep_the_policy(
+    policy, monkeypatch
+):
+    monkeypatch.setenv("OMP_NUM_THREADS", str(torch.get_num_threads()))
+    monkeypatch.setenv("PREFBO_THREADS", "auto")
+    assert threads_for(10) == 1
+
+
 def test_prefbo_threads_off_wins(policy, monkeypatch):
     monkeypatch.setenv("PREFBO_THREADS", "off")
     assert threads_for(10) is None
