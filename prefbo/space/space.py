@@ -33,10 +33,10 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.space.circular import Circular
 from prefbo.space.pool import ItemPool
 from prefbo.space.variables import (
     Categorical,
-    Circular,
     Continuous,
     Integer,
     Ordinal,
