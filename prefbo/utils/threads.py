@@ -127,3 +127,20 @@ def limited(size: int) -> Iterator[None]:
         return
     with runtimes.limit(limits=count):
         yield
+
+
+def describe() -> str:
+    r"""The thread settings of this process in one line, for a benchmark's
+    page: torch's threads, the thread variables, whether the policy applies
+    and the cores, e.g. ``"torch threads 2; OMP_NUM_THREADS unset,
+    MKL_NUM_THREADS unset, PREFBO_THREADS unset; prefbo's policy on; 2 usable
+    cores"``."""
+    variables = ", ".join(
+        f"{v}={os.environ[v]}" if os.environ.get(v) else f"{v} unset"
+        for v in (*USER_VARIABLES, "PREFBO_THREADS")
+    )
+    policy = "off (the user's setting)" if user_chose_threads() else "on"
+    return (
+        f"torch threads {torch.get_num_threads()}; {variables}; prefbo's policy "
+        f"{policy}; {usable_cores()} usable cores"
+    )

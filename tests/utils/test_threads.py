@@ -127,3 +127,16 @@ def test_batched_lu_and_cholesky_agree_across_limits_and_threads(policy):
     for w in workers:
         w.join()
     assert failures == []
+
+
+def test_describe_names_every_setting(monkeypatch):
+    for name in (*threads.USER_VARIABLES, "PREFBO_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(threads, "IMPORT_THREADS", torch.get_num_threads())
+    text = threads.describe()
+    assert text.startswith(f"torch threads {torch.get_num_threads()}; ")
+    assert "OMP_NUM_THREADS unset, MKL_NUM_THREADS unset, PREFBO_THREADS unset" in text
+    assert "policy on" in text and "usable cores" in text
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert "OMP_NUM_THREADS=1" in threads.describe()
+    assert "policy off (the user's setting)" in threads.describe()
