@@ -22,6 +22,7 @@ from prefbo.exceptions import InputDataError
 from prefbo.loop.answers import Answer, check_designs, pairs_from
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.options import SEED_MOD
+from prefbo.utils.threads import limited
 
 
 @contextmanager
@@ -144,9 +145,17 @@ class FittedModels:
             raise InputDataError("predict() needs at least one answer; none was told.")
         return self._mean_sd(self._to_model(X))
 
+    @property
+    def work_size(self) -> int:
+        r"""The latent values of the model (at most ``q`` per answer and
+        question, virtual comparisons included): the size by which
+        :func:`prefbo.utils.threads.limited` runs its fits and questions."""
+        virtual = sum(0 if t.virtual is None else len(t.virtual) for t in self._tells)
+        return self.q * (len(self._tells) + 1) + 2 * virtual
+
     def _mean_sd(self, Z: Tensor) -> tuple[Tensor, Tensor]:
         r"""Posterior mean and sd of the utility at ``n x d`` model inputs."""
-        with torch.no_grad(), expected_fit_warnings():
+        with torch.no_grad(), expected_fit_warnings(), limited(self.work_size):
             post = self.model.posterior(Z.unsqueeze(-2))  # n x 1 x d
             mean = post.mean.reshape(-1)
             sd = post.variance.reshape(-1).clamp_min(0).sqrt()
@@ -224,7 +233,7 @@ class FittedModels:
         return self._fits[c]
 
     def _fit(self, model: Any) -> None:
-        with expected_fit_warnings(), torch.enable_grad():
+        with expected_fit_warnings(), torch.enable_grad(), limited(self.work_size):
             try:
                 self._kind.fit(model, self.fit_options)
             except ModelFittingError:  # keep the starting hyperparameters

@@ -26,6 +26,7 @@ from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.spaces import choose_options, random_designs, takes_exact
 from prefbo.loop.strategies import Question
 from prefbo.space import Space
+from prefbo.utils.threads import limited
 
 
 class Questions:
@@ -68,6 +69,13 @@ class Questions:
         return None
 
     def _next_question(self) -> Tensor:
+        r"""The next question (:meth:`_make_question`), made under prefbo's
+        thread policy (:func:`prefbo.utils.threads.limited`, by
+        ``work_size``)."""
+        with limited(self.work_size):
+            return self._make_question()
+
+    def _make_question(self) -> Tensor:
         r"""The strategy's question, computed again (at most
         :data:`~prefbo.loop.boundary.ROUNDS` times) while it proposes an
         option on a face, with that option's virtual comparison

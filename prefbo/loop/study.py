@@ -53,6 +53,7 @@ from prefbo.loop.strategies import Question, get_strategy
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models.population import disagreement, population_model
 from prefbo.utils.checks import check_int, check_seed, describe
+from prefbo.utils.threads import limited
 
 try:  # POSIX
     import fcntl
@@ -262,7 +263,8 @@ class PopulationStudy:
         one until it is answered; a new name joins the study)."""
         person = self._person(name)
         if name not in self._pending:
-            self._pending[name] = self._question(name, person)
+            with limited(2 * self._answers() + 2):  # the model's latent values
+                self._pending[name] = self._question(name, person)
         return self._pending[name].clone()
 
     def tell(self, name: str, answer: int, options: Any = None) -> None:
