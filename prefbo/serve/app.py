@@ -40,7 +40,6 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
@@ -63,7 +62,7 @@ from prefbo.serve.security import (
     read_json,
     redact_logs,
 )
-from prefbo.serve.store import Store
+from prefbo.serve.store import Store, StudyFull
 
 __all__ = ["MAX_BODY", "StudyApp", "new_token"]
 
@@ -77,6 +76,8 @@ ERROR_TITLES = {
     403: "This study is closed",
     404: "This link is not known",
     409: "This answer does not fit",
+    413: "Too much was sent",
+    422: "This cannot be used",
     500: "Something went wrong",
     503: "Please try again",
 }
@@ -86,6 +87,29 @@ async def favicon(request: Request) -> Response:
     r"""The site's icon, for browsers that ask for ``/favicon.ico``."""
     icon = (HERE / "static" / "favicon.svg").read_bytes()
     return Response(icon, media_type="image/svg+xml")
+
+
+#: The longest participant label (the database's column).
+MAX_LABEL = 200
+
+
+def check_label(label: Any) -> None:
+    r"""A participant's label: ``None`` (numbered) or printable text of at
+    most :data:`MAX_LABEL` characters.
+
+    Raises:
+        HTTPException: 422 naming what is wrong.
+    """
+    if label is None:
+        return
+    if not isinstance(label, str) or len(label) > MAX_LABEL:
+        raise HTTPException(
+            422, f"label must be a string of at most {MAX_LABEL} characters."
+        )
+    if not label.isprintable():
+        raise HTTPException(
+            422, "label must be printable text (no control characters)."
+        )
 
 
 def new_token() -> str:
@@ -175,15 +199,19 @@ class StudyApp:
         raise HTTPException(503, "no question could be shown; try again later.")
 
     def _join(self, label: Any) -> tuple[int, str]:
-        most = self.config.max_participants
-        if most is not None and self.store.count_participants() >= most:
+        check_label(label)
+        if self._full():
             raise HTTPException(403, "this study is full; joining is closed.")
         if label is None:
             label = f"participant {self.store.count_participants() + 1}"
-        if not isinstance(label, str) or len(label) > 200:
-            raise HTTPException(422, "label must be a string of at most 200 chars.")
         token = new_token()
-        return self.store.add_participant(token, label), token
+        try:
+            pid = self.store.add_participant(
+                token, label, self.config.max_participants
+            )
+        except StudyFull:
+            raise HTTPException(403, "this study is full; joining is closed.") from None
+        return pid, token
 
     def _page(self, name: str, http_status: int = 200, **context: Any) -> HTMLResponse:
         html = self.templates.get_template(name).render(config=self.config, **context)
@@ -205,9 +233,10 @@ class StudyApp:
             label = form.get("label", [None])[0] or None
             _, token = await run_in_threadpool(self._join, label)
             return RedirectResponse(f"/p/{token}", status_code=303)
+        label = request.query_params.get("label")
+        check_label(label)
         if await run_in_threadpool(self._full):
             raise HTTPException(403, "this study is full; joining is closed.")
-        label = request.query_params.get("label")
         return self._page("start.html", code=code, label=label)
 
     async def api_join(self, request: Request) -> Response:
@@ -353,8 +382,9 @@ class StudyApp:
         raise HTTPException(404, "export as csv or json.")
 
     # ---------------------------------------------------------- the app
-    def app(self) -> Starlette:
-        r"""The ASGI application."""
+    def app(self) -> SecurityHeaders:
+        r"""The ASGI application (Starlette's, inside
+        :class:`~prefbo.serve.security.SecurityHeaders`)."""
 
         async def http_error(request: Request, exc: Exception) -> Response:
             assert isinstance(exc, HTTPException)
@@ -406,11 +436,8 @@ class StudyApp:
             Exception: server_error,
         }
         redact_logs()
-        return Starlette(
-            routes=routes,
-            exception_handlers=handlers,
-            middleware=[Middleware(SecurityHeaders)],
-        )
+        # outside Starlette's own error middleware, so that a 500 has them too
+        return SecurityHeaders(Starlette(routes=routes, exception_handlers=handlers))
 
     def _error(self, request: Request, status: int, message: str) -> Response:
         r"""An error as JSON for ``/api`` (and the exports), as a page for
@@ -420,5 +447,5 @@ class StudyApp:
             return JSONResponse({"error": message}, status_code=status)
         title = ERROR_TITLES.get(status, "Something went wrong")
         return self._page(
-            "error.html", status, title=title, message=message
+            "error.html", status, title=title, message=message, status=status
         )

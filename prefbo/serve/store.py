@@ -199,6 +199,10 @@ def migrate(engine: Engine) -> int:
     return start
 
 
+class StudyFull(Exception):
+    r"""A join past the study's ``max_participants``."""
+
+
 class Store:
     r"""The study's database.
 
@@ -275,9 +279,26 @@ class Store:
             return one_line(e)
 
     # ------------------------------------------------------- participants
-    def add_participant(self, token: str, label: str) -> int:
-        r"""A new participant; returns its id."""
+    def add_participant(self, token: str, label: str, most: int | None = None) -> int:
+        r"""A new participant; returns its id.
+
+        Joins are serialised (a write to ``meta`` first: SQLite's write lock,
+        a row lock on PostgreSQL), so the count seen is the count inserted
+        against, and concurrent joins never pass ``most``.
+
+        Raises:
+            StudyFull: The study has ``most`` participants already.
+        """
         with self.transaction() as conn:
+            conn.execute(
+                update(meta)
+                .where(meta.c.key == "schema_version")
+                .values(value=meta.c.value)
+            )
+            if most is not None:
+                count = conn.execute(select(func.count(participants.c.id))).scalar()
+                if int(count) >= most:
+                    raise StudyFull(f"this study is full ({most} participants).")
             now = time.time()
             pid = conn.execute(
                 insert(participants).values(

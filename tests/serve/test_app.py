@@ -113,6 +113,7 @@ def test_joining_is_closed_when_full_and_needs_the_code(client):
     page = client.get("/join/JOIN")  # a person sees a page, not JSON
     assert page.status_code == 403 and "text/html" in page.headers["content-type"]
     assert "This study is closed" in page.text and "is full" in page.text
+    assert "copied whole" not in page.text  # the hint is for unknown links
     assert client.post("/join/JOIN").status_code == 403
     assert client.store.count_participants() == 3
 
@@ -142,6 +143,7 @@ def test_people_get_pages_and_scripts_get_json(client):
         r = client.get(path)
         assert r.status_code == status and "text/html" in r.headers["content-type"]
         assert "This link is not known" in r.text and text in r.text
+        assert "copied whole" in r.text
         assert "/static/study.css" in r.text and "{" not in r.text
     r = client.get("/api/p/not-a-participant/question")
     assert r.json() == {"error": "unknown participant link."}
@@ -282,3 +284,28 @@ def test_a_question_is_refused_when_nothing_renders(store, make_config):
         token = _join_code(client, "J")
         r = client.get(f"/api/p/{token}/question")
         assert r.status_code == 503 and "try again" in r.json()["error"]
+
+
+def test_concurrent_joins_never_pass_max_participants(client):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def join(i):
+        return client.post(
+            "/api/join", json={"join": "JOIN", "label": f"r{i}"}
+        ).status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        codes = list(pool.map(join, range(30)))
+    assert codes.count(200) == 3 and codes.count(403) == 27
+    assert client.store.count_participants() == 3
+
+
+@pytest.mark.parametrize("label", ["a\x00b", "tab\tlabel", "x" * 201, 7])
+def test_a_bad_label_is_a_422_before_anyone_is_made(client, label):
+    r = client.post("/api/join", json={"join": "JOIN", "label": label})
+    assert r.status_code == 422 and "label" in r.json()["error"]
+    if isinstance(label, str):  # the start page checks a link's label
+        page = client.get("/join/JOIN", params={"label": label})
+        assert page.status_code == 422
+        assert "text/html" in page.headers["content-type"]
+    assert client.store.count_participants() == 0

@@ -141,3 +141,16 @@ def test_the_filter_redacts_uvicorn_style_records():
         exc = logging.LogRecord("x", 40, __file__, 1, "m", None, sys.exc_info())
     RedactTokens().filter(exc)
     assert "SECRET" not in logging.Formatter().format(exc)
+
+
+def test_a_500_carries_the_security_headers(client, monkeypatch):
+    def boom(*args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(flow, "current", boom)
+    token = client.post("/api/join", json={"join": "JOINCODE"}).json()["token"]
+    for path in (f"/api/p/{token}/question",):
+        r = client.get(path)
+        assert r.status_code == 500
+        for name, value in HEADERS.items():
+            assert r.headers.get(name) == value, (path, name)
