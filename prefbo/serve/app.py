@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+import anyio
+import anyio.to_thread
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -398,11 +400,19 @@ class StudyApp:
             log.exception("%s %s", request.method, request.url.path, exc_info=exc)
             return self._error(request, 500, "internal server error.")
 
+        # its own threads: busy request threads (a display that hangs, a
+        # crowd) must not keep /healthz from answering
+        health_threads = anyio.CapacityLimiter(2)
+
         async def health(request: Request) -> Response:
             if self.health is not None:
-                report = await run_in_threadpool(self.health)
+                report = await anyio.to_thread.run_sync(
+                    self.health, limiter=health_threads
+                )
             else:  # no workers of its own to report on: the database
-                error = await run_in_threadpool(self.store.write_probe)
+                error = await anyio.to_thread.run_sync(
+                    self.store.write_probe, limiter=health_threads
+                )
                 database = {"ok": error is None, "error": error}
                 report = {"ok": error is None, "database": database, "workers": []}
             return JSONResponse(report, status_code=200 if report["ok"] else 503)

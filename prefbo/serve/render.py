@@ -7,7 +7,12 @@ r"""How a served study shows an option (the study file's ``[display]``).
   by variable name) and returning ``(bytes, mime type)``, e.g. a photo
   filter applied to a photo. The module is looked up on the study file's
   folder first; at start-up it is imported and tried on a sample design,
-  which must return within :data:`SAMPLE_SECONDS`.
+  which must return within :data:`SAMPLE_SECONDS`. While serving, each call
+  runs on one of :data:`RENDER_THREADS` threads of the renderer's own and is
+  given :data:`RENDER_SECONDS`: a design it fails on or does not return for
+  is a :class:`RenderError` (the question is replaced) and is remembered, so
+  a function that hangs on a design is not called on it again and never
+  holds a request longer than that.
 
 The page shows images, audio, video and text by their mime type.
 """
@@ -21,14 +26,20 @@ import threading
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
 from prefbo.serve.config import StudyConfig, StudyFileError
 
-CACHE_SIZE = 512  # rendered options kept in memory
+CACHE_SIZE = 512  # rendered options (and designs that failed) kept in memory
 #: Seconds a callable may take on the sample design at start-up.
 SAMPLE_SECONDS = 10.0
+#: Seconds a callable may take on a design while serving.
+RENDER_SECONDS = 5.0
+#: Threads that run a callable while serving (one that hangs keeps its own).
+RENDER_THREADS = 4
 
 
 class RenderError(Exception):
@@ -49,6 +60,10 @@ class Renderer:
         self.config = config
         self.kind = config.display["kind"]
         self._cache: OrderedDict[Any, tuple[bytes, str]] = OrderedDict()
+        self._failed: OrderedDict[Any, str] = OrderedDict()
+        self._running: dict[Any, Future] = {}
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
         self._function: Callable[[dict[str, Any]], Any] | None = None
         if self.kind == "callable":
             self._function = load_callable(
@@ -60,42 +75,22 @@ class Renderer:
             self._try_sample()
 
     def _try_sample(self) -> None:
-        r"""Render a sample design, in a thread given :data:`SAMPLE_SECONDS`
-        (a callable that hangs is left behind in it: the start-up stops).
+        r"""Render a sample design, given :data:`SAMPLE_SECONDS` (a callable
+        that hangs is left behind on its thread: the start-up stops).
 
         Raises:
             StudyFileError: The design was not rendered in time, or not
-                rendered.
+                rendered (the message names the study file and the field).
         """
         sample = self.config.space.decode(self.config.space.sample(1, seed=0))[0]
         where = (
             f"{self.config.name}: display.function {self.config.display['function']!r}"
         )
-        outcome: list[BaseException | None] = []
-
-        def attempt() -> None:
-            try:
-                self.render(sample)
-                outcome.append(None)
-            except BaseException as e:  # the user's code may even exit
-                outcome.append(e)
-
-        thread = threading.Thread(target=attempt, name="prefbo-sample", daemon=True)
-        thread.start()
-        thread.join(SAMPLE_SECONDS)
-        if not outcome:
-            raise StudyFileError(
-                f"{where} did not return within {SAMPLE_SECONDS:g} s on a sample "
-                f"design {sample}."
-            )
-        error = outcome[0]
-        if isinstance(error, RenderError):  # its message names display.function
-            message = str(error).removeprefix("display.function ")
-            raise StudyFileError(f"{where} {message}") from error
-        if error is not None:
-            raise StudyFileError(
-                f"{where} failed on a sample design {sample}: {describe(error)}"
-            ) from error
+        try:
+            self.render(sample, timeout=SAMPLE_SECONDS)
+        except RenderError as e:  # its message names display.function
+            message = str(e).removeprefix("display.function ")
+            raise StudyFileError(f"{where} {message}") from e
 
     def mime(self, values: dict[str, Any]) -> str | None:
         r"""The mime type of an option (``None`` for ``values``)."""
@@ -119,12 +114,29 @@ class Renderer:
                 raise RenderError(f"no file {path.name!r} in the display folder.")
         return self.mime(values)
 
-    def render(self, values: dict[str, Any]) -> tuple[bytes, str]:
-        r"""``(bytes, mime type)`` of an option."""
+    def render(
+        self, values: dict[str, Any], timeout: float | None = None
+    ) -> tuple[bytes, str]:
+        r"""``(bytes, mime type)`` of an option.
+
+        Args:
+            values: The design, a dict by variable name.
+            timeout: Seconds a callable may take (default
+                :data:`RENDER_SECONDS`).
+
+        Raises:
+            RenderError: The option cannot be rendered: the file cannot be
+                read, or the callable failed (any exception, ``SystemExit``
+                too), returned something else than ``(bytes, mime type)`` or
+                did not return in time, on this design now or before.
+        """
         key = tuple(sorted((k, repr(v)) for k, v in values.items()))
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return self._cache[key]
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+            if key in self._failed:
+                raise RenderError(self._failed[key])
         if self.kind == "files":
             path = self._file(values)
             try:
@@ -132,27 +144,55 @@ class Renderer:
             except OSError as e:
                 raise RenderError(f"cannot read {path}: {e}") from e
         elif self.kind == "callable":
-            try:
-                result = self._function(dict(values))
-            except Exception as e:  # the user's code: reported, not raised
-                raise RenderError(f"display.function failed on {values}: {e!r}") from e
-            if (
-                not isinstance(result, tuple)
-                or len(result) != 2
-                or not isinstance(result[0], (bytes, bytearray))
-                or not isinstance(result[1], str)
-            ):
-                raise RenderError(
-                    "display.function must return (bytes, mime type); got "
-                    f"{type(result).__name__} for {values}."
-                )
-            out = (bytes(result[0]), result[1])
+            out = self._call(
+                key, values, RENDER_SECONDS if timeout is None else timeout
+            )
         else:
             raise RenderError("a 'values' display has nothing to render.")
-        self._cache[key] = out
-        if len(self._cache) > CACHE_SIZE:
-            self._cache.popitem(last=False)
+        with self._lock:
+            _remember(self._cache, key, out)
         return out
+
+    def _call(self, key: Any, values: dict[str, Any], timeout: float) -> tuple:
+        r"""The callable's ``(bytes, mime type)`` for ``values``, run on the
+        renderer's threads (one call per design at a time) and waited for
+        ``timeout`` seconds; a failure is remembered for the design."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    RENDER_THREADS, thread_name_prefix="prefbo-render"
+                )
+            future = self._running.get(key)
+            if future is None:
+                future = self._pool.submit(self._function, dict(values))
+                self._running[key] = future
+                future.add_done_callback(lambda _, k=key: self._running.pop(k, None))
+        try:
+            result = future.result(timeout)
+        except FutureTimeout:
+            return self._fail(
+                key,
+                f"display.function did not return within {timeout:g} s on {values}.",
+            )
+        except BaseException as e:  # the user's code, SystemExit included
+            return self._fail(key, f"display.function failed on {values}: {e!r}")
+        if (
+            not isinstance(result, tuple)
+            or len(result) != 2
+            or not isinstance(result[0], (bytes, bytearray))
+            or not isinstance(result[1], str)
+        ):
+            return self._fail(
+                key,
+                "display.function must return (bytes, mime type); got "
+                f"{_shape(result)} for {values}.",
+            )
+        return bytes(result[0]), result[1]
+
+    def _fail(self, key: Any, message: str) -> tuple:
+        with self._lock:
+            _remember(self._failed, key, message)
+        raise RenderError(message)
 
     def _file(self, values: dict[str, Any]) -> Path:
         name = self.config.display["pattern"].format(**values)
@@ -160,6 +200,21 @@ class Renderer:
         if not path.is_relative_to(self._folder):
             raise RenderError(f"{name!r} lies outside the display folder.")
         return path
+
+
+def _remember(cache: OrderedDict, key: Any, value: Any) -> None:
+    r"""Put ``key`` in a bounded LRU ``cache`` (:data:`CACHE_SIZE`)."""
+    cache[key] = value
+    cache.move_to_end(key)
+    if len(cache) > CACHE_SIZE:
+        cache.popitem(last=False)
+
+
+def _shape(result: Any) -> str:
+    r"""What a callable returned, in words: ``(str, str)`` for a pair."""
+    if isinstance(result, tuple):
+        return "(" + ", ".join(type(x).__name__ for x in result) + ")"
+    return type(result).__name__
 
 
 def _guess(path: Path) -> str:
@@ -189,7 +244,7 @@ def load_callable(
     importlib.invalidate_caches()  # a module written since the last import
     try:
         function = getattr(importlib.import_module(module_name), attr)
-    except Exception as e:  # the user's module: any error at its import
+    except (Exception, SystemExit) as e:  # the user's module: any error at import
         line = None if isinstance(e, SyntaxError) else _line_in(e, root)
         at = "" if line is None else f" ({line})"
         raise StudyFileError(f"{where} cannot be loaded: {describe(e)}{at}") from e

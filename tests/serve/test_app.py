@@ -1,4 +1,5 @@
 import json
+import time
 
 import pytest
 from starlette.testclient import TestClient
@@ -309,3 +310,32 @@ def test_a_bad_label_is_a_422_before_anyone_is_made(client, label):
         assert page.status_code == 422
         assert "text/html" in page.headers["content-type"]
     assert client.store.count_participants() == 0
+
+
+def test_a_display_that_hangs_on_a_design_holds_no_question_long(
+    store, make_config, monkeypatch
+):
+    from prefbo.serve import render
+
+    monkeypatch.setattr(render, "RENDER_SECONDS", 0.1)
+    config = make_config()
+    renderer = _failing_renderer(config, lambda v: False)
+
+    def render_or_hang(values):  # hangs (for a while) above sweetness 5
+        if values["sweetness"] > 5:
+            time.sleep(2)
+        return b"<svg/>", "image/svg+xml"
+
+    renderer._function = render_or_hang
+    app = StudyApp(store, config, renderer, "J", "R").app()
+    with TestClient(app, raise_server_exceptions=False) as client:
+        token = _join_code(client, "J")
+        q = client.get(f"/api/p/{token}/question").json()
+        for _ in range(3):
+            assert all(o["sweetness"] <= 5 for o in q["options"])
+            q = client.post(
+                f"/api/p/{token}/answer",
+                json={"question_id": q["question_id"], "choice": 0},
+            ).json()
+    reasons = [e["data"]["reason"] for e in store.events() if e["kind"] == "replace"]
+    assert reasons and all("did not return within 0.1 s" in r for r in reasons)

@@ -142,7 +142,7 @@ def test_a_callable_that_hangs_stops_the_start_up(tmp_path, monkeypatch):
     )
     message = (
         "study.toml: display.function 'render_slow:f' did not return within "
-        "0.2 s on a sample design {'dish': "
+        "0.2 s on {'dish': "
     )
     with pytest.raises(StudyFileError, match="^" + re.escape(message)):
         Renderer(config)
@@ -152,6 +152,60 @@ def test_a_callable_that_exits_is_named(tmp_path):
     config = _callable_study(
         tmp_path, "render_exits", "import sys\ndef f(values):\n    sys.exit(4)\n"
     )
-    message = "study.toml: display.function 'render_exits:f' failed on a sample"
-    with pytest.raises(StudyFileError, match="^" + re.escape(message)):
+    message = "study.toml: display.function 'render_exits:f' failed on {"
+    with pytest.raises(StudyFileError, match="^" + re.escape(message)) as caught:
         Renderer(config)
+    assert "SystemExit(4)" in str(caught.value)
+
+
+def test_a_callable_that_hangs_at_run_time_fails_that_design_once(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(render, "RENDER_SECONDS", 0.2)
+    config = _callable_study(
+        tmp_path,
+        "render_sometimes_slow",
+        "import time\ncalls = []\ndef f(values):\n"
+        "    calls.append(values['dish'])\n"
+        "    if values['dish'] == 'b':\n        time.sleep(3)\n"
+        "    return b'x', 'a/b'\n",
+    )
+    r = Renderer(config)
+    import render_sometimes_slow as module
+
+    for _ in range(3):  # the first waits RENDER_SECONDS, the others not at all
+        with pytest.raises(RenderError, match=r"did not return within 0\.2 s"):
+            r.render({"dish": "b"})
+    assert module.calls.count("b") == 1  # never called again meanwhile
+    assert r.render({"dish": "a"}) == (b"x", "a/b")  # others still render
+
+
+def test_a_callable_that_exits_at_run_time_is_a_render_error(tmp_path):
+    config = _callable_study(
+        tmp_path,
+        "render_exits_later",
+        "import sys\ndef f(values):\n"
+        "    if values['dish'] == 'b':\n        sys.exit(3)\n"
+        "    return b'x', 'a/b'\n",
+    )
+    r = Renderer(config)
+    with pytest.raises(RenderError, match="SystemExit"):
+        r.render({"dish": "b"})
+
+
+def test_a_module_that_exits_at_import_is_one_line(tmp_path):
+    (tmp_path / "render_exit_import.py").write_text("import sys\nsys.exit(0)\n")
+    with pytest.raises(StudyFileError, match="cannot be loaded: SystemExit"):
+        load_callable("render_exit_import:f", tmp_path, "study.toml")
+
+
+def test_a_wrong_return_names_what_came(tmp_path):
+    config = _callable_study(
+        tmp_path,
+        "render_wrong_pair",
+        "def f(values):\n    if values['dish'] == 'b':\n"
+        "        return 'not bytes', 'text/plain'\n    return b'x', 'a/b'\n",
+    )
+    r = Renderer(config)
+    with pytest.raises(RenderError, match=r"got \(str, str\)"):
+        r.render({"dish": "b"})
