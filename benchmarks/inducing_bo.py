@@ -48,7 +48,9 @@ last round, every method, an SVGP with inducing points learned on the ELBO
 "common data" panel).
 
 Results go to a JSONL store (one line per finished run or panel), so a killed
-run resumes where it stopped; ``--shard i/k`` runs every k-th job. The report
+run resumes where it stopped; ``--shard i/k`` runs every k-th job (without
+``OMP_NUM_THREADS``, each of ``k`` shards on its share of the cores:
+``_shard_threads.py``). The report
 (:mod:`inducing_bo_report`) is built from the store.
 
 Usage::
@@ -76,6 +78,10 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from _shard_threads import share_cores_for_shard
+
+os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
 import torch
 from botorch.exceptions.warnings import OptimizationWarning

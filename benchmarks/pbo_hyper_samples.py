@@ -54,9 +54,14 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from _shard_threads import share_cores_for_shard
+
+os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
 import torch
 from torch import Tensor

@@ -41,8 +41,13 @@ seeds like ``pbo_variants.py``'s (whose ``--compare`` takes
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
+
+from _shard_threads import share_cores_for_shard
+
+os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
 import torch
 from torch import Tensor

@@ -38,9 +38,14 @@ seeds like ``pbo_variants.py``'s (whose ``--compare`` takes
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from _shard_threads import share_cores_for_shard
+
+os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import RBFKernel, ScaleKernel

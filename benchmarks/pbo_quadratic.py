@@ -28,8 +28,13 @@ run on the tuning seeds like ``pbo_variants.py``'s, with the same
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+from _shard_threads import share_cores_for_shard
+
+os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
 import torch
 from gpytorch.kernels import Kernel, ScaleKernel

@@ -36,6 +36,9 @@ Run single-threaded, e.g.::
     OMP_NUM_THREADS=1 python benchmarks/pbo_recommendation_rules.py --shard 0/2 &
     OMP_NUM_THREADS=1 python benchmarks/pbo_recommendation_rules.py --shard 1/2
     python benchmarks/pbo_recommendation_rules.py --report
+
+Without ``OMP_NUM_THREADS``, each of ``k`` shards runs on its share of the
+cores (``_shard_threads.py``).
 """
 
 from __future__ import annotations
@@ -43,11 +46,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from _shard_threads import share_cores_for_shard
+
+os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
 import torch
 from botorch.acquisition import PosteriorMean

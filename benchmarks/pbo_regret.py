@@ -52,6 +52,9 @@ Run single-threaded, e.g.::
     OMP_NUM_THREADS=1 python benchmarks/pbo_regret.py --seed-set untuned --shard 0/2 &
     OMP_NUM_THREADS=1 python benchmarks/pbo_regret.py --seed-set untuned --shard 1/2
     python benchmarks/pbo_regret.py --seed-set untuned --report
+
+Without ``OMP_NUM_THREADS``, each of ``k`` shards runs on its share of the
+cores (``_shard_threads.py``).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ import argparse
 import importlib.metadata
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -68,6 +72,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from _shard_threads import share_cores_for_shard
+
+os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
@@ -85,6 +93,7 @@ from torch import Tensor
 
 from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
 from prefbo.test_functions import SimulatedPerson
+from prefbo.utils.threads import describe
 
 RESULTS = Path(__file__).parent / "results"
 PROBLEMS: dict[str, Callable[[], synthetic.SyntheticTestFunction]] = {
@@ -331,7 +340,7 @@ def run(args: argparse.Namespace) -> None:
     done = {key(r) for store in args.store for r in load(store)}
     mine = pending(args, args.seed_set, args.configs, done)
     i, k = args.shard
-    print(f"{len(mine)} runs to do in shard {i}/{k}", flush=True)
+    print(f"{len(mine)} runs to do in shard {i}/{k} ({describe()})", flush=True)
     for p, s, seed, c in mine:
         t0 = time.perf_counter()
         rec = run_one(p, s, seed, c, answers=args.answers)

@@ -22,10 +22,15 @@ the tuning seeds like ``pbo_variants.py``'s, with the same ``--compare``::
 
 from __future__ import annotations
 
+import os
 import sys
 import weakref
 from pathlib import Path
 from typing import Any
+
+from _shard_threads import share_cores_for_shard
+
+os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
 import torch
 from torch import Tensor

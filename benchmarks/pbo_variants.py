@@ -86,6 +86,10 @@ Run single-threaded, e.g.::
     OMP_NUM_THREADS=1 python benchmarks/pbo_variants.py \
         --variants default os-lognormal-30 --seeds 20
     python benchmarks/pbo_variants.py --compare
+
+``--shard i/k`` runs every k-th run (here and in the scripts that add
+variants); without ``OMP_NUM_THREADS``, each of ``k`` shards runs on its
+share of the cores (``_shard_threads.py``).
 """
 
 from __future__ import annotations
@@ -93,11 +97,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from _shard_threads import share_cores_for_shard
+
+os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
 import torch
 from botorch.acquisition import AcquisitionFunction

@@ -17,7 +17,11 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 def load_benchmark(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
     r"""``load_benchmark("pbo_regret")`` imports ``benchmarks/pbo_regret.py``
     as a module from its path, registered in ``sys.modules`` for the test
-    (dataclasses and pickling look the module up there)."""
+    (dataclasses and pickling look the module up there), with ``benchmarks/``
+    on ``sys.path`` as ``python benchmarks/pbo_regret.py`` has it (a script
+    imports its sibling modules, e.g. ``_shard_threads``)."""
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
 
     def load(stem: str) -> ModuleType:
         name = f"_prefbo_bench_{stem}"
