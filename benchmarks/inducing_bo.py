@@ -50,7 +50,8 @@ last round, every method, an SVGP with inducing points learned on the ELBO
 Results go to a JSONL store (one line per finished run or panel), so a killed
 run resumes where it stopped; ``--shard i/k`` runs every k-th job (without
 ``OMP_NUM_THREADS``, each of ``k`` shards on its share of the cores:
-``_shard_threads.py``). The report
+``_shard_threads.py``); each record carries its process's thread settings
+(``prefbo.utils.threads.describe()``). The report
 (:mod:`inducing_bo_report`) is built from the store.
 
 Usage::
@@ -97,6 +98,7 @@ from torch import Tensor
 from prefbo.acquisition.thompson import thompson_batch
 from prefbo.inducing import EntropyDPP, GreedyDPPAllocator, greedy_dpp_map
 from prefbo.inducing.quality import MaxValueEntropyQuality, QualityFunction
+from prefbo.utils.threads import describe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import inducing_bo_report as report  # noqa: E402
@@ -500,8 +502,11 @@ def main(argv: list[str] | None = None) -> str:
                 "load": os.getloadavg()[0],
                 "omp": os.environ.get("OMP_NUM_THREADS", "unset"),
             }
+            threads = describe()
             with args.store.open("a") as fh:
-                fh.writelines(json.dumps(rec) + "\n" for rec in records)
+                fh.writelines(
+                    json.dumps({**rec, "threads": threads}) + "\n" for rec in records
+                )
             print(
                 f"[{n + 1}/{len(pending)}] {p} M={m} seed={s} {meth}: "
                 f"{records[0]['seconds']:.1f}s, regret "

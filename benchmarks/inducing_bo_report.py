@@ -18,7 +18,7 @@ import os
 import platform
 import re
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import torch
@@ -337,17 +337,25 @@ def plot(runs: dict, labels: dict, args, path: Path) -> None:
 
 def machine_note(records: list[dict]) -> str:
     r"""What is known of the machines: the runs' (recorded with each run since
-    this field exists) and the one building this page, as measured."""
-    seen = [r["machine"] for r in records if r["kind"] == "run" and "machine" in r]
+    these fields exist: the machine, then the thread settings) and the one
+    building this page, as measured."""
+    runs = [r for r in records if r["kind"] == "run"]
+    seen = [r["machine"] for r in runs if "machine" in r]
     here = (
         f"this page was built on {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, torch "
         f"{torch.__version__}."
     )
+    threads = Counter(r["threads"] for r in runs if "threads" in r)
+    unrecorded = len(runs) - threads.total()
+    parts = [f"`{t}` ({n} runs)" for t, n in sorted(threads.items())]
+    if unrecorded:
+        parts.append(f"not recorded ({unrecorded} runs)")
+    threads_note = f"the runs' threads: {', '.join(parts) or 'no runs'}"
     if not seen:
         return (
             "the store does not record the runs' machine (cores, load, "
-            f"OMP_NUM_THREADS); {here}"
+            f"OMP_NUM_THREADS); {threads_note}; {here}"
         )
     cpus = sorted({m["cpus"] for m in seen})
     omp = sorted({str(m["omp"]) for m in seen})
@@ -355,7 +363,8 @@ def machine_note(records: list[dict]) -> str:
     return (
         f"{len(seen)} of the runs recorded their machine: "
         f"{'/'.join(map(str, cpus))} cores, OMP_NUM_THREADS={'/'.join(omp)}, load "
-        f"average {min(loads):.2f}–{max(loads):.2f} at their end; {here}"
+        f"average {min(loads):.2f}–{max(loads):.2f} at their end; {threads_note}; "
+        f"{here}"
     )
 
 

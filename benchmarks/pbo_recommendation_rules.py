@@ -38,7 +38,8 @@ Run single-threaded, e.g.::
     python benchmarks/pbo_recommendation_rules.py --report
 
 Without ``OMP_NUM_THREADS``, each of ``k`` shards runs on its share of the
-cores (``_shard_threads.py``).
+cores (``_shard_threads.py``). A record carries the thread settings of its
+run (``prefbo.utils.threads.describe()``).
 """
 
 from __future__ import annotations
@@ -239,6 +240,7 @@ def run_rules(problem: str, sigma: float, seed: int, answers: int, budgets) -> d
         "seed": seed,
         "regret": [round(x, 5) for x in rec["regret"]],
         "rules": found,
+        "threads": rec["threads"],
     }
 
 

@@ -33,9 +33,10 @@ Runs are appended to a JSON-lines store (one record per problem, σ, seed and
 configuration, with the regret and the cumulative wall time after every
 answer, and the versions of Python, torch, numpy, scipy, BoTorch, GPyTorch and
 linear_operator it ran with: a loop's path depends on the last bits of its
-objectives, so the same seeds can end elsewhere under other releases); a
-rerun skips what the store holds, so a long run can be split (``--shard i/k``
-in parallel processes) and resumed. ``--report`` writes the
+objectives, so the same seeds can end elsewhere under other releases; and
+its thread settings, ``prefbo.utils.threads.describe()``); a rerun skips
+what the store holds, so a long run can be split (``--shard i/k`` in
+parallel processes) and resumed. ``--report`` writes the
 markdown tables and the regret-vs-answers figures from the store.
 
 Per cell (problem, σ, budget), over the seeds: mean ± s.e. of the final
@@ -294,6 +295,7 @@ def run_one(
         "regret": regret,
         "seconds": seconds,
         "versions": versions(),
+        "threads": describe(),
     }
 
 
@@ -498,16 +500,18 @@ def report(
 
 
 def version_table(records: list[dict[str, Any]]) -> list[str]:
-    r"""Per configuration, how many runs ran with which library versions."""
-    counts: dict[tuple[str, str], int] = {}
+    r"""Per configuration, how many runs ran with which library versions and
+    thread settings."""
+    counts: dict[tuple[str, str, str], int] = {}
     for r in records:
         v = r.get("versions")
         text = ", ".join(f"{k} {v[k]}" for k in sorted(v)) if v else "not recorded"
-        counts[r["config"], text] = counts.get((r["config"], text), 0) + 1
+        row = r["config"], text, r.get("threads", "not recorded")
+        counts[row] = counts.get(row, 0) + 1
     return [
-        "| configuration | runs | versions |",
-        "|---|---|---|",
-        *(f"| {c} | {n} | {t} |" for (c, t), n in sorted(counts.items())),
+        "| configuration | runs | versions | threads |",
+        "|---|---|---|---|",
+        *(f"| {c} | {n} | {t} | {th} |" for (c, t, th), n in sorted(counts.items())),
     ]
 
 

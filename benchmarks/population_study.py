@@ -43,8 +43,8 @@ up to the last participants, whose answers (``ask`` + ``tell``, the fit
 included in ``ask``) are timed; beside it, an independent loop at the same
 per-participant answer count and at its first model-based question.
 
-Runs are appended to a JSON-lines store (one record per seed and arm); a
-rerun skips what it holds. Run single-threaded::
+Runs are appended to a JSON-lines store (one record per seed and arm, with
+its thread settings); a rerun skips what it holds. Run single-threaded::
 
     OMP_NUM_THREADS=1 python benchmarks/population_study.py --seeds 6
     OMP_NUM_THREADS=1 python benchmarks/population_study.py --timing-only \
@@ -79,6 +79,7 @@ from torch import Tensor
 from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
 from prefbo.loop.study import PopulationStudy
 from prefbo.test_functions import SimulatedPerson
+from prefbo.utils.threads import describe
 
 sys.path.insert(0, str(Path(__file__).parent))
 import pbo_regret  # noqa: E402
@@ -279,6 +280,7 @@ def run_regret(args: argparse.Namespace, pop: Population) -> None:
             rec = fn(pop, seed, args.participants, args.answers)
             rec["kind"] = "regret"
             rec["wall"] = time.perf_counter() - t0
+            rec["threads"] = describe()
             with args.store.open("a") as fh:
                 fh.write(json.dumps(rec) + "\n")
             last = [r[-1] for r in rec["regret"]]
@@ -366,6 +368,7 @@ def run_timing(args: argparse.Namespace, pop: Population) -> None:
         rec["independent_model"] = time_independent(pop, 2, 3)
         rec["wall"] = time.perf_counter() - t0
         rec["load"] = os.getloadavg()[0]
+        rec["threads"] = describe()
         with args.store.open("a") as fh:
             fh.write(json.dumps(rec) + "\n")
         print(
@@ -686,10 +689,10 @@ def main(argv: Sequence[str] | None = None) -> str:
     text = report(records, args.output / f"{NAME}.png", pop)
     head = (
         f"Machine: {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores, torch {torch.__version__}, "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; load "
-        f"average {load0:.2f} before, {os.getloadavg()[0]:.2f} after; this "
-        f"invocation {time.perf_counter() - start:.0f} s "
+        f"{os.cpu_count()} cores, torch {torch.__version__}; threads: "
+        f"{describe()}; load average {load0:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after; this invocation "
+        f"{time.perf_counter() - start:.0f} s "
         f"(`python benchmarks/population_study.py {' '.join(args.argv)}`).\n\n"
     )
     page = args.output / f"{NAME}.md"

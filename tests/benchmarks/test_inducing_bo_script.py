@@ -10,6 +10,8 @@ import tempfile
 import pytest
 import torch
 
+from prefbo.utils.threads import describe
+
 TINY = (
     "--seeds 0-1 --rounds 2 --batch-size 5 --num-init 30 --inducing 8 "
     "--adam-steps 5 --raw-samples 16 --num-restarts 2 --ts-steps 3 "
@@ -108,6 +110,9 @@ def test_tiny_run_resumes_and_writes_its_report(load_benchmark, tmp_path):
     records = bench.load_store(tmp_path / "runs.jsonl")
     runs = [r for r in records if r["kind"] == "run"]
     assert len(runs) == 10 and len({(r["seed"], r["method"]) for r in runs}) == 10
+    # every record says the thread settings it ran with, and so does the page
+    assert {r["threads"] for r in records} == {describe()}
+    assert f"the runs' threads: `{describe()}` (10 runs);" in text
     panels = [r for r in records if r["kind"] == "panel"]
     assert sorted((p["seed"], p["round"]) for p in panels) == [
         (0, 0),

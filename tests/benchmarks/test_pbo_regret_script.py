@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from prefbo.utils.threads import describe
+
 
 @pytest.mark.parametrize("name", ["Branin", "Hartmann6", "Rosenbrock4"])
 def test_utilities_are_standardised_over_the_box(load_benchmark, name):
@@ -169,15 +171,20 @@ def test_runs_record_and_the_report_names_the_library_versions(load_benchmark):
     assert rec["versions"]["torch"] == torch.__version__
     assert rec["versions"]["numpy"] == np.__version__
     assert set(rec["versions"]) >= {"python", "scipy", "botorch", "gpytorch"}
+    assert rec["threads"] == describe()  # and the thread settings
     records = [_record("Branin", s, "botorch", 0.1) for s in range(2)]
     records += [
-        dict(_record("Branin", s, "default", 0.1), versions=rec["versions"])
+        dict(
+            _record("Branin", s, "default", 0.1),
+            versions=rec["versions"],
+            threads=rec["threads"],
+        )
         for s in range(2)
     ]
     text, _ = bench.report(records, "tuning", budgets=(4,))
     assert f"numpy {np.__version__}" in text and "torch" in text
-    assert "| botorch | 2 | not recorded |" in text
-    assert "| default | 2 | " in text
+    assert "| botorch | 2 | not recorded | not recorded |" in text
+    assert "| default | 2 | " in text and f" | {describe()} |" in text
 
 
 def test_a_later_store_replaces_an_earlier_ones_runs(load_benchmark, tmp_path):
