@@ -74,6 +74,7 @@ import prefbo
 from prefbo.acquisition import FastAnalyticEUBO, gen_candidates_eubo, maximize_eubo
 from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
 from prefbo.test_functions import Branin, Hartmann3, Hartmann6, SimulatedPerson
+from prefbo.utils.threads import describe
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "eubo_optimizer.md"
 PROBLEMS = {p.__name__: p for p in (Branin, Hartmann3, Hartmann6)}
@@ -267,8 +268,7 @@ def report(cases: list[Case], args: argparse.Namespace, load: tuple) -> str:
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"- versions: torch {torch.__version__}, botorch {botorch.__version__}, "
         f"prefbo {prefbo.__version__}, python {platform.python_version()}",
-        f"- machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; "
+        f"- machine: {os.cpu_count()} CPUs; threads: {describe()}; "
         f"load average {load[0]:.2f} at the start, {load[1]:.2f} at the end "
         "(other processes share the machine)",
         f"- command: `python {' '.join(shlex.quote(a) for a in sys.argv)}`",

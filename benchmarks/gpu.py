@@ -51,6 +51,7 @@ from prefbo.likelihoods import PairwiseProbitLikelihood
 from prefbo.mlls import PairwiseLaplaceMLL
 from prefbo.models import PairwiseLaplaceGP
 from prefbo.utils.testing import make_pairwise_data
+from prefbo.utils.threads import describe
 
 
 def _sync(device: torch.device) -> None:
@@ -346,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             if torch.cuda.is_available()
             else "no GPU (CPU only)"
         ),
+        f"- CPU threads: {describe()}",
         f"- command: `python benchmarks/gpu.py {' '.join(argv or sys.argv[1:])}`",
         "",
         "## 1. Batched Laplace mode finding vs batched Cholesky",

@@ -132,6 +132,8 @@ def child(mode: str, method: str, n: int, m: int, repeats: int, seed: int, out: 
 
     import torch
 
+    from prefbo.utils.threads import describe
+
     warnings.simplefilter("ignore")  # e.g. BoTorch's input-scaling warnings
     X, kernel, model = _setup(n, seed)
     torch.manual_seed(seed)
@@ -154,6 +156,7 @@ def child(mode: str, method: str, n: int, m: int, repeats: int, seed: int, out: 
             allocator.allocate_inducing_points(X, kernel, m, torch.Size())
             times.append(time.perf_counter() - t0)
         result = {"time_s": statistics.median(times)}
+    result["threads"] = describe()
     Path(out).write_text(json.dumps(result))
 
 
@@ -206,6 +209,7 @@ def main(argv: list[str] | None = None) -> str:
         sizes, m, repeats = [500, 2000], 20, 1
     load_before = os.getloadavg()
     rows = []
+    threads: set[str] = set()  # the measuring processes' settings
     for n in sizes:
         cells = {}
         for method, (label, _) in METHODS.items():
@@ -214,6 +218,7 @@ def main(argv: list[str] | None = None) -> str:
                 continue
             print(f"N={n} {label} ...", file=sys.stderr, flush=True)
             cells[method] = run_cell(method, n, m, repeats, args.seed)
+            threads.add(cells[method].get("threads", "not recorded (error)"))
         for method, (label, ref) in METHODS.items():
             cell, base = cells[method], cells.get(ref) if ref else None
             ok = cell is not None and "error" not in cell
@@ -263,7 +268,7 @@ def main(argv: list[str] | None = None) -> str:
         "",
         f"`{' '.join(['python benchmarks/inducing_allocators.py', *cli])}`"
         f" — {time.strftime('%Y-%m-%d %H:%M')}, {platform.processor() or 'cpu'}, "
-        f"{os.cpu_count()} cores, single-threaded torch {torch.__version__}, "
+        f"{os.cpu_count()} cores, torch {torch.__version__}, "
         f"botorch {botorch.__version__}, gpytorch {gpytorch.__version__}.",
         "",
         f"M = {m} inducing points, d = {D}, float64, Matern-5/2 ARD kernel; "
@@ -277,6 +282,9 @@ def main(argv: list[str] | None = None) -> str:
         f"{_loads(load_after)}"
         " (2 cores shared with other developers; a load above ~1 means other "
         "work ran alongside).",
+        "",
+        "Threads of the measuring processes: "
+        f"{' / '.join(sorted(threads)) or 'none ran'}.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" for _ in header) + "|",

@@ -28,6 +28,7 @@ from scipy import integrate, special
 
 from prefbo import PairwiseEPGP, PairwiseLaplaceGP, SkewGP
 from prefbo.likelihoods import PairwiseProbitLikelihood
+from prefbo.utils.threads import describe
 
 SIGMAS = (1.0, 0.3, 0.1, 0.03, 0.01)
 
@@ -206,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Accuracy of the posterior approximations",
         "",
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
+        f"- threads: {describe()}",
         "- command: `python benchmarks/inference_accuracy.py "
         f"{' '.join(argv or sys.argv[1:])}`",
         "",

@@ -93,6 +93,7 @@ from torch import Tensor
 import prefbo
 from prefbo.mlls import PairwiseLaplaceMLL
 from prefbo.models import PairwiseLaplaceGP
+from prefbo.utils.threads import describe
 
 DIM = 4
 DTYPE = torch.float64
@@ -796,8 +797,6 @@ def render(
         The markdown text.
     """
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-    omp = os.environ.get("OMP_NUM_THREADS")
-    omp = f", OMP_NUM_THREADS={omp}" if omp else ""
     out = [
         "# prefbo `PairwiseLaplaceGP` vs BoTorch `PairwiseGP`",
         "",
@@ -805,10 +804,10 @@ def render(
         f"- versions: torch {torch.__version__}, gpytorch {gpytorch.__version__}, "
         f"botorch {botorch.__version__}, prefbo {getattr(prefbo, '__version__', '?')}, "
         f"python {platform.python_version()}",
-        f"- machine: {os.cpu_count()} CPUs (torch uses {torch.get_num_threads()} "
-        f"threads{omp}), {platform.machine()}, {platform.system()} "
+        f"- machine: {os.cpu_count()} CPUs, {platform.machine()}, {platform.system()} "
         f"{platform.release()}; load average {loads[0]} at the start, {loads[1]} "
         "at the end",
+        f"- threads: {describe()}",
         f"- command: `{command}`",
         f"- settings: d={DIM}, float64, seed {args.seed}; fit: median of "
         f"{args.fit_repeats} for n <= {args.fit_repeats_up_to}; EUBO q=2, "

@@ -33,6 +33,7 @@ from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.mlls import PairwiseEPMLL
 from prefbo.models.population import favourite, population_model
 from prefbo.models.population_variational import VariationalPopulationGP
+from prefbo.utils.threads import describe
 
 PEAK = torch.tensor([0.7, 0.3], dtype=torch.float64)
 GRID = torch.stack(
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:  # noqa: D103
     args = p.parse_args(argv)
     if args.quick:
         args.participants, args.steps = [5, 20], 2
+    print(f"threads: {describe()}")
     print(
         "participants  answers  variational s (s/epoch)  favourite error  "
         "disagreement  exact EP s  exact error  exact/variational"

@@ -48,6 +48,7 @@ from prefbo.exceptions import NumericalWarning
 from prefbo.mlls import PairwiseLaplaceMLL
 from prefbo.models import PairwiseLaplaceGP
 from prefbo.test_functions import Branin, SimulatedPerson
+from prefbo.utils.threads import describe
 
 TKW = {"dtype": torch.float64}
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> str:
         [
             "# Batch preference BO on Branin: Thompson pairs vs random pairs",
             "",
-            f"Command: `OMP_NUM_THREADS=1 python benchmarks/preference_thompson.py"
+            f"Command: `python benchmarks/preference_thompson.py"
             f"{' ' + cmd if cmd else ''}`",
             "",
             f"Set-up: {args.seeds} seeds (0 … {args.seeds - 1}), Branin on [0, 1]², "
@@ -250,11 +251,10 @@ def main(argv: list[str] | None = None) -> str:
             f"higher on {sum(d > 0 for d in diff)}; two-sided Wilcoxon "
             f"signed-rank p = {p_w:.2g} (ties dropped).",
             "",
-            f"Run time {elapsed:.0f} s, OMP_NUM_THREADS="
-            f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, "
+            f"Run time {elapsed:.0f} s, "
             f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-            f"torch {torch.__version__}; load average {load:.2f} before, "
-            f"{os.getloadavg()[0]:.2f} after.",
+            f"torch {torch.__version__}; threads: {describe()}; load average "
+            f"{load:.2f} before, {os.getloadavg()[0]:.2f} after.",
             "",
             *([hand] if hand else []),
         ]

@@ -67,6 +67,7 @@ from botorch.utils.probability.lin_ess import LinearEllipticalSliceSampler
 
 import prefbo
 from prefbo.sampling import GibbsSampler, LinESS, find_interior_point
+from prefbo.utils.threads import describe
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "sampler_throughput.md"
 MAX_KEPT_NUMBERS = 20_000_000
@@ -269,8 +270,7 @@ def report(results: list[Result], args: argparse.Namespace, load: tuple) -> str:
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"- versions: torch {torch.__version__}, botorch {botorch.__version__}, "
         f"prefbo {prefbo.__version__}, python {platform.python_version()}",
-        f"- machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; "
+        f"- machine: {os.cpu_count()} CPUs; threads: {describe()}; "
         f"load average {load[0]:.2f} at the start, {load[1]:.2f} at the end "
         "(other processes share the machine)",
         f"- command: `python {' '.join(shlex.quote(a) for a in sys.argv)}`",

@@ -796,6 +796,17 @@ def machine() -> str:
     )
 
 
+def server_threads() -> str:
+    r"""The server's thread settings: ``prefbo.utils.threads.describe()`` in a
+    process started as the server is, in this process's environment (this
+    process does not import torch)."""
+    code = "from prefbo.utils.threads import describe; print(describe())"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--participants", type=int, default=50)
@@ -822,6 +833,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(report(result))
     print(f"machine: {machine()}")
+    print(f"server threads: {server_threads()}")
     return 1 if result.problems() or result.leftovers else 0
 
 

@@ -40,6 +40,8 @@ import subprocess
 import sys
 import textwrap
 
+from prefbo.utils.threads import describe
+
 CHILD = textwrap.dedent(
     """
     import sys
@@ -132,6 +134,7 @@ def main() -> None:
         "--designs", type=int, default=2, help="probit: designs the answers are about"
     )
     args = parser.parse_args()
+    print(f"threads (the measuring processes inherit them): {describe()}\n")
     print(
         "| noise | designs | size | threads | stated | cold | warm | warm, mmap "
         "| stated - warm |"

@@ -34,6 +34,7 @@ import torch
 
 from prefbo.loop import PreferentialOptimizer
 from prefbo.space import Categorical, Continuous, Integer, ItemPool, Ordinal, Space
+from prefbo.utils.threads import describe
 
 FONTS = ["serif", "sans", "mono", "slab"]
 WEIGHTS = ["light", "regular", "bold"]
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:  # noqa: D103
     p.add_argument("--sigma", type=float, default=0.1)
     args = p.parse_args(argv)
     checkpoints = [c for c in (10, 20, 30) if c <= args.answers] or [args.answers]
+    print(f"threads: {describe()}")
     for study in args.studies:
         runs: dict[str, list] = {"eubo": [], "random": []}
         start = time.perf_counter()

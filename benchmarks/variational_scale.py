@@ -63,6 +63,7 @@ import botorch
 import torch
 
 import prefbo
+from prefbo.utils.threads import describe
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "variational_scale.md"
 DIM = 4
@@ -233,8 +234,7 @@ def report(rows: list[dict], args: argparse.Namespace, load: tuple) -> str:
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"- versions: torch {torch.__version__}, botorch {botorch.__version__}, "
         f"prefbo {prefbo.__version__}, python {platform.python_version()}",
-        f"- machine: {os.cpu_count()} CPUs, OMP_NUM_THREADS="
-        f"{os.environ.get('OMP_NUM_THREADS', 'unset')}; load average "
+        f"- machine: {os.cpu_count()} CPUs; threads: {describe()}; load average "
         f"{load[0]:.2f} at the start, {load[1]:.2f} at the end (shared machine)",
         f"- command: `python {' '.join(shlex.quote(a) for a in sys.argv)}`",
         f"- settings: d = {DIM}, n = min(m/10, {args.max_designs:,}), probit "
