@@ -17,14 +17,16 @@ naming the file and the field, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import json
 import signal
+import socket
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import uvicorn
 from sqlalchemy.engine import make_url
@@ -166,19 +168,50 @@ def serve(
     supervisor = WorkerSupervisor(url, str(config.root), workers)
     health = functools.partial(health_report, store, supervisor)
     app = StudyApp(store, config, renderer, join, researcher, health=health).app()
-    supervisor.start()
-    base = f"http://{host}:{port}"
-    print(f"prefbo serve: {config.title!r}, database {shown_url(url)}", file=out)
-    print(f"  participants join at:  {base}/join/{join}", file=out)
-    print(f"  researcher's page:     {base}/r/{researcher}", file=out, flush=True)
-    # uvicorn ends on SIGTERM by raising it again after its own shutdown,
-    # which would skip the workers' stop below: make it an interrupt
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    with listen(host, port) as sock:  # before any link: a port in use is named
+        supervisor.start()
+        base = f"http://{host}:{port}"
+        print(f"prefbo serve: {config.title!r}, database {shown_url(url)}", file=out)
+        print(f"  participants join at:  {base}/join/{join}", file=out)
+        print(f"  researcher's page:     {base}/r/{researcher}", file=out, flush=True)
+        # uvicorn ends on SIGTERM by raising it again after its own shutdown,
+        # which would skip the workers' stop below: make it an interrupt
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            run_server(app, sock)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            supervisor.stop()
+
+
+def run_server(app: Any, sock: socket.socket) -> None:
+    r"""Serve the ASGI ``app`` on the listening ``sock`` (uvicorn) until
+    interrupted."""
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    r"""A socket bound to ``host:port``, listening (the server's own, made
+    before any link is printed).
+
+    Raises:
+        OSError: It cannot be bound (the port is in use, the host is not
+            this machine's), in one line naming both.
+    """
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        supervisor.stop()
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        reason = e.strerror or str(e)
+        if e.errno == errno.EADDRINUSE:
+            reason = "the port is in use (another server?); choose one with --port"
+        raise OSError(f"cannot listen on {host}:{port}: {reason}.") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _interrupt(signum: int, frame: object) -> None:

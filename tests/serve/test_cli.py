@@ -2,6 +2,7 @@ import io
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -230,7 +231,7 @@ def test_a_failed_start_leaves_the_database_to_the_fixed_study(
     started = _start(tmp_path, capsys, study, "--db", db, cli_fixed=module)
     _refused(started, "display.function 'cli_fixed:g' cannot be loaded: Attribute")
     served = []
-    monkeypatch.setattr(cli.uvicorn, "run", lambda app, **kw: served.append(kw))
+    monkeypatch.setattr(cli, "run_server", lambda app, sock: served.append(sock))
     status, out, err = _start(
         tmp_path, capsys, _callable_study("cli_fixed:f"), "--db", db
     )
@@ -269,3 +270,12 @@ def test_a_database_error_at_start_up_is_one_line(tmp_path, capsys, monkeypatch)
         _start(tmp_path, capsys, SPACE_TOML),
         "prefbo serve: error: OperationalError: database or disk is full\n",
     )
+
+
+def test_a_port_in_use_is_one_line_before_any_link(tmp_path, capsys):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = _start(tmp_path, capsys, SPACE_TOML, "--port", str(port))
+    _refused(started, f"cannot listen on 127.0.0.1:{port}", "in use")
