@@ -18,14 +18,21 @@ def _scale(values: list[float], lo: float, hi: float, a: float, b: float):
 
 
 def _frame(
-    title: str, body: str, xlabel: str, ylabel: str, bottom: float = PAD
+    title: str,
+    body: str,
+    xlabel: str,
+    ylabel: str,
+    bottom: float = PAD,
+    left: float = 0.0,
 ) -> str:
-    r"""An SVG with the plot area ``[PAD, WIDTH - 8] x [8, HEIGHT - PAD]``
-    and ``bottom`` pixels below it for ticks and the x label."""
+    r"""An SVG with the plot area ``[PAD, WIDTH - 8] x [8, HEIGHT - PAD]``,
+    ``bottom`` pixels below it for ticks and the x label, and ``left``
+    more pixels left of the y label (for slanted tick labels)."""
     height = HEIGHT - PAD + bottom
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
-        f'height="{height:.0f}" role="img" aria-label="{escape(title)}">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH + left:.0f}" '
+        f'height="{height:.0f}" viewBox="{-left:.0f} 0 {WIDTH + left:.0f} '
+        f'{height:.0f}" role="img" aria-label="{escape(title)}">'
         f'<rect x="{PAD}" y="8" width="{WIDTH - PAD - 8}" '
         f'height="{HEIGHT - PAD - 8}" fill="none" stroke="#999"/>'
         f"{body}"
@@ -70,7 +77,7 @@ def _y_ticks(values: list[float], lo: float, hi: float) -> str:
     return "".join(
         f'<line x1="{PAD - 4}" x2="{PAD}" y1="{y:.1f}" y2="{y:.1f}" stroke="#999"/>'
         f'<text x="{PAD - 6}" y="{y + 3:.1f}" font-size="9" '
-        f'text-anchor="end">{_tick_label(v)}</text>'
+        f'text-anchor="end">{_tick_label(round(v, 10))}</text>'
         for y, v in zip(positions, values, strict=True)
     )
 
@@ -112,7 +119,7 @@ def utility_slice(entry: dict[str, Any]) -> str:
     pm = _scale(mean, lo, hi, HEIGHT - PAD, 8)
     pl = _scale(lower, lo, hi, HEIGHT - PAD, 8)
     pu = _scale(upper, lo, hi, HEIGHT - PAD, 8)
-    bottom = PAD
+    bottom, left = PAD, 0.0
     if entry.get("discrete"):
         body = "".join(
             f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{a:.1f}" y2="{b:.1f}" '
@@ -124,6 +131,8 @@ def utility_slice(entry: dict[str, Any]) -> str:
         shown = [_shorten(t) for t in texts]
         longest = max(len(t) for t in shown)
         bottom = PAD + 5.5 * longest  # room for the slanted labels
+        # the first label runs left of its tick by about cos 50° of its length
+        left = max(0.0, 3.6 * longest - px[0] + 4)
         y = HEIGHT - PAD + 10
         body += "".join(
             f'<text x="{x:.1f}" y="{y}" font-size="9" text-anchor="end" '
@@ -142,13 +151,15 @@ def utility_slice(entry: dict[str, Any]) -> str:
             f'<polyline points="{line}" fill="none" stroke="#2a6fdb" '
             f'stroke-width="2"/>'
         )
+        anchors = {0: "start", n // 2: "middle", n - 1: "end"}  # inside the box
         body += "".join(
             f'<text x="{px[i]:.1f}" y="{HEIGHT - PAD + 12}" font-size="9" '
-            f'text-anchor="middle">{escape(_shorten(str(labels[i])))}</text>'
-            for i in sorted({0, n // 2, n - 1})
+            f'text-anchor="{anchor}">{escape(_shorten(str(labels[i])))}</text>'
+            for i, anchor in sorted(anchors.items())
         )
+    body += _y_ticks(_ticks(lo, hi, 3), lo, hi)
     return _frame(
-        f"utility along {entry['name']}", body, entry["name"], "utility", bottom
+        f"utility along {entry['name']}", body, entry["name"], "utility", bottom, left
     )
 
 

@@ -52,3 +52,30 @@ def test_a_pool_slice_names_every_item_in_full():
     assert "item39" in shown and "a very long…" in shown
     # the slanted labels fit inside the picture
     assert float(root.get("height")) >= 180 + 5.5 * 11
+
+
+def test_slices_have_utility_ticks_and_end_labels_inside():
+    entry = {
+        "name": "n",
+        "labels": [3, 5_000_000, 10_000_000],
+        "mean": [0.0, 1.0, 0.5],
+        "sd": [0.1, 0.2, 0.1],
+    }
+    root = ElementTree.fromstring(utility_slice(entry))
+    ns = "{http://www.w3.org/2000/svg}"
+    texts = [(t.text, t.get("text-anchor")) for t in root.iter(f"{ns}text")]
+    assert ("3", "start") in texts and ("10000000", "end") in texts  # not clipped
+    assert {("0.5", "end"), ("1", "end")} <= set(texts)  # utility ticks
+
+
+def test_a_long_first_pool_label_fits_left_of_the_plot():
+    entry = {
+        "name": "photo",
+        "labels": ["=HYPERLINK(a, b)", "b"],
+        "mean": [1.0, 0.0],
+        "sd": [0.1, 0.1],
+        "discrete": True,
+    }
+    root = ElementTree.fromstring(utility_slice(entry))
+    left = -float(root.get("viewBox").split()[0])
+    assert left > 0 and float(root.get("width")) == 360 + round(left)
