@@ -119,6 +119,12 @@ snapshots = Table(
 )
 
 
+#: Seconds the health probe waits for a lock held elsewhere.
+PROBE_SECONDS = 2.0
+#: Seconds an SQLite connection waits for another process's write lock.
+BUSY_SECONDS = 30.0
+
+
 def token_hash(token: str) -> str:
     r"""The stored form of a participant's token."""
     return hashlib.sha256(token.encode()).hexdigest()
@@ -134,7 +140,7 @@ def open_engine(url: str) -> Engine:
     r"""An engine on ``url``; SQLite files in WAL mode with a busy timeout
     (several processes write: the server and its workers)."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": 30})
+        engine = create_engine(url, connect_args={"timeout": BUSY_SECONDS})
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -199,6 +205,26 @@ def migrate(engine: Engine) -> int:
     return start
 
 
+
+
+@contextmanager
+def _waiting_at_most(conn: Connection, seconds: float) -> Iterator[None]:
+    r"""Within the block, ``conn`` waits at most ``seconds`` for a lock held
+    elsewhere (SQLite: its busy timeout, set back to :data:`BUSY_SECONDS`
+    on leaving; PostgreSQL: ``lock_timeout``, for this transaction)."""
+    ms = int(seconds * 1000)
+    sqlite = conn.dialect.name == "sqlite"
+    if sqlite:
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {ms}")
+    elif conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = {ms}")
+    try:
+        yield
+    finally:
+        if sqlite:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
+
+
 class StudyFull(Exception):
     r"""A join past the study's ``max_participants``."""
 
@@ -251,8 +277,10 @@ class Store:
 
     def write_probe(self) -> str | None:
         r"""Write and commit one row (``meta``'s :data:`HEALTH_KEY`: the time
-        now), as an answer is committed: what fails when the disk is full,
-        the file read-only or the server gone.
+        now), as an answer is committed, after reading the participants' and
+        questions' tables: what fails when the disk is full, the file
+        read-only, a table gone or the server gone. A lock held elsewhere is
+        waited for :data:`PROBE_SECONDS` at most (then it fails, saying so).
 
         Returns:
             ``None`` when the database took the write, else why not, in one
@@ -263,7 +291,11 @@ class Store:
         try:
             for _ in range(2):  # a first insert that another process raced
                 try:
-                    with self.transaction() as conn:
+                    with self.transaction() as conn, _waiting_at_most(
+                        conn, PROBE_SECONDS
+                    ):
+                        for table in (participants, questions):  # still there
+                            conn.execute(select(table.c.id).limit(1)).all()
                         done = conn.execute(
                             update(meta)
                             .where(meta.c.key == HEALTH_KEY)

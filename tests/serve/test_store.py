@@ -103,3 +103,38 @@ def test_the_write_probe_of_a_read_only_database_says_why(tmp_path):
     error = read_only.write_probe()
     assert error == "OperationalError: attempt to write a readonly database"
     read_only.engine.dispose()
+
+
+def test_the_write_probe_waits_briefly_for_a_lock_held_elsewhere(
+    store, monkeypatch
+):
+    from prefbo.serve import store as store_module
+
+    monkeypatch.setattr(store_module, "PROBE_SECONDS", 0.2)
+    other = store_module.open_engine(store.url)
+    with other.connect() as holder:
+        if store.engine.dialect.name == "sqlite":
+            holder.exec_driver_sql("BEGIN EXCLUSIVE")
+        else:
+            holder.exec_driver_sql("BEGIN")
+            holder.exec_driver_sql("LOCK TABLE meta IN ACCESS EXCLUSIVE MODE")
+        error = store.write_probe()
+        holder.rollback()
+    other.dispose()
+    assert error is not None and ("locked" in error or "lock" in error), error
+    assert store.write_probe() is None  # the lock gone: healthy again
+    if store.engine.dialect.name == "sqlite":  # the pool's timeout is back
+        with store.engine.connect() as conn:
+            busy = conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
+        assert busy == int(store_module.BUSY_SECONDS * 1000)
+
+
+def test_the_write_probe_fails_when_a_table_is_gone(store):
+    with store.transaction() as conn:
+        conn.exec_driver_sql("ALTER TABLE questions RENAME TO questions_gone")
+    try:
+        error = store.write_probe()
+    finally:
+        with store.transaction() as conn:
+            conn.exec_driver_sql("ALTER TABLE questions_gone RENAME TO questions")
+    assert error is not None and "questions" in error, error
