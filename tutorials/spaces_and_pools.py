@@ -119,7 +119,8 @@ print((OUTPUT / "space.json").read_text()[:200], "...")
 # feature row; the model compares dishes by their features (scaled to
 # [0, 1] over the menu), so what one answer teaches about a dish carries to
 # similar ones. With a pool of up to 3,000 items the loop scores *every* pair
-# of dishes by EUBO and asks the best one it has not already resolved.
+# of dishes by EUBO and asks the best one; a pair asked before is asked again
+# only when no unasked pair is nearly as informative (`prefbo.loop.repeats`).
 
 # %%
 n_dishes = 30 if SMOKE_TEST else 150
