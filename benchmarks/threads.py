@@ -60,6 +60,7 @@ TITLES = {
 FIT_SIZES = (100, 200, 400, 800, 1600)
 CVR_SIZES = (1_000, 10_000, 100_000)
 BOTORCH_FIT_MAX = 800  # BoTorch's fit at n = 1,600 takes minutes
+LARGE = 800  # fits and CVR from this size on are timed once (minutes each)
 
 
 # ------------------------------------------------------------- children
@@ -243,16 +244,19 @@ def run(args: argparse.Namespace) -> str:
         + "; ".join(
             f"**{TITLES[s]}**: `{SETTINGS[s] or 'no variable'}`" for s in SETTINGS
         )
-        + f". Load: {args.load} other busy processes. Medians of {args.repeats} runs.",
+        + f". Load: {args.load} other busy processes. Medians of {args.repeats} "
+        f"runs (one run from n, N = {LARGE} on).",
         "",
     ]
     results: dict[tuple, Any] = {}
+    settings = {"idle": args.settings, "load": args.load_settings}
+    loop_settings = {"idle": args.loop_settings, "load": ["users"]}
     for condition, busy in conditions:
         results[(condition, "load average")] = os.getloadavg()[0]
         with Load(busy, limit=args.limit) if busy else _nothing():
             for part, sizes in (("fit", args.fit_sizes), ("cvr", args.cvr_sizes)):
                 for size in sizes:
-                    for setting in args.settings:
+                    for setting in settings[condition]:
                         for library in ("prefbo", "botorch"):
                             if (
                                 part == "fit"
@@ -261,16 +265,18 @@ def run(args: argparse.Namespace) -> str:
                             ):
                                 continue
                             key = (condition, part, size, setting, library)
+                            repeats = args.repeats if size < LARGE else 1
                             results[key] = measure(
-                                part, library, size, setting, args.repeats
+                                part, library, size, setting, repeats
                             )
                             print(key, results[key], flush=True)
             if args.loop:
-                for setting in args.loop_settings:
+                seeds = args.seeds if condition == "idle" else args.load_seeds
+                for setting in loop_settings[condition]:
                     with tempfile.TemporaryDirectory() as tmp:
                         store = Path(tmp) / "loop.jsonl"
                         results[(condition, "loop", setting)] = loop_times(
-                            setting, args.seeds, args.answers, store
+                            setting, seeds, args.answers, store
                         )
                     print(
                         condition,
@@ -297,7 +303,7 @@ def run(args: argparse.Namespace) -> str:
                 "|---|---|---|---|---|",
             ]
             for size in sizes:
-                for setting in args.settings:
+                for setting in settings[condition]:
                     p = results.get((condition, part, size, setting, "prefbo"), {})
                     b = results.get((condition, part, size, setting, "botorch"), {})
                     ps, bs = (
@@ -402,6 +408,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--no-loop", dest="loop", action="store_false", help="skip the loop part"
     )
     p.add_argument("--seeds", type=int, default=2, help="loop: seeds per problem")
+    p.add_argument(
+        "--load-settings",
+        nargs="+",
+        default=["users", "default"],
+        choices=list(SETTINGS),
+        help="fit and cvr settings under load (the loop: as users run it)",
+    )
+    p.add_argument(
+        "--load-seeds", type=int, default=1, help="loop under load: seeds per problem"
+    )
     p.add_argument("--answers", type=int, default=60, help="loop: answers per run")
     p.add_argument(
         "--load",
