@@ -12,13 +12,16 @@ made prefbo's fits 10-35x slower under load (``benchmarks/threads.py``
 measures this; its page is ``benchmarks/results/threads.md``).
 
 :func:`limited` runs its block on one thread when the work is small (below
-:data:`SMALL` latent values) or the machine is busy (its one-minute load
-average above its usable cores); otherwise it leaves the threads as they
-are. The limit is the OpenMP thread count of the *calling thread* only
+:data:`SMALL` latent values) or the machine is busy (other processes' threads
+running right now leave fewer than two cores free); otherwise it leaves the
+threads as they are. The limit is the OpenMP thread count of the *calling thread* only
 (``omp_set_num_threads`` through ``threadpoolctl``, restored on leaving):
 other threads of the process, e.g. a server's request threads, keep theirs,
 and ``torch.set_num_threads`` (process-wide state, MKL's included) is never
-called.
+called. NumPy's OpenBLAS (the loop's question optimisers run SciPy on NumPy
+objectives) has one thread count for the whole process: it is one while any
+thread is inside such a block and restored when the last one leaves; under
+load its spinning threads made the loop's answers 2x slower.
 
 A user's own choice wins: when ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` is
 set, when the calling thread's count is not the count torch had when prefbo
@@ -35,14 +38,19 @@ import contextlib
 import functools
 import os
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import torch
 from threadpoolctl import ThreadpoolController
 
 #: latent values (training designs, or the batch's total) below which a
-#: call's work runs on one thread; see ``benchmarks/results/threads.md``
-SMALL = 1_200
+#: call's work runs on one thread (the loop's per-answer work: its many tiny
+#: operations ran 2.4x slower on two threads than on one, while fits from
+#: n = 200 gain from a second idle core); see ``benchmarks/results/threads.md``
+SMALL = 200
 
 #: the calling thread's torch thread count when prefbo was imported: any
 #: other count is the user's choice
@@ -71,15 +79,51 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def machine_busy() -> bool:
-    r"""Whether more threads are runnable than there are usable cores (the
-    one-minute load average, which counts this process's own running
-    thread); ``False`` where the platform has no load average."""
+def others_running() -> int | None:
+    r"""Threads of other processes running or ready to run right now
+    (Linux: the system's runnable count less this process's own; ``None``
+    where the platform does not say)."""
     try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return False
-    return load > usable_cores()
+        total = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+        ours = 0
+        for task in os.listdir("/proc/self/task"):
+            try:
+                stat = Path(f"/proc/self/task/{task}/stat").read_text()
+            except OSError:  # the thread ended meanwhile
+                continue
+            ours += stat.rsplit(")", 1)[1].split()[0] == "R"
+    except (OSError, IndexError, ValueError):
+        return None
+    return max(0, total - ours)
+
+
+def machine_busy() -> bool:
+    r"""Whether other processes keep the cores busy: fewer than two usable
+    cores left free by the threads of other processes running right now
+    (:func:`others_running`), or, where the platform does not count them,
+    a one-minute load average above the usable cores less one; read at most
+    every :data:`BUSY_SECONDS`. An OpenMP team on a core another process
+    holds waits at each barrier for a thread the system has not scheduled."""
+    now = time.monotonic()
+    seen, busy = _busy
+    if now - seen < BUSY_SECONDS:
+        return busy
+    cores = usable_cores()
+    others = others_running()
+    if others is not None:
+        busy = cores - others < 2
+    else:
+        try:
+            busy = os.getloadavg()[0] > cores - 1
+        except (AttributeError, OSError):
+            busy = False
+    _busy[:] = [now, busy]
+    return busy
+
+
+#: seconds a reading of :func:`machine_busy` is reused (reading costs ~0.1 ms)
+BUSY_SECONDS = 0.5
+_busy: list = [-float("inf"), False]
 
 
 def user_chose_threads() -> bool:
@@ -125,8 +169,46 @@ def limited(size: int) -> Iterator[None]:
     if runtimes is None:
         yield
         return
-    with runtimes.limit(limits=count):
+    with runtimes.limit(limits=count), _one_blas_thread():
         yield
+
+
+@functools.cache
+def _blas() -> ThreadpoolController | None:
+    r"""The BLAS libraries of the process that torch does not hold (numpy's
+    OpenBLAS, under SciPy's optimisers), found once; ``None`` if none."""
+    with _lock:
+        found = ThreadpoolController().select(user_api="blas")
+    return found if found.lib_controllers else None
+
+
+_blas_users = 0
+_blas_limiter: Any = None
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    r"""One thread for the BLAS libraries of :func:`_blas` while any thread
+    of the process is inside the block. Their thread count is one setting
+    for the whole process, so the first thread in sets it and the last one
+    out restores it (counted under a lock)."""
+    global _blas_users, _blas_limiter
+    runtimes = _blas()
+    if runtimes is None:
+        yield
+        return
+    with _lock:
+        if _blas_users == 0:
+            _blas_limiter = runtimes.limit(limits=1)
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _blas_users -= 1
+            if _blas_users == 0:
+                _blas_limiter.restore_original_limits()
+                _blas_limiter = None
 
 
 def describe() -> str:

@@ -140,3 +140,47 @@ def test_describe_names_every_setting(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert "OMP_NUM_THREADS=1" in threads.describe()
     assert "policy off (the user's setting)" in threads.describe()
+
+
+def test_numpys_blas_runs_one_thread_while_any_small_work_runs(policy):
+    if threads._blas() is None:
+        pytest.skip("no BLAS library outside torch to limit")
+
+    def blas_threads():
+        return [c.num_threads for c in threads._blas().lib_controllers]
+
+    before = blas_threads()
+    inside, release = threading.Event(), threading.Event()
+
+    def other():
+        with limited(10):
+            inside.set()
+            release.wait(5)
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    inside.wait(5)
+    with limited(10):
+        assert set(blas_threads()) == {1}
+    assert set(blas_threads()) == {1}  # the other thread is still inside
+    release.set()
+    worker.join(5)
+    assert blas_threads() == before  # the last one out restored it
+
+
+def test_a_busy_machine_is_read_from_other_processes_threads(monkeypatch):
+    monkeypatch.setattr(threads, "_busy", [-float("inf"), False])
+    monkeypatch.setattr(threads, "usable_cores", lambda: 4)
+    monkeypatch.setattr(threads, "others_running", lambda: 2)
+    assert threads.machine_busy() is False  # two cores free
+    monkeypatch.setattr(threads, "others_running", lambda: 3)
+    assert threads.machine_busy() is False  # the reading is reused a while
+    monkeypatch.setattr(threads, "_busy", [-float("inf"), False])
+    assert threads.machine_busy() is True
+
+
+def test_other_processes_threads_are_counted_without_ours():
+    others = threads.others_running()
+    if others is None:
+        pytest.skip("this platform does not count runnable threads")
+    assert others >= 0
