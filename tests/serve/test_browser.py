@@ -336,11 +336,23 @@ def test_a_participant_takes_the_demo_study_in_a_browser(tmp_path):
         driver.get(researcher)
         assert driver.title.startswith("Researcher:")
 
+        def snapshot(d):
+            r"""The participant rows, the population's favourite and the
+            page's text, read at once (the page replaces its content every
+            few seconds, so elements found one by one can go stale)."""
+            return d.execute_script(
+                "const rows = [...document.querySelectorAll('#participants tbody tr')];"
+                "const pop = document.getElementById('population');"
+                "const text = (c) => c.innerText.trim();"
+                "return {rows: rows.map((r) => [...r.cells].map(text)),"
+                " population: pop ? pop.innerText : null,"
+                " main: document.querySelector('main').innerText};"
+            )
+
         def participant_row(d):
-            rows = d.find_elements(By.CSS_SELECTOR, "#participants tbody tr")
-            assert len(rows) == 1, [r.text for r in rows]
-            cells = [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")]
-            return cells
+            rows = snapshot(d)["rows"]
+            assert len(rows) == 1, rows
+            return rows[0]
 
         cells = participant_row(driver)
         assert cells[1] == "participant 1" and cells[2] == str(TOTAL), cells
@@ -348,21 +360,22 @@ def test_a_participant_takes_the_demo_study_in_a_browser(tmp_path):
         deadline = time.monotonic() + 40  # the workers refit every few seconds
 
         def fitted_on_all(d):
-            found = d.find_elements(By.ID, "population")
-            return found and f"after {TOTAL} answers" in found[0].text
+            view = snapshot(d)
+            population = view["population"] or ""
+            return view["rows"][0][5] and f"after {TOTAL} answers" in population
 
-        while not (participant_row(driver)[5] and fitted_on_all(driver)):
+        while not fitted_on_all(driver):
             assert time.monotonic() < deadline, (
                 f"no favourite of all answers on the researcher's page after 40 s "
-                f"(the page refreshes itself): {participant_row(driver)}\n"
+                f"(the page refreshes itself): {snapshot(driver)}\n"
                 f"{server.output()}"
             )
             time.sleep(0.5)  # no reload: the page fetches itself again
-        cells = participant_row(driver)
+        view = snapshot(driver)
+        cells = view["rows"][0]
         assert re.search(r"hue = .*saturation = .*lightness = ", cells[5]), cells
-        population = driver.find_element(By.ID, "population").text
-        assert "after 12 answers" in population, population
-        assert f"{TOTAL} answers" in driver.find_element(By.TAG_NAME, "main").text
+        assert "after 12 answers" in view["population"], view["population"]
+        assert f"{TOTAL} answers" in view["main"]
         # the plot counts answers (not joins and undos)
         assert f"{TOTAL} answers in" in driver.page_source
         _no_trace(driver)
