@@ -31,6 +31,7 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,10 @@ log = logging.getLogger("prefbo.serve")
 HERE = Path(__file__).parent
 #: tries to show a question whose options render, before giving up
 RENDER_TRIES = 5
+#: seconds after which no further question is tried for one request
+QUESTION_SECONDS = 10.0
+#: renders waited for at once (threads of their own; more requests queue)
+RENDER_WAITS = 32
 
 
 ERROR_TITLES = {
@@ -155,6 +160,7 @@ class StudyApp:
             autoescape=select_autoescape(["html"]),
         )
         self.templates.filters["short"] = _short
+        self._render_waits = anyio.CapacityLimiter(RENDER_WAITS)
 
     # ------------------------------------------------------------ helpers
     def _participant(self, token: str) -> dict[str, Any]:
@@ -170,21 +176,27 @@ class StudyApp:
     async def _body(self, request: Request) -> dict[str, Any]:
         return await read_json(request)
 
-    def _with_media(self, pid: int, question: dict[str, Any]) -> dict[str, Any]:
+    async def _with_media(self, pid: int, question: dict[str, Any]) -> dict[str, Any]:
         r"""``question`` with each option's mime type; a question with an
         option that cannot be rendered is replaced by a new one (logged), so
-        nobody answers an option they could not see.
+        nobody answers an option they could not see. The renders are waited
+        for on threads of their own (:data:`RENDER_WAITS`), never the
+        request threads that pages, static files and answers need.
 
         Raises:
             HTTPException: 503 when :data:`RENDER_TRIES` questions in a row
-                could not be rendered.
+                could not be rendered, or :data:`QUESTION_SECONDS` passed.
         """
+        deadline = time.monotonic() + QUESTION_SECONDS
         for _ in range(RENDER_TRIES):
             if question.get("done") or self.renderer.kind == "values":
                 return question
             try:
                 question["media"] = [
-                    self.renderer.check(o) for o in question["options"]
+                    await anyio.to_thread.run_sync(
+                        self.renderer.check, o, limiter=self._render_waits
+                    )
+                    for o in question["options"]
                 ]
                 return question
             except RenderError as e:
@@ -195,9 +207,16 @@ class StudyApp:
                     pid,
                     e,
                 )
-                question = flow.replace(
-                    self.store, self.config, pid, question["question_id"], str(e)
+                question = await run_in_threadpool(
+                    flow.replace,
+                    self.store,
+                    self.config,
+                    pid,
+                    question["question_id"],
+                    str(e),
                 )
+            if time.monotonic() > deadline:
+                break
         raise HTTPException(503, "no question could be shown; try again later.")
 
     def _join(self, label: Any) -> tuple[int, str]:
@@ -208,9 +227,7 @@ class StudyApp:
             label = f"participant {self.store.count_participants() + 1}"
         token = new_token()
         try:
-            pid = self.store.add_participant(
-                token, label, self.config.max_participants
-            )
+            pid = self.store.add_participant(token, label, self.config.max_participants)
         except StudyFull:
             raise HTTPException(403, "this study is full; joining is closed.") from None
         return pid, token
@@ -259,11 +276,11 @@ class StudyApp:
     async def question(self, request: Request) -> Response:
         token = request.path_params["token"]
 
-        def work() -> dict[str, Any]:
+        def work() -> tuple[int, dict[str, Any]]:
             pid = self._participant(token)["id"]
-            return self._with_media(pid, flow.current(self.store, self.config, pid))
+            return pid, flow.current(self.store, self.config, pid)
 
-        return JSONResponse(await run_in_threadpool(work))
+        return JSONResponse(await self._with_media(*await run_in_threadpool(work)))
 
     async def answer(self, request: Request) -> Response:
         token = request.path_params["token"]
@@ -273,7 +290,7 @@ class StudyApp:
                 422, "choice is missing (an option index, or null: no preference)."
             )
 
-        def work() -> dict[str, Any]:
+        def work() -> tuple[int, dict[str, Any]]:
             pid = self._participant(token)["id"]
             nxt = flow.answer(
                 self.store,
@@ -282,20 +299,19 @@ class StudyApp:
                 data.get("question_id"),
                 data["choice"],
             )
-            return self._with_media(pid, nxt)
+            return pid, nxt
 
-        return JSONResponse(await run_in_threadpool(work))
+        return JSONResponse(await self._with_media(*await run_in_threadpool(work)))
 
     async def undo(self, request: Request) -> Response:
         token = request.path_params["token"]
         data = await self._body(request)
 
-        def work() -> dict[str, Any]:
+        def work() -> tuple[int, dict[str, Any]]:
             pid = self._participant(token)["id"]
-            back = flow.undo(self.store, self.config, pid, data.get("question_id"))
-            return self._with_media(pid, back)
+            return pid, flow.undo(self.store, self.config, pid, data.get("question_id"))
 
-        return JSONResponse(await run_in_threadpool(work))
+        return JSONResponse(await self._with_media(*await run_in_threadpool(work)))
 
     async def best(self, request: Request) -> Response:
         token = request.path_params["token"]
@@ -415,6 +431,9 @@ class StudyApp:
                 )
                 database = {"ok": error is None, "error": error}
                 report = {"ok": error is None, "database": database, "workers": []}
+            if self.renderer.kind == "callable":
+                report["display"] = self.renderer.health()
+                report["ok"] = report["ok"] and report["display"]["ok"]
             return JSONResponse(report, status_code=200 if report["ok"] else 503)
 
         routes = [

@@ -8,11 +8,12 @@ r"""How a served study shows an option (the study file's ``[display]``).
   filter applied to a photo. The module is looked up on the study file's
   folder first; at start-up it is imported and tried on a sample design,
   which must return within :data:`SAMPLE_SECONDS`. While serving, each call
-  runs on one of :data:`RENDER_THREADS` threads of the renderer's own and is
-  given :data:`RENDER_SECONDS`: a design it fails on or does not return for
-  is a :class:`RenderError` (the question is replaced) and is remembered, so
-  a function that hangs on a design is not called on it again and never
-  holds a request longer than that.
+  runs on a thread of its own and is given :data:`RENDER_SECONDS` from its
+  start: a design it fails on or does not return for is a
+  :class:`RenderError` (the question is replaced) and is remembered, so a
+  function that hangs on a design is not called on it again. Calls that never
+  return are counted (:attr:`Renderer.stuck`); from :data:`MAX_STUCK` on the
+  display is broken: every render fails at once and ``/healthz`` says so.
 
 The page shows images, audio, video and text by their mime type.
 """
@@ -26,7 +27,7 @@ import threading
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,8 @@ CACHE_SIZE = 512  # rendered options (and designs that failed) kept in memory
 SAMPLE_SECONDS = 10.0
 #: Seconds a callable may take on a design while serving.
 RENDER_SECONDS = 5.0
-#: Threads that run a callable while serving (one that hangs keeps its own).
-RENDER_THREADS = 4
+#: Calls still running past their time from which the display is broken.
+MAX_STUCK = 8
 
 
 class RenderError(Exception):
@@ -62,8 +63,8 @@ class Renderer:
         self._cache: OrderedDict[Any, tuple[bytes, str]] = OrderedDict()
         self._failed: OrderedDict[Any, str] = OrderedDict()
         self._running: dict[Any, Future] = {}
+        self._stuck: set[Any] = set()
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
         self._function: Callable[[dict[str, Any]], Any] | None = None
         if self.kind == "callable":
             self._function = load_callable(
@@ -153,23 +154,45 @@ class Renderer:
             _remember(self._cache, key, out)
         return out
 
-    def _call(self, key: Any, values: dict[str, Any], timeout: float) -> tuple:
-        r"""The callable's ``(bytes, mime type)`` for ``values``, run on the
-        renderer's threads (one call per design at a time) and waited for
-        ``timeout`` seconds; a failure is remembered for the design."""
+    @property
+    def stuck(self) -> int:
+        r"""Calls of the callable still running past their time."""
         with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    RENDER_THREADS, thread_name_prefix="prefbo-render"
+            return len(self._stuck)
+
+    def health(self) -> dict[str, Any]:
+        r"""``{"ok", "stuck"}``: the display is broken (``ok`` false) once
+        :data:`MAX_STUCK` calls have not returned."""
+        stuck = self.stuck
+        return {"ok": stuck < MAX_STUCK, "stuck": stuck}
+
+    def _call(self, key: Any, values: dict[str, Any], timeout: float) -> tuple:
+        r"""The callable's ``(bytes, mime type)`` for ``values``, run on a
+        thread of its own (one run per design at a time) and waited for
+        ``timeout`` seconds from its start; a failure is remembered for the
+        design, a run past its time counted in :attr:`stuck` until it ends."""
+        with self._lock:
+            if len(self._stuck) >= MAX_STUCK:
+                raise RenderError(
+                    f"display.function is stuck: {len(self._stuck)} calls have "
+                    "not returned; fix it and restart the server."
                 )
             future = self._running.get(key)
             if future is None:
-                future = self._pool.submit(self._function, dict(values))
+                future = Future()
                 self._running[key] = future
-                future.add_done_callback(lambda _, k=key: self._running.pop(k, None))
+                threading.Thread(
+                    target=self._run,
+                    args=(key, future, dict(values)),
+                    name="prefbo-render",
+                    daemon=True,
+                ).start()
         try:
             result = future.result(timeout)
         except FutureTimeout:
+            with self._lock:
+                if not future.done():
+                    self._stuck.add(key)
             return self._fail(
                 key,
                 f"display.function did not return within {timeout:g} s on {values}.",
@@ -188,6 +211,17 @@ class Renderer:
                 f"{_shape(result)} for {values}.",
             )
         return bytes(result[0]), result[1]
+
+    def _run(self, key: Any, future: Future, values: dict[str, Any]) -> None:
+        r"""One call of the callable, its outcome set on ``future``."""
+        try:
+            future.set_result(self._function(values))
+        except BaseException as e:  # the user's code: reported, not raised
+            future.set_exception(e)
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+                self._stuck.discard(key)
 
     def _fail(self, key: Any, message: str) -> tuple:
         with self._lock:
@@ -244,7 +278,9 @@ def load_callable(
     importlib.invalidate_caches()  # a module written since the last import
     try:
         function = getattr(importlib.import_module(module_name), attr)
-    except (Exception, SystemExit) as e:  # the user's module: any error at import
+    except KeyboardInterrupt:  # the person at the terminal: stop
+        raise
+    except BaseException as e:  # the user's module: anything it raises at import
         line = None if isinstance(e, SyntaxError) else _line_in(e, root)
         at = "" if line is None else f" ({line})"
         raise StudyFileError(f"{where} cannot be loaded: {describe(e)}{at}") from e

@@ -1,4 +1,5 @@
 import json
+import threading
 import time
 
 import pytest
@@ -339,3 +340,31 @@ def test_a_display_that_hangs_on_a_design_holds_no_question_long(
             ).json()
     reasons = [e["data"]["reason"] for e in store.events() if e["kind"] == "replace"]
     assert reasons and all("did not return within 0.1 s" in r for r in reasons)
+
+
+def test_a_stuck_display_is_a_503_and_healthz_says_so(store, make_config, monkeypatch):
+    from prefbo.serve import render
+
+    monkeypatch.setattr(render, "RENDER_SECONDS", 0.05)
+    monkeypatch.setattr(render, "MAX_STUCK", 2)
+    config = make_config()
+    renderer = _failing_renderer(config, lambda v: False)
+    release = threading.Event()
+
+    def never(values):  # a display that never returns (until the test ends)
+        release.wait(30)
+        return b"<svg/>", "image/svg+xml"
+
+    renderer._function = never
+    app = StudyApp(store, config, renderer, "J", "R").app()
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            token = _join_code(client, "J")
+            r = client.get(f"/api/p/{token}/question")
+            assert r.status_code == 503
+            health = client.get("/healthz")
+            assert health.status_code == 503
+            assert health.json()["display"] == {"ok": False, "stuck": 2}
+            assert client.get("/static/study.css").status_code == 200
+    finally:
+        release.set()

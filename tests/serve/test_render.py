@@ -209,3 +209,65 @@ def test_a_wrong_return_names_what_came(tmp_path):
     r = Renderer(config)
     with pytest.raises(RenderError, match=r"got \(str, str\)"):
         r.render({"dish": "b"})
+
+
+def test_calls_that_never_return_break_the_display_after_max_stuck(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(render, "RENDER_SECONDS", 0.05)
+    monkeypatch.setattr(render, "MAX_STUCK", 3)
+    (tmp_path / "render_stuck.py").write_text(
+        "import threading\nrelease = threading.Event()\nhang = False\n"
+        "def f(values):\n"
+        "    if hang and values['dish'] != 'a':\n        release.wait(30)\n"
+        "    return b'x', 'a/b'\n"
+    )
+    space = [
+        {
+            "name": "dish",
+            "type": "items",
+            "ids": list("abcdef"),
+            "features": [[float(i)] for i in range(6)],
+        }
+    ]
+    display = {"kind": "callable", "function": "render_stuck:f"}
+    config = study_from_dict(
+        {"space": space, "display": display}, root=tmp_path, name="study.toml"
+    )
+    r = Renderer(config)
+    import render_stuck
+
+    render_stuck.hang = True
+    r._cache.clear()  # the start-up's sample design renders again
+    try:
+        for dish in "bcd":  # each call timed from its own start, not queued
+            with pytest.raises(RenderError, match=r"within 0\.05 s"):
+                r.render({"dish": dish})
+        assert r.health() == {"ok": False, "stuck": 3}
+        with pytest.raises(RenderError, match="stuck: 3 calls"):
+            r.render({"dish": "e"})  # broken: fails at once
+    finally:
+        render_stuck.release.set()
+    assert _wait_for(lambda: r.stuck == 0)
+    assert r.health() == {"ok": True, "stuck": 0}
+    assert r.render({"dish": "f"}) == (b"x", "a/b")
+
+
+def _wait_for(condition, timeout=5.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+@pytest.mark.parametrize(
+    "raised", ["GeneratorExit()", "type('E', (BaseException,), {})()"]
+)
+def test_any_exception_at_import_is_one_line(tmp_path, raised):
+    (tmp_path / "render_raises.py").write_text(f"raise {raised}\n")
+    with pytest.raises(StudyFileError, match="cannot be loaded"):
+        load_callable("render_raises:f", tmp_path, "study.toml")
