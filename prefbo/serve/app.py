@@ -117,6 +117,10 @@ def check_label(label: Any) -> None:
         raise HTTPException(
             422, "label must be printable text (no control characters)."
         )
+    if not label.strip():
+        raise HTTPException(
+            422, "label must not be blank (leave it out to number the participant)."
+        )
 
 
 def new_token() -> str:

@@ -170,7 +170,7 @@ def serve(
     app = StudyApp(store, config, renderer, join, researcher, health=health).app()
     with listen(host, port) as sock:  # before any link: a port in use is named
         supervisor.start()
-        base = f"http://{host}:{port}"
+        base = f"http://{host}:{sock.getsockname()[1]}"  # port 0: the one given
         print(f"prefbo serve: {config.title!r}, database {shown_url(url)}", file=out)
         print(f"  participants join at:  {base}/join/{join}", file=out)
         print(f"  researcher's page:     {base}/r/{researcher}", file=out, flush=True)
@@ -198,16 +198,18 @@ def listen(host: str, port: int) -> socket.socket:
         OSError: It cannot be bound (the port is in use, the host is not
             this machine's), in one line naming both.
     """
+    if not 0 <= port <= 65535:
+        raise OSError(f"--port must be in 0..65535 (0: any free port); got {port}.")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(2048)
-    except OSError as e:
+    except (OSError, OverflowError) as e:
         sock.close()
-        reason = e.strerror or str(e)
-        if e.errno == errno.EADDRINUSE:
+        reason = getattr(e, "strerror", None) or str(e)
+        if getattr(e, "errno", None) == errno.EADDRINUSE:
             reason = "the port is in use (another server?); choose one with --port"
         raise OSError(f"cannot listen on {host}:{port}: {reason}.") from None
     sock.set_inheritable(True)

@@ -114,8 +114,10 @@ def utility_slice(entry: dict[str, Any]) -> str:
     lower = [m - 2 * s for m, s in zip(mean, sd, strict=True)]
     upper = [m + 2 * s for m, s in zip(mean, sd, strict=True)]
     lo, hi = min(lower), max(upper)
+    margin = 0.05 * (hi - lo)  # the band and the bars clear the frame
+    lo, hi = lo - margin, hi + margin
     n = len(mean)
-    px = _scale(list(range(n)), 0, max(n - 1, 1), PAD + 6, WIDTH - 14)
+    px = _scale(list(range(n)), 0, max(n - 1, 1), PAD + 8, WIDTH - 16)
     pm = _scale(mean, lo, hi, HEIGHT - PAD, 8)
     pl = _scale(lower, lo, hi, HEIGHT - PAD, 8)
     pu = _scale(upper, lo, hi, HEIGHT - PAD, 8)

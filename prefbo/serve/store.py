@@ -277,10 +277,11 @@ class Store:
 
     def write_probe(self) -> str | None:
         r"""Write and commit one row (``meta``'s :data:`HEALTH_KEY`: the time
-        now), as an answer is committed, after reading the participants' and
-        questions' tables: what fails when the disk is full, the file
-        read-only, a table gone or the server gone. A lock held elsewhere is
-        waited for :data:`PROBE_SECONDS` at most (then it fails, saying so).
+        now), as an answer is committed, after reading the participants',
+        questions', events' and snapshots' tables: what fails when the disk
+        is full, the file read-only, a table gone or the server gone. A lock
+        held elsewhere is waited for :data:`PROBE_SECONDS` at most (then it
+        fails, saying so).
 
         Returns:
             ``None`` when the database took the write, else why not, in one
@@ -294,7 +295,7 @@ class Store:
                     with self.transaction() as conn, _waiting_at_most(
                         conn, PROBE_SECONDS
                     ):
-                        for table in (participants, questions):  # still there
+                        for table in (participants, questions, events, snapshots):
                             conn.execute(select(table.c.id).limit(1)).all()
                         done = conn.execute(
                             update(meta)

@@ -368,3 +368,9 @@ def test_a_stuck_display_is_a_503_and_healthz_says_so(store, make_config, monkey
             assert client.get("/static/study.css").status_code == 200
     finally:
         release.set()
+
+
+@pytest.mark.parametrize("label", ["", "   "])
+def test_a_blank_label_is_refused(client, label):
+    r = client.post("/api/join", json={"join": "JOIN", "label": label})
+    assert r.status_code == 422 and "blank" in r.json()["error"]

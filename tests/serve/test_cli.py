@@ -279,3 +279,19 @@ def test_a_port_in_use_is_one_line_before_any_link(tmp_path, capsys):
         port = taken.getsockname()[1]
         started = _start(tmp_path, capsys, SPACE_TOML, "--port", str(port))
     _refused(started, f"cannot listen on 127.0.0.1:{port}", "in use")
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_port_out_of_range_is_one_line(tmp_path, capsys, port):
+    _refused(_start(tmp_path, capsys, SPACE_TOML, f"--port={port}"), "--port must be")
+
+
+def test_port_0_prints_the_port_it_got(tmp_path, capsys, monkeypatch):
+    served = []
+    def run(app, sock):
+        served.append(sock.getsockname()[1])
+
+    monkeypatch.setattr(cli, "run_server", run)
+    status, out, err = _start(tmp_path, capsys, SPACE_TOML, "--port", "0")
+    port = served[0]
+    assert status == 0 and port > 0 and f"http://127.0.0.1:{port}/join/" in out
