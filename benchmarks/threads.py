@@ -235,24 +235,49 @@ def _ratio(a: Any, b: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> str:
-    conditions = [("idle", 0)] + ([("load", args.load)] if args.load else [])
-    lines = [
-        "# prefbo's speed as users run it: threads, idle and under load",
-        "",
-        f"Machine: {machine()}. Command: `python benchmarks/threads.py "
-        f"{' '.join(args.argv)}`. Settings (each in fresh interpreters): "
-        + "; ".join(
-            f"**{TITLES[s]}**: `{SETTINGS[s] or 'no variable'}`" for s in SETTINGS
-        )
-        + f". Load: {args.load} other busy processes. Medians of {args.repeats} "
-        f"runs (one run from n, N = {LARGE} on).",
-        "",
-    ]
+    r"""Measure (appending each result to ``--store`` where given) and
+    return the page; with ``--report``, the page of the stores alone."""
+    if args.report:
+        results = load_results(args.store)
+    else:
+        results = measure_all(args)
+    return page(results, args)
+
+
+def _record(store: Path | None, key: tuple, value: Any) -> None:
+    if store is not None:
+        with store.open("a") as f:
+            f.write(json.dumps({"key": list(key), "value": value}) + "\n")
+
+
+def load_results(stores: list[Path]) -> dict[tuple, Any]:
+    r"""The results in JSON-lines ``stores`` (a later line replaces an
+    earlier one of the same key)."""
+    out: dict[tuple, Any] = {}
+    for store in stores:
+        for line in store.read_text().splitlines():
+            rec = json.loads(line)
+            out[tuple(rec["key"])] = rec["value"]
+    return out
+
+
+def measure_all(args: argparse.Namespace) -> dict[tuple, Any]:
+    r"""Every measurement of ``args``' conditions, settings and parts."""
+    store = args.store[0] if args.store else None
     results: dict[tuple, Any] = {}
+
+    def keep(key: tuple, value: Any) -> None:
+        results[key] = value
+        _record(store, key, value)
+        print(key, value, flush=True)
+
+    keep(("machine",), machine())
     settings = {"idle": args.settings, "load": args.load_settings}
     loop_settings = {"idle": args.loop_settings, "load": ["users"]}
-    for condition, busy in conditions:
-        results[(condition, "load average")] = os.getloadavg()[0]
+    for condition in args.conditions:
+        busy = args.load if condition == "load" else 0
+        keep((condition, "load average"), os.getloadavg()[0])
+        keep((condition, "busy processes"), busy)
         with Load(busy, limit=args.limit) if busy else _nothing():
             for part, sizes in (("fit", args.fit_sizes), ("cvr", args.cvr_sizes)):
                 for size in sizes:
@@ -264,26 +289,40 @@ def run(args: argparse.Namespace) -> str:
                                 and size > args.botorch_fit_max
                             ):
                                 continue
-                            key = (condition, part, size, setting, library)
                             repeats = args.repeats if size < LARGE else 1
-                            results[key] = measure(
-                                part, library, size, setting, repeats
-                            )
-                            print(key, results[key], flush=True)
+                            value = measure(part, library, size, setting, repeats)
+                            keep((condition, part, size, setting, library), value)
             if args.loop:
                 seeds = args.seeds if condition == "idle" else args.load_seeds
                 for setting in loop_settings[condition]:
                     with tempfile.TemporaryDirectory() as tmp:
-                        store = Path(tmp) / "loop.jsonl"
-                        results[(condition, "loop", setting)] = loop_times(
-                            setting, seeds, args.answers, store
-                        )
-                    print(
-                        condition,
-                        setting,
-                        results[(condition, "loop", setting)],
-                        flush=True,
-                    )
+                        loop_store = Path(tmp) / "loop.jsonl"
+                        value = loop_times(setting, seeds, args.answers, loop_store)
+                    keep((condition, "loop", setting), value)
+    return results
+
+
+def page(results: dict[tuple, Any], args: argparse.Namespace) -> str:
+    r"""The results page."""
+    conditions = [
+        (c, results.get((c, "busy processes"), 0))
+        for c in ("idle", "load")
+        if (c, "load average") in results
+    ]
+    settings = {"idle": args.settings, "load": args.load_settings}
+    lines = [
+        "# prefbo's speed as users run it: threads, idle and under load",
+        "",
+        f"Machine: {results.get(('machine',), machine())}. Command: "
+        "`python benchmarks/threads.py "
+        f"{' '.join(args.argv)}`. Settings (each in fresh interpreters): "
+        + "; ".join(
+            f"**{TITLES[s]}**: `{SETTINGS[s] or 'no variable'}`" for s in SETTINGS
+        )
+        + f". Load: {args.load} other busy processes. Medians of {args.repeats} "
+        f"runs (one run from n, N = {LARGE} on).",
+        "",
+    ]
     lines += [
         "One-minute load average when each condition began (before its own "
         "load): "
@@ -433,6 +472,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--output", type=Path, default=RESULTS / "threads.md")
+    p.add_argument(
+        "--conditions",
+        nargs="+",
+        default=["idle", "load"],
+        choices=["idle", "load"],
+        help="measure on an idle machine, under load, or both",
+    )
+    p.add_argument(
+        "--store",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="JSON-lines stores: measurements append to the first; --report reads all",
+    )
+    p.add_argument(
+        "--report", action="store_true", help="write the page from --store alone"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.fit_sizes, args.cvr_sizes, args.loop, args.repeats = (
@@ -441,6 +497,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             False,
             1,
         )
+    if args.load == 0 and "load" in args.conditions:
+        args.conditions = [c for c in args.conditions if c != "load"]
     args.argv = list(sys.argv[1:] if argv is None else argv)
     return args
 
