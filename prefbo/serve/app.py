@@ -71,6 +71,8 @@ __all__ = ["MAX_BODY", "StudyApp", "new_token"]
 
 log = logging.getLogger("prefbo.serve")
 HERE = Path(__file__).parent
+#: what a join of a full study is told
+FULL = "this study is full; joining is closed."
 #: tries to show a question whose options render, before giving up
 RENDER_TRIES = 5
 #: seconds after which no further question is tried for one request
@@ -225,15 +227,13 @@ class StudyApp:
 
     def _join(self, label: Any) -> tuple[int, str]:
         check_label(label)
-        if self._full():
-            raise HTTPException(403, "this study is full; joining is closed.")
         if label is None:
             label = f"participant {self.store.count_participants() + 1}"
         token = new_token()
         try:
             pid = self.store.add_participant(token, label, self.config.max_participants)
         except StudyFull:
-            raise HTTPException(403, "this study is full; joining is closed.") from None
+            raise HTTPException(403, FULL) from None
         return pid, token
 
     def _page(self, name: str, http_status: int = 200, **context: Any) -> HTMLResponse:
@@ -259,7 +259,7 @@ class StudyApp:
         label = request.query_params.get("label")
         check_label(label)
         if await run_in_threadpool(self._full):
-            raise HTTPException(403, "this study is full; joining is closed.")
+            raise HTTPException(403, FULL)
         return self._page("start.html", code=code, label=label)
 
     async def api_join(self, request: Request) -> Response:
