@@ -13,6 +13,12 @@ access or a separate data folder:
 
 Set the environment variable ``PREFBO_DATA`` to a folder holding the plain
 ``.csv`` files (e.g. a newer copy) to read those instead.
+
+:mod:`prefbo.datasets.population` turns people's answers into one
+:class:`~prefbo.datasets.population.Population`: ``Game.csv``'s rankings as
+pairs (:func:`~prefbo.datasets.population.game_rankings`) and a synthetic
+population with planted tastes
+(:func:`~prefbo.datasets.population.planted_population`).
 """
 
 from __future__ import annotations
@@ -23,12 +29,27 @@ import io
 import os
 from pathlib import Path
 
+from prefbo.datasets.population import (
+    PlantedPopulation,
+    Population,
+    game_rankings,
+    planted_population,
+)
 from prefbo.exceptions import InputDataError
 
 DATA_DIR = Path(__file__).parent / "data"
 NAMES = ("ModeCanada.csv", "Game.csv", "ellipse/data.csv", "ellipse/choices.csv")
 
-__all__ = ["DATA_DIR", "NAMES", "open_dataset", "read_csv"]
+__all__ = [
+    "DATA_DIR",
+    "NAMES",
+    "PlantedPopulation",
+    "Population",
+    "game_rankings",
+    "open_dataset",
+    "planted_population",
+    "read_csv",
+]
 
 
 def open_dataset(name: str) -> io.TextIOBase:
