@@ -50,7 +50,7 @@ def default_preference_covar_module(
         )
     ls_prior = GammaPrior(concentration=2.4, rate=2.7)
     ls_mode = (ls_prior.concentration - 1) / ls_prior.rate
-    return ScaleKernel(
+    kernel = ScaleKernel(
         RBFKernel(
             batch_shape=batch_shape,
             ard_num_dims=dim,
@@ -58,12 +58,11 @@ def default_preference_covar_module(
             lengthscale_constraint=GreaterThan(
                 lower_bound=1e-4, transform=None, initial_value=ls_mode
             ),
-            dtype=dtype,
         ),
         batch_shape=batch_shape,
         outputscale_prior=SmoothedBoxPrior(a=lo, b=hi),
         outputscale_constraint=Interval(
             lower_bound=lo * 0.5, upper_bound=hi * 2.0, initial_value=1.0
         ),
-        dtype=dtype,
     )
+    return kernel.to(dtype)  # gpytorch's kernels take no dtype argument

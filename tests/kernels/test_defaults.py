@@ -63,3 +63,9 @@ def test_default_kernel_is_periodic_in_a_circular_variable():
     assert float(K[0, 1]) == pytest.approx(expected, rel=1e-12)
     assert float(K[1, 2]) == pytest.approx(expected, rel=1e-12)
     assert float(K[3, 4]) == pytest.approx(s, rel=1e-12)  # 0° and 360° are one
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_parameters_have_the_dtype_asked_for(dtype):
+    kernel = default_preference_covar_module(3, dtype=dtype)
+    assert {p.dtype for p in kernel.parameters()} == {dtype}
