@@ -1,0 +1,416 @@
+r"""A collaborative preference model: everyone's answers teach a shared utility
+and a few shared tastes; each person is a point in taste space.
+
+Person ``p``'s utility is a shared utility plus their weights on ``K``
+shared latent taste functions plus, optionally, a small residual of their own
+(Houlsby et al. 2012, "Collaborative Gaussian processes for preference
+learning"; Simpson & Gurevych 2020, crowdGPPL; Bonilla et al. 2010):
+
+.. math::
+    f_p(x) = g(x) + \sum_{k=1}^K w_{pk} h_k(x) + r_p(x),
+    \qquad w_p \sim N(B u_p, I),
+
+``g`` and ``h_k`` sparse GPs over the design features (with an item effect
+each where designs are items known by id;
+:mod:`~prefbo.models.collaborative.shared`), ``u_p`` the person's features
+(when given) and ``r_p`` the residual (:mod:`~prefbo.models.collaborative.people`).
+
+Inference splits the two levels, as stochastic variational inference does
+with local and global variables (Hoffman et al. 2013): each person's
+posterior over their ``D = K + M_r`` latents is a Laplace approximation at the
+shared functions' posterior means, found by Newton's method in ``D``
+dimensions (milliseconds, exact to a refit when updated answer by answer);
+the shared functions' variational posteriors, their hyperparameters and the
+feature map ``B`` follow the ELBO's gradient on minibatches of people
+(:mod:`~prefbo.models.collaborative.training`). A newcomer with no answers
+gets the population's posterior: their weights at the prior ``N(B u, I)``.
+
+The model is a BoTorch ``Model``: :meth:`CollaborativePreferenceGP.posterior`
+takes the person; :meth:`CollaborativePreferenceGP.person_model` is one
+person's view for BoTorch's acquisition functions (EUBO, Thompson sampling).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gpytorch
+import torch
+from botorch.models.model import Model
+from botorch.posteriors.gpytorch import GPyTorchPosterior
+from gpytorch.distributions import MultivariateNormal
+from torch import Tensor
+
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.likelihoods import PairwiseProbitLikelihood
+from prefbo.likelihoods.pairwise import as_prefbo_likelihood
+from prefbo.models.collaborative.answers import AnswerTable
+from prefbo.models.collaborative.checks import check_answers, check_person_features
+from prefbo.models.collaborative.people import PersonPosterior, laplace_people
+from prefbo.models.collaborative.shared import SharedFunctions, choose_inducing
+from prefbo.models.collaborative.training import fit_collaborative
+from prefbo.utils.checks import check_int, describe
+from prefbo.utils.threads import limited
+
+#: Added to a posterior covariance's diagonal for BoTorch's samplers.
+POSTERIOR_JITTER = 1e-10
+
+
+class CollaborativePreferenceGP(Model, gpytorch.Module):
+    r"""A collaborative preference model (see the module docstring).
+
+    Args:
+        designs: ``n x d`` designs in the unit cube (a pool's items, or the
+            designs people compared).
+        answers: ``m x 3`` long rows ``(person, winner, loser)``, winner and
+            loser rows of ``designs``.
+        num_people: ``P``; default ``answers[:, 0].max() + 1``.
+        person_features: ``P x e`` features of the people (standardised,
+            e.g. age, ownership) or ``None``.
+        num_tastes: ``K ≥ 0`` latent tastes (unused ones shrink away).
+        num_inducing: ``M`` inducing points of the shared functions.
+        num_residual: ``M_r`` inducing points of each person's residual
+            (``0``: none; at most ``M``).
+        item_effects: Whether each row of ``designs`` is an item with an
+            effect of its own beyond its features.
+        likelihood: A prefbo pairwise likelihood (default probit,
+            ``noise_std=1``).
+        seed: Seed of the inducing points and the tastes' start.
+    """
+
+    def __init__(
+        self,
+        designs: Tensor,
+        answers: Tensor,
+        num_people: int | None = None,
+        person_features: Tensor | None = None,
+        num_tastes: int = 3,
+        num_inducing: int = 64,
+        num_residual: int = 16,
+        item_effects: bool = False,
+        likelihood: Any = None,
+        seed: int = 0,
+    ) -> None:
+        gpytorch.Module.__init__(self)
+        if not isinstance(designs, Tensor) or not designs.is_floating_point():
+            raise InputTypeError(
+                f"designs must be an n x d floating tensor; got {describe(designs)}."
+            )
+        if designs.ndim != 2 or designs.shape[0] == 0:
+            raise InputDataError(
+                f"designs must be n x d with n >= 1; got shape {tuple(designs.shape)}."
+            )
+        answers, P = check_answers(answers, designs.shape[0], num_people)
+        K = check_int("num_tastes", num_tastes, 0)
+        M = check_int("num_inducing", num_inducing, 1)
+        Mr = check_int("num_residual", num_residual, 0)
+        self.likelihood = as_prefbo_likelihood(likelihood or PairwiseProbitLikelihood())
+        self.designs = designs
+        self.num_items = designs.shape[0] if item_effects else 0
+        self.items = (
+            torch.arange(designs.shape[0], device=designs.device)
+            if item_effects
+            else torch.full((designs.shape[0],), -1, device=designs.device)
+        )
+        Z = choose_inducing(designs, M, seed)
+        self.shared = SharedFunctions(Z, K, self.num_items, min(Mr, Z.shape[0]), seed)
+        self.answers = AnswerTable(answers, P)
+        U = check_person_features(person_features, P, designs)
+        self.person_features = U
+        if U is not None:
+            self.feature_map = torch.nn.Parameter(designs.new_zeros(U.shape[1], K))
+        D = K + self.shared.num_residual
+        with torch.no_grad():
+            self.latent_mean = self.prior_mean(torch.arange(P, device=designs.device))
+        eye = torch.eye(D, dtype=designs.dtype, device=designs.device)
+        self.latent_precision_chol = eye.expand(P, D, D).clone()
+
+    # ---------------------------------------------------------- sizes
+    @property
+    def num_outputs(self) -> int:  # noqa: D102
+        return 1
+
+    @property
+    def num_people(self) -> int:
+        r"""People known (training people and those added since)."""
+        return self.answers.num_people
+
+    @property
+    def num_tastes(self) -> int:
+        r"""``K``."""
+        return self.shared.num_tastes
+
+    @property
+    def latent_dim(self) -> int:
+        r"""``D = K + M_r``: each person's latent coordinates."""
+        return self.shared.num_tastes + self.shared.num_residual
+
+    # ---------------------------------------------------------- people
+    def prior_mean(self, people: Tensor, features: Tensor | None = None) -> Tensor:
+        r"""``B x D`` prior means ``[B u_p; 0]`` of ``B`` people's latents
+        (``features``: their ``B x e`` features, default the stored ones)."""
+        D, K = self.latent_dim, self.num_tastes
+        mean = self.designs.new_zeros(len(people), D)
+        if self.person_features is not None:
+            U = self.person_features[people] if features is None else features
+            mean = torch.cat([U @ self.feature_map, mean[:, K:]], dim=-1)
+        return mean
+
+    def add_person(self, features: Tensor | None = None) -> int:
+        r"""A newcomer; returns their id. Their posterior is the population's
+        (weights at the prior ``N(B u, I)``) until they answer.
+
+        Args:
+            features: The person's ``e`` features (required when the model
+                has person features; the training people's mean is not
+                assumed).
+        """
+        if self.person_features is not None:
+            if not isinstance(features, Tensor) or features.shape != (
+                self.person_features.shape[1],
+            ):
+                raise InputDataError(
+                    "features must be a tensor of the "
+                    f"{self.person_features.shape[1]} person features; got "
+                    f"{describe(features)}."
+                )
+            row = features.to(self.person_features).unsqueeze(0)
+            self.person_features = torch.cat([self.person_features, row])
+        elif features is not None:
+            raise InputDataError(
+                "features given but the model has no person features; got "
+                f"{describe(features)}."
+            )
+        pid = self.answers.add_person()
+        with torch.no_grad():
+            mean = self.prior_mean(torch.tensor([pid], device=self.designs.device))
+        D = self.latent_dim
+        eye = torch.eye(D, dtype=self.designs.dtype, device=self.designs.device)
+        self.latent_mean = torch.cat([self.latent_mean, mean])
+        self.latent_precision_chol = torch.cat(
+            [self.latent_precision_chol, eye.unsqueeze(0)]
+        )
+        return pid
+
+    def _rows_of(self, designs: Tensor) -> Tensor:
+        r"""Rows of the design table for ``k x d`` designs (added when new)."""
+        n = self.designs.shape[0]
+        self.designs = torch.cat([self.designs, designs.to(self.designs)])
+        self.items = torch.cat(
+            [self.items, torch.full((designs.shape[0],), -1, device=self.items.device)]
+        )
+        return torch.arange(n, n + designs.shape[0], device=self.designs.device)
+
+    def observe(self, person: int, winners: Tensor, losers: Tensor) -> PersonPosterior:
+        r"""Add a person's answers and update their posterior at once (the
+        shared part fixed).
+
+        Args:
+            person: An id below :attr:`num_people`.
+            winners, losers: ``k`` long design rows, or ``k x d`` designs.
+
+        Returns:
+            The person's new
+            :class:`~prefbo.models.collaborative.people.PersonPosterior`.
+        """
+        person = check_int("person", person, 0)
+        if person >= self.num_people:
+            raise InputDataError(
+                f"person must be an id below {self.num_people}; got {person}."
+            )
+        pair = []
+        for name, t in (("winners", winners), ("losers", losers)):
+            if not isinstance(t, Tensor) or t.is_complex() or t.dtype == torch.bool:
+                raise InputTypeError(
+                    f"{name} must be k long design rows or k x d designs; got "
+                    f"{describe(t)}."
+                )
+            if t.is_floating_point():
+                if t.ndim != 2 or t.shape[-1] != self.designs.shape[-1]:
+                    raise InputDataError(
+                        f"{name} must be k x {self.designs.shape[-1]} designs or k "
+                        f"design rows; got shape {tuple(t.shape)}."
+                    )
+                t = self._rows_of(t)
+            pair.append(t.reshape(-1).long().to(self.designs.device))
+        if pair[0].shape != pair[1].shape:
+            raise InputDataError(
+                f"winners and losers must have one row per answer; got "
+                f"{len(pair[0])} and {len(pair[1])}."
+            )
+        rows = torch.stack([torch.full_like(pair[0], person), *pair], -1)
+        check_answers(rows, self.designs.shape[0], self.num_people)
+        self.answers.add(person, pair[0], pair[1])
+        return self.update_people(torch.tensor([person], device=self.designs.device))
+
+    # ---------------------------------------------------------- updates
+    def update_people(self, people: Tensor) -> PersonPosterior:
+        r"""Refit ``B`` people's posteriors at the current shared functions
+        (Newton from their last modes) and store them."""
+        with torch.no_grad(), limited(len(people) * 16):
+            batch = self.answers.gather(people.to(self.designs.device))
+            delta, offset = self.answer_rows(batch.winners, batch.losers)
+            post = laplace_people(
+                self.likelihood,
+                delta,
+                offset,
+                batch.mask,
+                self.prior_mean(people),
+                start=self.latent_mean[people],
+            )
+        self.latent_mean[people] = post.mean
+        self.latent_precision_chol[people] = post.precision_chol
+        return post
+
+    def answer_rows(self, winners: Tensor, losers: Tensor) -> tuple[Tensor, Tensor]:
+        r"""``B x A x D`` rows ``Δ`` and ``B x A`` offsets ``c`` of answers
+        (see :mod:`~prefbo.models.collaborative.people`) at the shared
+        functions' means."""
+        rows, inverse = torch.unique(
+            torch.stack([winners, losers]).reshape(-1), return_inverse=True
+        )
+        X = self.designs[rows]
+        mean, _ = self.shared.moments(self.shared.basis(X, self.items[rows]))
+        feats = torch.cat(
+            [mean.mT, self.shared.residual_basis(X)], dim=-1
+        )  # u x (J+Mr)
+        both = feats[inverse].reshape(2, *winners.shape, -1)
+        diff = both[0] - both[1]  # B x A x (J + Mr)
+        return diff[..., 1:], diff[..., 0]
+
+    def posterior_of(self, person: int | None) -> PersonPosterior:
+        r"""A person's stored posterior (``None``: a newcomer without features)."""
+        if person is None:
+            D = self.latent_dim
+            eye = torch.eye(D, dtype=self.designs.dtype, device=self.designs.device)
+            return PersonPosterior(self.designs.new_zeros(1, D), eye.unsqueeze(0))
+        person = check_int("person", person, 0)
+        if person >= self.num_people:
+            raise InputDataError(
+                f"person must be an id below {self.num_people}; got {person}."
+            )
+        return PersonPosterior(
+            self.latent_mean[person : person + 1],
+            self.latent_precision_chol[person : person + 1],
+        )
+
+    # ---------------------------------------------------------- predictions
+    def moments(
+        self, X: Tensor, latent: PersonPosterior, items: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        r"""Mean ``B x b x q`` and covariance ``B x b x q x q`` of ``B`` people's
+        utilities at ``b x q x d`` designs (their first two moments, exact
+        under the shared and personal posteriors).
+
+        Args:
+            X: ``b x q x d`` designs.
+            latent: The ``B`` people's posteriors.
+            items: ``b x q`` item ids of the designs (``-1``: none; default:
+                looked up in the item table by exact match).
+        """
+        b, q, d = X.shape
+        flat = X.reshape(-1, d)
+        if items is None:
+            items = self.item_ids(flat)
+        basis = self.shared.basis(flat, items.reshape(-1))
+        mean, root = self.shared.moments(basis)  # J x bq, J x bq x R
+        mean, root = mean.reshape(-1, b, q), root.reshape(-1, b, q, root.shape[-1])
+        K = self.num_tastes
+        phi = torch.cat(
+            [
+                mean[1:].permute(1, 2, 0),
+                self.shared.residual_basis(flat).reshape(b, q, -1),
+            ],
+            dim=-1,
+        )  # b x q x D
+        mu = latent.mean  # B x D
+        out_mean = mean[0] + (
+            phi.unsqueeze(0) @ mu.view(-1, 1, mu.shape[-1], 1)
+        ).squeeze(-1)
+        cov_j = root @ root.mT  # J x b x q x q
+        A = latent.whitened(phi.reshape(1, b * q, -1).expand(len(mu), -1, -1))
+        A = A.reshape(len(mu), -1, b, q).permute(0, 2, 3, 1)  # B x b x q x D
+        cov = cov_j[0] + A @ A.mT
+        if K:
+            second = (
+                latent.covariance().diagonal(dim1=-2, dim2=-1)[:, :K] + mu[:, :K] ** 2
+            )
+            cov = cov + torch.einsum("pk,kbij->pbij", second, cov_j[1:])
+        return out_mean, cov
+
+    def item_ids(self, X: Tensor) -> Tensor:
+        r"""Item ids of ``n x d`` designs: the row of an equal item, else ``-1``."""
+        if not self.num_items:
+            return torch.full((X.shape[0],), -1, device=X.device)
+        items = self.designs[: self.num_items]
+        dist = torch.cdist(X, items)
+        best, idx = dist.min(-1)
+        return torch.where(best == 0, idx, -1)
+
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool = False,
+        posterior_transform: Any = None,
+        person: int | None = None,
+        **kwargs: Any,
+    ) -> GPyTorchPosterior:
+        r"""The posterior of ``person``'s utility at ``batch_shape x q x d``
+        designs (``person=None``: a newcomer's, the population's)."""
+        if not isinstance(X, Tensor) or X.ndim < 2:
+            raise InputDataError(
+                f"X must be a batch_shape x q x d tensor; got {describe(X)}."
+            )
+        shape = X.shape[:-1]
+        blocks = X.reshape(-1, shape[-1], X.shape[-1])
+        with limited(shape.numel()):
+            mean, cov = self.moments(blocks, self.posterior_of(person))
+        mean, cov = mean[0].reshape(shape), cov[0].reshape(*shape, shape[-1])
+        eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
+        post = GPyTorchPosterior(MultivariateNormal(mean, cov + POSTERIOR_JITTER * eye))
+        return post if posterior_transform is None else posterior_transform(post)
+
+    def utility_mean(self, person: int | None, rows: Tensor | None = None) -> Tensor:
+        r"""Posterior mean of ``person``'s utility at design rows (default the
+        items, or all designs given at construction)."""
+        n = self.num_items or self.designs.shape[0]
+        rows = torch.arange(n, device=self.designs.device) if rows is None else rows
+        with torch.no_grad():
+            X = self.designs[rows].unsqueeze(0)
+            mean, _ = self.moments(
+                X, self.posterior_of(person), self.items[rows].unsqueeze(0)
+            )
+        return mean[0, 0]
+
+    def person_model(self, person: int | None) -> PersonModel:
+        r"""One person's view as a BoTorch ``Model`` (for EUBO, Thompson)."""
+        return PersonModel(self, person)
+
+    # ---------------------------------------------------------- training
+    def fit(self, **kwargs: Any) -> list[float]:
+        r"""Fit the shared part on everyone's answers and refresh every
+        person's posterior; see
+        :func:`~prefbo.models.collaborative.training.fit_collaborative`."""
+        return fit_collaborative(self, **kwargs)
+
+
+class PersonModel(Model):
+    r"""One person's utility in a :class:`CollaborativePreferenceGP`, as a
+    BoTorch ``Model`` (``person=None``: the population's)."""
+
+    def __init__(self, model: CollaborativePreferenceGP, person: int | None) -> None:
+        super().__init__()
+        self.model, self.person = model, person
+
+    @property
+    def num_outputs(self) -> int:  # noqa: D102
+        return 1
+
+    @property
+    def datapoints(self) -> Tensor:
+        r"""The model's design table (BoTorch's EUBO reads its dtype and device)."""
+        return self.model.designs
+
+    def posterior(self, X: Tensor, *args: Any, **kwargs: Any) -> GPyTorchPosterior:  # noqa: D102
+        return self.model.posterior(X, *args, person=self.person, **kwargs)

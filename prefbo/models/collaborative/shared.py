@@ -1,0 +1,220 @@
+r"""The shared functions of a collaborative preference model.
+
+``K + 1`` functions over the designs, ``F_0 = g`` (the shared utility) and
+``F_1..F_K = h_1..h_K`` (the latent tastes people weigh), each
+
+.. math::
+    F_j(x) = s_j\, a(x)^\top v_j + t_j\, e_{j, i(x)},
+    \qquad a(x) = L^{-1} k(Z, x),\; L L^\top = k(Z, Z),
+
+with ``M`` inducing points ``Z`` shared by all functions, ``k`` an ARD RBF
+kernel of unit outputscale, ``v_j ~ N(0, I)`` whitened inducing values
+(Hensman, Matthews & Ghahramani 2015) and, where designs are items of a pool
+known by id, ``e_{j,i} ~ N(0, 1)`` each item's own effect beyond its features
+(``t_j`` its scale; designs that are no item have none). ``F_j`` is thus a GP
+with the Nyström kernel ``s_j² k(x, Z) k(Z, Z)⁻¹ k(Z, x)`` (the deterministic
+training conditional prior; Quiñonero-Candela & Rasmussen 2005) plus an item
+effect: a finite model in ``R = M (+ number of items)`` coordinates per
+function, which is what lets a person's posterior be updated exactly in a few
+dimensions. The variational posterior ``q(u_j) = N(m_j, C_j C_jᵀ)`` over
+``u_j = [v_j; e_j]`` is independent between functions.
+
+A person's own residual (see :mod:`~prefbo.models.collaborative.people`)
+uses the first ``M_r`` inducing points of ``Z`` with its own scale ``s_r``:
+:meth:`SharedFunctions.residual_basis`.
+"""
+
+from __future__ import annotations
+
+import gpytorch
+import torch
+from gpytorch.constraints import Interval
+from linear_operator import to_dense
+from torch import Tensor
+
+from prefbo.inducing import ConditionalVarianceReduction
+from prefbo.kernels.defaults import default_preference_covar_module
+
+#: Jitter on ``k(Z, Z)``'s unit diagonal before its Cholesky factor, by dtype.
+JITTER = {torch.float64: 1e-6, torch.float32: 1e-4}
+#: Designs the inducing points are chosen from at most (a seeded subsample).
+INDUCING_CANDIDATES = 50_000
+#: Start of the shared utility's scale ``s_0``, the tastes' ``s_k``, the
+#: residual's ``s_r`` and the item effects' ``t_j``.
+START_SCALES = {"shared": 1.0, "taste": 0.5, "residual": 0.3, "item": 0.3}
+#: Box of every scale.
+SCALE_BOUNDS = (1e-3, 30.0)
+#: Start of the variational Cholesky factors ``C_j`` (times the identity),
+#: and the spread of the tastes' random starting means, which break the
+#: symmetry between tastes.
+START_CHOLESKY = 0.3
+START_TASTE_MEANS = 0.3
+
+
+def choose_inducing(designs: Tensor, num_inducing: int, seed: int) -> Tensor:
+    r"""``M`` inducing points among the distinct ``designs`` (``n x d``): all
+    of them when there are at most ``M``, else greedy conditional variance
+    reduction (Burt et al. 2020) under the default preference kernel at its
+    starting lengthscale, on at most :data:`INDUCING_CANDIDATES` of them."""
+    distinct = torch.unique(designs, dim=0)
+    if distinct.shape[0] <= num_inducing:
+        return distinct
+    g = torch.Generator().manual_seed(seed)
+    if distinct.shape[0] > INDUCING_CANDIDATES:
+        keep = torch.randperm(distinct.shape[0], generator=g)[:INDUCING_CANDIDATES]
+        distinct = distinct[keep.to(distinct.device)]
+    # chosen in float64 whatever the model's dtype: the choice is the same
+    kernel = default_preference_covar_module(designs.shape[-1], dtype=torch.float64)
+    kernel = kernel.base_kernel.to(device=designs.device, dtype=torch.float64)
+    with torch.no_grad():
+        Z = ConditionalVarianceReduction().allocate_inducing_points(
+            distinct.double(), kernel, num_inducing, torch.Size()
+        )
+    return Z.detach().to(designs.dtype)
+
+
+class SharedFunctions(gpytorch.Module):
+    r"""The ``K + 1`` shared functions (see the module docstring).
+
+    Args:
+        inducing_points: ``M x d`` points ``Z``.
+        num_tastes: ``K ≥ 0``.
+        num_items: Items with their own effect (``0``: none); an item's id
+            is its row in the model's design table.
+        num_residual: ``M_r ≤ M``: the person residual's inducing points
+            (the first ``M_r`` rows of ``Z``); ``0``: no residual.
+        seed: Seed of the tastes' starting means.
+    """
+
+    def __init__(
+        self,
+        inducing_points: Tensor,
+        num_tastes: int,
+        num_items: int = 0,
+        num_residual: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        M, d = inducing_points.shape
+        dtype, device = inducing_points.dtype, inducing_points.device
+        self.num_tastes, self.num_items = num_tastes, num_items
+        self.num_residual = min(num_residual, M)
+        self.register_buffer("Z", inducing_points.clone())
+        self.kernel = default_preference_covar_module(d, dtype=dtype).base_kernel.to(
+            device=device, dtype=dtype
+        )
+        J, R = num_tastes + 1, M + num_items
+        lo, hi = SCALE_BOUNDS
+        start = torch.full((J,), START_SCALES["taste"], dtype=dtype, device=device)
+        start[0] = START_SCALES["shared"]
+        self.register_parameter(
+            "raw_scale", torch.nn.Parameter(torch.zeros_like(start))
+        )
+        self.register_constraint("raw_scale", Interval(lo, hi))
+        self.scale = start
+        if num_items:
+            self.register_parameter(
+                "raw_item_scale", torch.nn.Parameter(torch.zeros_like(start))
+            )
+            self.register_constraint("raw_item_scale", Interval(lo, hi))
+            self.item_scale = torch.full_like(start, START_SCALES["item"])
+        if self.num_residual:
+            one = torch.zeros((), dtype=dtype, device=device)
+            self.register_parameter("raw_residual_scale", torch.nn.Parameter(one))
+            self.register_constraint("raw_residual_scale", Interval(lo, hi))
+            self.residual_scale = torch.full_like(one, START_SCALES["residual"])
+        g = torch.Generator().manual_seed(seed)
+        mean = torch.zeros(J, R, dtype=dtype)
+        mean[1:] = START_TASTE_MEANS * torch.randn(J - 1, R, generator=g, dtype=dtype)
+        self.mean = torch.nn.Parameter(mean.to(device))
+        eye = torch.eye(R, dtype=dtype, device=device)
+        self.chol = torch.nn.Parameter((START_CHOLESKY * eye).expand(J, R, R).clone())
+
+    # ----------------------------------------------------------- scales
+    def _set(self, name: str, value: Tensor) -> None:
+        constraint = getattr(self, f"{name}_constraint")
+        raw = constraint.inverse_transform(torch.as_tensor(value).to(self.Z))
+        getattr(self, name).data.copy_(raw.expand_as(getattr(self, name)))
+
+    @property
+    def scale(self) -> Tensor:
+        r"""``K + 1`` scales ``s_j`` of the inducing parts."""
+        return self.raw_scale_constraint.transform(self.raw_scale)
+
+    @scale.setter
+    def scale(self, value: Tensor) -> None:
+        self._set("raw_scale", value)
+
+    @property
+    def item_scale(self) -> Tensor:
+        r"""``K + 1`` scales ``t_j`` of the item effects."""
+        return self.raw_item_scale_constraint.transform(self.raw_item_scale)
+
+    @item_scale.setter
+    def item_scale(self, value: Tensor) -> None:
+        self._set("raw_item_scale", value)
+
+    @property
+    def residual_scale(self) -> Tensor:
+        r"""The scale ``s_r`` of a person's residual."""
+        return self.raw_residual_scale_constraint.transform(self.raw_residual_scale)
+
+    @residual_scale.setter
+    def residual_scale(self, value: Tensor) -> None:
+        self._set("raw_residual_scale", value)
+
+    # ----------------------------------------------------------- bases
+    def _whiten(self, Z: Tensor, X: Tensor) -> Tensor:
+        K = to_dense(self.kernel(Z))
+        eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
+        L = torch.linalg.cholesky(K + JITTER.get(K.dtype, 1e-4) * eye)
+        cross = to_dense(self.kernel(Z, X))  # M x n
+        return torch.linalg.solve_triangular(L, cross, upper=False).mT  # n x M
+
+    def basis(self, X: Tensor, items: Tensor | None = None) -> Tensor:
+        r"""The ``(K + 1) x n x R`` scaled bases ``b_j(x) = [s_j a(x); t_j 1_{i(x)}]``
+        at ``n x d`` designs ``X`` with item ids ``items`` (``n`` long,
+        ``-1`` for no item; ``None``: no items), so ``F_j(X) = b_j(X) u_j``."""
+        a = self._whiten(self.Z, X)  # n x M
+        parts = [self.scale.view(-1, 1, 1) * a]
+        if self.num_items:
+            onehot = torch.zeros(
+                X.shape[0], self.num_items, dtype=X.dtype, device=X.device
+            )
+            if items is not None:
+                known = items >= 0
+                onehot[known.nonzero().squeeze(-1), items[known]] = 1.0
+            parts.append(self.item_scale.view(-1, 1, 1) * onehot)
+        if len(parts) == 1:
+            return parts[0]
+        J = self.num_tastes + 1
+        return torch.cat([parts[0], parts[1].expand(J, -1, -1)], dim=-1)
+
+    def residual_basis(self, X: Tensor) -> Tensor:
+        r"""The ``n x M_r`` scaled residual basis ``s_r a_r(x)`` at ``X``."""
+        if not self.num_residual:
+            return X.new_zeros(X.shape[0], 0)
+        Zr = self.Z[: self.num_residual]
+        return self.residual_scale * self._whiten(Zr, X)
+
+    # ----------------------------------------------------------- moments
+    def moments(self, basis: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Means ``(K + 1) x n`` and covariance roots ``(K + 1) x n x R`` of the
+        functions at designs with bases ``basis`` (:meth:`basis`): the
+        covariance of ``F_j`` there is ``root_j root_jᵀ``."""
+        mean = (basis @ self.mean.unsqueeze(-1)).squeeze(-1)
+        return mean, basis @ self.chol.tril()
+
+    def kl(self) -> Tensor:
+        r"""``Σ_j KL(q(u_j) ‖ N(0, I))``."""
+        C = self.chol.tril()
+        R = C.shape[-1]
+        logdet = C.diagonal(dim1=-2, dim2=-1).abs().clamp_min(1e-30).log().sum()
+        return 0.5 * ((C**2).sum() + (self.mean**2).sum() - R * C.shape[0]) - logdet
+
+    def log_prior(self) -> Tensor:
+        r"""The kernel's log-prior (its lengthscale's)."""
+        total = self.Z.new_zeros(())
+        for _, module, prior, closure, _ in self.kernel.named_priors():
+            total = total + prior.log_prob(closure(module)).sum()
+        return total

@@ -1,0 +1,171 @@
+r"""Fitting a collaborative preference model: local Laplace steps for the
+people of a minibatch, a gradient step on the shared part.
+
+Each step draws a minibatch of people, refits their Laplace posteriors
+``q(z_p) = N(ẑ_p, H_p⁻¹)`` at the current shared means
+(:mod:`~prefbo.models.collaborative.people`), then follows the gradient of
+the evidence lower bound
+
+.. math::
+    \mathcal{L} = \sum_p \Big(\sum_{a \in p} E_q[\log F(\delta_a / s)]
+    - \mathrm{KL}(q(z_p) \,\|\, N(\mu_p^0, I))\Big)
+    - \sum_j \mathrm{KL}(q(u_j) \,\|\, N(0, I)) + \log p(\theta)
+
+(people's sum estimated from the minibatch, scaled by ``P / B``) in the
+shared variational parameters, the kernel's lengthscales, the scales and the
+person-feature map, with the people's posteriors held fixed: variational EM
+with local and global variables (Hoffman et al. 2013, stochastic variational
+inference). The answer's difference ``δ = f_p(w) − f_p(l)`` is bilinear in
+independent Gaussians (the shared coordinates and the person's latents); the
+expectation uses the Gaussian with its exact first two moments,
+
+.. math::
+    E\delta = c + \Delta^\top \hat z,\quad
+    \mathrm{Var}\,\delta = v_0 + \sum_k (\Sigma_{kk} + \hat z_k^2) v_k
+    + \Delta^\top \Sigma \Delta,
+
+``v_j`` the variance of ``F_j(w) − F_j(l)``, by Gauss–Hermite quadrature.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from prefbo.likelihoods.pairwise import pairwise_expected_log_prob
+from prefbo.models.collaborative.answers import PaddedAnswers
+from prefbo.models.collaborative.people import PersonPosterior
+from prefbo.utils.checks import check_float, check_int, check_seed
+from prefbo.utils.threads import limited
+
+#: Answers per minibatch the default batch of people aims at.
+ANSWERS_PER_BATCH = 4096
+#: Default number of gradient steps: this many passes over the people, at
+#: least :data:`MIN_STEPS`.
+EPOCHS = 20
+MIN_STEPS = 300
+
+
+def expected_log_likelihood(
+    model, batch: PaddedAnswers, latent: PersonPosterior
+) -> Tensor:
+    r"""``B x A`` expected log-likelihoods of the answers (padding: 0), with
+    gradients to the shared part (see the module docstring)."""
+    shared = model.shared
+    rows, inverse = torch.unique(
+        torch.stack([batch.winners, batch.losers]).reshape(-1), return_inverse=True
+    )
+    X = model.designs[rows]
+    mean, root = shared.moments(shared.basis(X, model.items[rows]))  # J x u, J x u x R
+    resid = shared.residual_basis(X)  # u x Mr
+    shape = (2, *batch.winners.shape)
+    mean = mean[:, inverse].reshape(-1, *shape)  # J x 2 x B x A
+    root = root[:, inverse].reshape(root.shape[0], *shape, -1)
+    resid = resid[inverse].reshape(*shape, -1)
+    dmean = mean[:, 0] - mean[:, 1]  # J x B x A
+    dvar = ((root[:, 0] - root[:, 1]) ** 2).sum(-1)  # J x B x A
+    K = shared.num_tastes
+    delta = torch.cat(
+        [dmean[1:].permute(1, 2, 0), resid[0] - resid[1]], -1
+    )  # B x A x D
+    z = latent.mean.unsqueeze(-1)  # B x D x 1
+    mu = dmean[0] + (delta @ z).squeeze(-1)
+    white = latent.whitened(delta)  # B x D x A
+    var = dvar[0] + (white**2).sum(-2)
+    if K:
+        second = (
+            latent.covariance().diagonal(dim1=-2, dim2=-1)[:, :K] + z[:, :K, 0] ** 2
+        )
+        var = var + (second.unsqueeze(-1) * dvar[1:].permute(1, 0, 2)).sum(-2)
+    ell = pairwise_expected_log_prob(model.likelihood, mu, var)
+    return ell * batch.mask
+
+
+def person_kl(latent: PersonPosterior, prior_mean: Tensor) -> Tensor:
+    r"""``B`` KL divergences ``KL(N(ẑ, H⁻¹) ‖ N(μ⁰, I))``."""
+    D = latent.mean.shape[-1]
+    logdet_h = 2 * latent.precision_chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    trace = latent.covariance().diagonal(dim1=-2, dim2=-1).sum(-1)
+    return 0.5 * (trace + ((latent.mean - prior_mean) ** 2).sum(-1) - D + logdet_h)
+
+
+def minibatch_elbo(model, people: Tensor, num_people: int, num_answers: int) -> Tensor:
+    r"""The ELBO per answer estimated from ``people`` (their posteriors as
+    stored), with gradients to the shared part and the feature map."""
+    batch = model.answers.gather(people)
+    latent = PersonPosterior(
+        model.latent_mean[people], model.latent_precision_chol[people]
+    )
+    ell = expected_log_likelihood(model, batch, latent).sum()
+    kl_people = person_kl(latent, model.prior_mean(people)).sum()
+    scale = num_people / len(people)
+    total = scale * (ell - kl_people) - model.shared.kl() + model.shared.log_prior()
+    return total / max(num_answers, 1)
+
+
+def fit_collaborative(
+    model,
+    steps: int | None = None,
+    batch_people: int | None = None,
+    lr: float = 0.03,
+    seed: int = 0,
+) -> list[float]:
+    r"""Fit a :class:`~prefbo.models.collaborative.CollaborativePreferenceGP`.
+
+    Warm-starts from the model's current state, so a refit after new answers
+    continues where the last fit ended.
+
+    Args:
+        model: The model.
+        steps: Gradient steps (default :data:`EPOCHS` passes over the people
+            who answered, at least :data:`MIN_STEPS`).
+        batch_people: People per minibatch (default about
+            :data:`ANSWERS_PER_BATCH` answers' worth).
+        lr: Adam's learning rate.
+        seed: Seed of the minibatches.
+
+    Returns:
+        The ELBO per answer at each step (minibatch estimates).
+    """
+    lr = check_float("lr", lr, minimum=0, open_minimum=True)
+    seed = check_seed("seed", seed)
+    counts = model.answers.counts()
+    active = (counts > 0).nonzero().squeeze(-1)
+    m = int(counts.sum())
+    if m == 0:
+        model.eval()
+        return []
+    per_person = m / len(active)
+    if batch_people is None:
+        batch_people = max(
+            1, min(len(active), math.ceil(ANSWERS_PER_BATCH / per_person))
+        )
+    batch_people = check_int("batch_people", batch_people, 1)
+    if steps is None:
+        steps = max(MIN_STEPS, EPOCHS * math.ceil(len(active) / batch_people))
+    steps = check_int("steps", steps, 0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    order, at, history = torch.randperm(len(active), generator=g), 0, []
+    model.train()
+    for _ in range(steps):
+        if at >= len(order):
+            order, at = torch.randperm(len(active), generator=g), 0
+        people = active[order[at : at + batch_people].to(active.device)]
+        at += batch_people
+        with limited(int(counts[people].sum())):
+            model.update_people(people)
+            opt.zero_grad()
+            loss = -minibatch_elbo(model, people, len(active), m)
+            loss.backward()
+            opt.step()
+        history.append(-float(loss.detach()))
+    model.eval()
+    with torch.no_grad():
+        everyone = torch.arange(model.num_people, device=model.designs.device)
+        for start in range(0, len(everyone), 4 * batch_people):
+            model.update_people(everyone[start : start + 4 * batch_people])
+    return history

@@ -1,0 +1,37 @@
+import math
+
+import pytest
+import torch
+
+
+def planted(P=60, n=20, d=2, K=2, answers=12, noise=0.3, seed=0, **tkwargs):
+    r"""A small population with ``K`` planted tastes: ``(X, answers, F, H)``
+    with ``F`` the ``P x n`` true utilities and ``H`` the ``n x (K + 1)``
+    true shared and taste functions."""
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, d, generator=g, dtype=torch.float64)
+
+    def smooth():
+        W = torch.randn(d, 40, generator=g, dtype=torch.float64) / 0.3
+        b = 2 * math.pi * torch.rand(40, generator=g, dtype=torch.float64)
+        a = torch.randn(40, generator=g, dtype=torch.float64)
+        return torch.cos(X @ W + b) @ a * math.sqrt(2 / 40)
+
+    H = torch.stack([smooth() for _ in range(K + 1)], -1)
+    weights = torch.randn(P, K, generator=g, dtype=torch.float64)
+    F = H[:, 0] + weights @ H[:, 1:].T
+    rows = []
+    for p in range(P):
+        for _ in range(answers):
+            i, j = torch.randperm(n, generator=g)[:2].tolist()
+            prob = torch.special.ndtr((F[p, i] - F[p, j]) / (math.sqrt(2) * noise))
+            win = bool(torch.rand(1, generator=g, dtype=torch.float64) < prob)
+            rows.append((p, i, j) if win else (p, j, i))
+    device = tkwargs.get("device", "cpu")
+    dtype = tkwargs.get("dtype", torch.float64)
+    return X.to(device, dtype), torch.tensor(rows, device=device), F, H
+
+
+@pytest.fixture
+def population():
+    return planted

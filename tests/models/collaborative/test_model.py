@@ -1,0 +1,196 @@
+import copy
+
+import pytest
+import torch
+from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.mlls import PairwiseLaplaceMLL  # noqa: F401
+from prefbo.models import PairwiseLaplaceGP
+from prefbo.models.collaborative import CollaborativePreferenceGP, laplace_people
+
+
+def fitted(population, steps=40, **kwargs):
+    X, answers, _, _ = population(
+        **{k: v for k, v in kwargs.items() if k in ("device", "dtype", "P")}
+    )
+    options = {k: v for k, v in kwargs.items() if k not in ("device", "dtype", "P")}
+    model = CollaborativePreferenceGP(X, answers, num_inducing=20, **options)
+    model.fit(steps=steps)
+    return model, X
+
+
+def test_online_updates_equal_a_refit_with_the_shared_part_fixed(population):
+    model, X = fitted(population, num_residual=5)
+    rows = torch.tensor([[3, 7], [1, 2], [7, 1], [9, 3], [2, 9]])
+    one_by_one, at_once = model, copy.deepcopy(model)
+    a = one_by_one.add_person()
+    for w, l in rows.tolist():
+        one_by_one.observe(a, torch.tensor([w]), torch.tensor([l]))
+    b = at_once.add_person()
+    at_once.observe(b, rows[:, 0], rows[:, 1])
+    direct = laplace_people(
+        model.likelihood,
+        *model.answer_rows(rows[:, 0][None], rows[:, 1][None]),
+        torch.ones(1, 5, dtype=torch.bool),
+        model.prior_mean(torch.tensor([a])),
+    )
+    for m, p in ((one_by_one, a), (at_once, b)):
+        post = m.posterior_of(p)
+        torch.testing.assert_close(post.mean, direct.mean, atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            post.covariance(), direct.covariance(), atol=1e-6, rtol=0
+        )
+
+
+def test_a_newcomer_is_the_population(population):
+    model, X = fitted(population)
+    new = model.add_person()
+    Xq = torch.rand(4, 3, 2, dtype=torch.float64)
+    mine, theirs = model.posterior(Xq, person=new), model.posterior(Xq)
+    torch.testing.assert_close(mine.mean, theirs.mean)
+    torch.testing.assert_close(mine.mvn.covariance_matrix, theirs.mvn.covariance_matrix)
+    with torch.no_grad():
+        mean, _ = model.shared.moments(model.shared.basis(Xq.reshape(-1, 2)))
+    torch.testing.assert_close(theirs.mean.reshape(-1), mean[0])  # E[w] = 0
+
+
+def test_person_features_set_the_prior_of_the_weights(population):
+    X, answers, _, _ = population()
+    U = torch.randn(60, 2, dtype=torch.float64)
+    model = CollaborativePreferenceGP(X, answers, person_features=U, num_inducing=20)
+    model.fit(steps=20)
+    u = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    new = model.add_person(features=u)
+    expected = u @ model.feature_map.detach()
+    torch.testing.assert_close(model.posterior_of(new).mean[0, :3], expected)
+    with pytest.raises(InputDataError, match="features must be a tensor of the 2"):
+        model.add_person()
+
+
+def test_moments_match_monte_carlo(population):
+    model, X = fitted(population, num_residual=4)
+    p, S = 5, 100_000
+    Xq = X[:4].unsqueeze(0)
+    with torch.no_grad():
+        mean, cov = model.moments(Xq, model.posterior_of(p))
+        g = torch.Generator().manual_seed(1)
+        shared = model.shared
+        basis = shared.basis(Xq[0])  # J x 4 x R
+        C = shared.chol.tril()
+        u = shared.mean + (
+            C @ torch.randn(S, *shared.mean.shape, 1, generator=g, dtype=torch.float64)
+        ).squeeze(-1)
+        F = (basis.unsqueeze(0) @ u.unsqueeze(-1)).squeeze(-1)  # S x J x 4
+        post = model.posterior_of(p)
+        z = (
+            post.mean
+            + torch.linalg.solve_triangular(
+                post.precision_chol[0].T,
+                torch.randn(post.mean.shape[-1], S, generator=g, dtype=torch.float64),
+                upper=True,
+            ).T
+        )
+        K = model.num_tastes
+        f = (
+            F[:, 0]
+            + (z[:, :K].unsqueeze(-1) * F[:, 1:]).sum(1)
+            + z[:, K:] @ shared.residual_basis(Xq[0]).T
+        )
+    torch.testing.assert_close(f.mean(0), mean[0, 0], atol=0.02, rtol=0)
+    torch.testing.assert_close(
+        torch.cov(f.T), cov[0, 0], atol=0.03 * float(cov.max()), rtol=0
+    )
+
+
+def test_without_tastes_a_person_is_an_exact_laplace_gp(population):
+    r"""K = 0 with the shared utility known to be zero: the person's posterior
+    is prefbo's PairwiseLaplaceGP with the residual's kernel (its inducing
+    points are all the designs, so the Nyström kernel is the kernel)."""
+    X, answers, _, _ = population(n=8)
+    model = CollaborativePreferenceGP(
+        X, answers, num_tastes=0, num_inducing=8, num_residual=8
+    )
+    with torch.no_grad():
+        model.shared.mean.zero_()  # the shared utility known to be zero
+        model.shared.chol.zero_()
+        model.shared.residual_scale = torch.tensor(0.8)
+    comps = torch.tensor([[0, 1], [2, 1], [3, 0], [1, 4], [5, 6], [7, 2]])
+    new = model.add_person()
+    model.observe(new, comps[:, 0], comps[:, 1])
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=2)).double()
+    kernel.base_kernel.lengthscale = model.shared.kernel.lengthscale.detach()
+    kernel.outputscale = 0.64
+    exact = PairwiseLaplaceGP(X, comps, covar_module=kernel).eval()
+    want = exact.posterior(X)
+    got = model.posterior(X, person=new)
+    torch.testing.assert_close(got.mean, want.mean, atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        got.mvn.covariance_matrix, want.mvn.covariance_matrix, atol=1e-4, rtol=0
+    )
+
+
+def test_botorch_eubo_on_a_person(population, tkwargs):
+    X, answers, _, _ = population(**tkwargs)
+    model = CollaborativePreferenceGP(X, answers, num_inducing=16)
+    model.fit(steps=10)
+    acq = AnalyticExpectedUtilityOfBestOption(pref_model=model.person_model(3))
+    value = acq(X[:6].reshape(3, 2, 2))
+    assert value.shape == (3,) and torch.isfinite(value).all()
+    sample = model.person_model(None).posterior(X[:5]).rsample(torch.Size([2]))
+    assert sample.shape == (2, 5, 1) and sample.dtype == tkwargs["dtype"]
+
+
+def test_item_effects_tell_equal_features_apart(population):
+    X, answers, _, _ = population(n=6)
+    X = torch.zeros_like(X)  # no features: only the items' own effects
+    model = CollaborativePreferenceGP(
+        X[:1].expand(6, -1).clone(),
+        answers,
+        num_tastes=1,
+        item_effects=True,
+        num_residual=0,
+    )
+    wins = torch.bincount(answers[:, 1], minlength=6) - torch.bincount(
+        answers[:, 2], minlength=6
+    )
+    model.fit(steps=60)
+    mean = model.utility_mean(None)
+    assert torch.corrcoef(torch.stack([mean, wins.double()]))[0, 1] > 0.8
+
+
+def test_errors(population):
+    X, answers, _, _ = population()
+    with pytest.raises(InputTypeError, match="answers must be an m x 3 integer tensor"):
+        CollaborativePreferenceGP(X, answers.double())
+    with pytest.raises(InputDataError, match="compares design 2 with itself"):
+        CollaborativePreferenceGP(X, torch.tensor([[0, 2, 2]]))
+    with pytest.raises(
+        InputDataError, match="rows of the 20 designs; got values from 1 to 20"
+    ):
+        CollaborativePreferenceGP(X, torch.tensor([[0, 1, 20]]))
+    with pytest.raises(InputDataError, match="person_features must be 60 x e"):
+        CollaborativePreferenceGP(X, answers, person_features=torch.zeros(3, 2))
+    model = CollaborativePreferenceGP(X, answers, num_inducing=8)
+    with pytest.raises(InputDataError, match="person must be an id below 60; got 60"):
+        model.observe(60, torch.tensor([0]), torch.tensor([1]))
+    with pytest.raises(
+        InputDataError, match="winners and losers must have one row per answer"
+    ):
+        model.observe(0, torch.tensor([0, 1]), torch.tensor([1]))
+    with pytest.raises(InputDataError, match="num_tastes must be an int >= 0"):
+        CollaborativePreferenceGP(X, answers, num_tastes=-1)
+
+
+def test_observe_new_designs_extends_the_table(population):
+    model, X = fitted(population, steps=5)
+    n = model.designs.shape[0]
+    new = model.add_person()
+    Xw, Xl = (
+        torch.rand(2, 2, dtype=torch.float64),
+        torch.rand(2, 2, dtype=torch.float64),
+    )
+    post = model.observe(new, Xw, Xl)
+    assert model.designs.shape[0] == n + 4
+    assert not torch.allclose(post.mean, torch.zeros_like(post.mean))
