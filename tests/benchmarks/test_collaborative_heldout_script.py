@@ -1,0 +1,159 @@
+"""``benchmarks/collaborative_heldout.py``: folds, the protocol, a tiny run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from prefbo.datasets import game_rankings, planted_population
+
+BASELINES = ["per_person", "pooled", "population"]
+
+
+def test_game_folds_hold_every_student_out_once(load_benchmark):
+    bench = load_benchmark("collaborative_heldout")
+    folds = bench.game_folds()
+    game = game_rankings()
+    held = [p.person for f in folds for p in f.held]
+    assert sorted(held) == list(range(91))
+    for fold in folds:
+        assert fold.num_people + len(fold.held) == 91
+        assert fold.answers.shape == (15 * fold.num_people, 3)
+        assert fold.answers[:, 0].unique().tolist() == list(range(fold.num_people))
+        for p in fold.held:
+            assert torch.equal(
+                p.answers, game.answers[game.answers[:, 0] == p.person, 1:]
+            )
+        # the training and held-out students' features are everyone's, once
+        everyone = torch.cat(
+            [fold.features, torch.stack([p.features for p in fold.held])]
+        )
+        assert sorted(map(tuple, everyone.tolist())) == sorted(
+            map(tuple, game.person_features.tolist())
+        )
+
+
+def test_synthetic_split_is_one_world(load_benchmark):
+    bench = load_benchmark("collaborative_heldout")
+    (fold,) = bench.synthetic_folds()
+    pop = planted_population(num_people=360, seed=bench.SYNTHETIC_SEED)
+    assert fold.num_people == 300 and [p.person for p in fold.held] == list(
+        range(300, 360)
+    )
+    torch.testing.assert_close(fold.answers, pop.answers[: 300 * 20])
+    last = fold.held[-1]
+    torch.testing.assert_close(last.utilities, pop.utilities[359])
+    torch.testing.assert_close(last.features, pop.person_features[359])
+
+
+def test_accuracy_counts_a_tie_as_half(load_benchmark):
+    bench = load_benchmark("collaborative_heldout")
+    mean = torch.tensor([0.0, 1.0, 1.0, 2.0], dtype=torch.float64)
+    answers = torch.tensor([[1, 0], [0, 3], [1, 2], [3, 2]])
+    assert bench.accuracy(mean, answers) == pytest.approx((1 + 0 + 0.5 + 1) / 4)
+    truth = bench.true_answers(mean, answers)
+    assert truth.tolist() == [[1, 0], [3, 0], [1, 2], [3, 2]]
+
+
+def test_revealed_answers_are_nested_and_the_rest_is_predicted(
+    load_benchmark, monkeypatch
+):
+    bench = load_benchmark("collaborative_heldout")
+    calls = []
+
+    def spy(fold, options):
+        def predict(features, revealed):
+            calls.append(revealed)
+            return torch.zeros(len(fold.designs), dtype=torch.float64)
+
+        return predict, {}
+
+    monkeypatch.setitem(bench.MODELS, "spy", spy)
+    fold = bench.game_folds(quick=True)[0]
+    options = bench.parse_args(["--quick", "--ks", "0", "3", "5", "10", "15"])
+    records = []
+    bench.run_fold(fold, "spy", options, records.append)
+    person = fold.held[0]
+    mine = calls[:4]  # k = 15 leaves nothing to predict: skipped
+    assert [len(r) for r in mine] == [0, 3, 5, 10]
+    assert torch.equal(mine[3][:5], mine[2]) and torch.equal(mine[2][:3], mine[1])
+    order = torch.randperm(
+        15, generator=torch.Generator().manual_seed(bench.reveal_seed(person.person))
+    )
+    assert torch.equal(mine[3], person.answers[order[:10]])
+    rows = [r for r in records if r["kind"] == "person"]
+    assert [r["tested"] for r in rows[:4]] == [15, 12, 10, 5]
+    assert all(r["accuracy"] == 0.5 for r in rows)  # all ties
+
+
+def test_paired_difference_and_wilcoxon(load_benchmark):
+    bench = load_benchmark("collaborative_heldout")
+    a = {0: 1.0, 1: 0.9, 2: 0.8, 3: 0.5}
+    b = {0: 0.5, 1: 0.5, 2: 0.5, 9: 0.0}  # person 3 and 9: one side only
+    mean, se, p, n = bench.paired(a, b)
+    assert n == 3 and mean == pytest.approx(0.4)
+    assert se == pytest.approx(0.1 / 3**0.5)
+    assert p == pytest.approx(0.25)  # 3 positive differences: 2 / 2**3
+    assert bench.paired(a, a)[2:] == (1.0, 4)
+
+
+def test_quick_run_of_the_baselines_and_its_report(load_benchmark, tmp_path, capsys):
+    bench = load_benchmark("collaborative_heldout")
+    store, out = tmp_path / "runs.jsonl", tmp_path / "page.md"
+    argv = ["--quick", "--models", *BASELINES, "--store", str(store)]
+    text = bench.main([*argv, "--output", str(out)])
+    assert out.read_text() == text
+    records = [json.loads(line) for line in store.read_text().splitlines()]
+    people = [r for r in records if r["kind"] == "person"]
+    # game: 3 held-out students, synthetic: 4 people; 4 k each, 3 models
+    assert len(people) == (3 + 4) * 4 * 3
+    assert {r["model"] for r in people} == set(BASELINES)
+    assert all(0 <= r["accuracy"] <= 1 and r["seconds"] >= 0 for r in people)
+    assert all(
+        r["accuracy"] == 0.5
+        for r in people
+        if r["model"] == "per_person" and r["k"] == 0
+    )
+    assert all(("accuracy_true" in r) == (r["dataset"] == "synthetic") for r in people)
+    (run,) = [r for r in records if r["kind"] == "run"]
+    assert run["threads"].startswith("torch threads ")
+    assert "botorch" in run["machine"] and "Python" in run["machine"]
+    assert "### game" in text and "### synthetic" in text
+    assert "(no collaborative records in the store)" in text
+    assert "| synthetic | population | 1 |" in text
+    # the page again from the store alone
+    again = tmp_path / "again.md"
+    assert (
+        bench.main(["--report", "--store", str(store), "--output", str(again)]) == text
+    )
+    assert "mean accuracy" in capsys.readouterr().out
+
+
+def test_quick_run_of_the_collaborative_model(load_benchmark, tmp_path):
+    pytest.importorskip("prefbo.models.collaborative")
+    bench = load_benchmark("collaborative_heldout")
+    argv = ["--quick", "--models", "collaborative", "per_person", "--ks", "0", "3"]
+    text = bench.main([*argv, "--output", str(tmp_path / "page.md")])
+    assert "| game | 3 | per_person |" in text
+    assert "| synthetic | 0 | per_person |" in text
+
+
+def test_page_pairs_the_collaborative_model_with_each_other(load_benchmark):
+    bench = load_benchmark("collaborative_heldout")
+    records = [
+        {"kind": "person", "dataset": "game", "fold": 0, "person": p, "k": 3}
+        | {"model": m, "accuracy": acc, "tested": 12, "seconds": 0.5}
+        for p in range(4)
+        for m, acc in (("collaborative", 0.75 + 0.05 * p), ("pooled", 0.5))
+    ]
+    records.append(
+        {"kind": "fit", "dataset": "game", "fold": 0, "model": "pooled", "seconds": 2.0}
+    )
+    text = bench.page(records)
+    # differences 0.25, 0.30, 0.35, 0.40: mean 0.325, s.e. 0.0323; all 4
+    # positive: exact two-sided p = 2 / 2**4
+    assert "| game | 3 | pooled | +0.325 ± 0.032 | 0.12 | 4 |" in text
+    assert "| game | pooled | 1 | 2.00 | 4 | 0.500 | 4 |" in text
+    assert "(no finished run in the store)" in text
