@@ -1,0 +1,82 @@
+import pytest
+import torch
+from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+
+from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.models.collaborative import CollaborativePreferenceGP
+from prefbo.models.collaborative.questions import next_questions, pair_eubo
+
+
+@pytest.fixture
+def model(population):
+    X, answers, _, _ = population()
+    m = CollaborativePreferenceGP(X, answers, num_inducing=16, num_residual=4)
+    m.fit(steps=30)
+    return m
+
+
+def test_pair_eubo_matches_botorch_and_monte_carlo(model):
+    X = model.designs[:6]
+    post = model.posterior(X, person=2)
+    mean, cov = post.mean.squeeze(-1)[None], post.mvn.covariance_matrix[None]
+    table = pair_eubo(mean, cov)[0]
+    acq = AnalyticExpectedUtilityOfBestOption(pref_model=model.person_model(2))
+    pairs = torch.tensor([[0, 1], [2, 5], [4, 3]])
+    torch.testing.assert_close(table[pairs[:, 0], pairs[:, 1]], acq(X[pairs]))
+    with torch.no_grad():
+        draws = post.rsample(torch.Size([200_000])).squeeze(-1)
+    mc = torch.maximum(draws[:, 0], draws[:, 1]).mean()
+    assert abs(float(mc - table[0, 1].detach())) < 0.01
+    torch.testing.assert_close(table, table.T)
+
+
+def test_each_person_gets_the_best_pair_of_their_own(model):
+    X = model.designs[:8]
+    people = torch.tensor([0, 5, 9])
+    pairs = next_questions(model, people, X)
+    assert pairs.shape == (3, 2) and bool((pairs[:, 0] != pairs[:, 1]).all())
+    for p, (a, b) in zip(people.tolist(), pairs.tolist(), strict=True):
+        with torch.no_grad():
+            post = model.posterior(X, person=p)
+        table = pair_eubo(
+            post.mean.squeeze(-1)[None], post.mvn.covariance_matrix[None]
+        )[0]
+        assert float(table[a, b]) >= float(table.triu(1).max()) - 1e-9
+
+
+def test_a_newcomers_first_question_comes_from_the_population(model):
+    new = model.add_person()
+    X = model.designs[:8]
+    pair = next_questions(model, torch.tensor([new]), X)[0]
+    with torch.no_grad():
+        post = model.posterior(X)
+    table = pair_eubo(post.mean.squeeze(-1)[None], post.mvn.covariance_matrix[None])[0]
+    assert float(table[pair[0], pair[1]]) == pytest.approx(float(table.triu(1).max()))
+
+
+def test_thompson_pairs_are_distinct_and_seeded(model):
+    X, people = model.designs[:8], torch.arange(10)
+    a = next_questions(model, people, X, strategy="thompson", seed=3)
+    b = next_questions(model, people, X, strategy="thompson", seed=3)
+    assert torch.equal(a, b) and bool((a[:, 0] != a[:, 1]).all())
+
+
+def test_chunks_give_the_same_questions(model, monkeypatch):
+    X, people = model.designs[:8], torch.arange(12)
+    whole = next_questions(model, people, X)
+    monkeypatch.setattr("prefbo.models.collaborative.questions.CHUNK_ENTRIES", 64 * 5)
+    assert torch.equal(next_questions(model, people, X), whole)
+
+
+def test_errors(model):
+    X = model.designs[:4]
+    with pytest.raises(InputDataError, match="strategy must be one of"):
+        next_questions(model, torch.tensor([0]), X, strategy="ucb")
+    with pytest.raises(InputTypeError, match="people must be a 1-d integer tensor"):
+        next_questions(model, torch.tensor([0.0]), X)
+    with pytest.raises(InputDataError, match="at least 2 designs; got 1"):
+        next_questions(model, torch.tensor([0]), X[:1])
+    with pytest.raises(
+        InputDataError, match=r"ids in \[0, 60\); got values from 0 to 60"
+    ):
+        next_questions(model, torch.tensor([0, 60]), X)
