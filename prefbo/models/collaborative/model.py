@@ -270,9 +270,10 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             torch.stack([winners, losers]).reshape(-1), return_inverse=True
         )
         X = self.designs[rows]
-        mean, _ = self.shared.moments(self.shared.basis(X, self.items[rows]))
+        a = self.shared.whitened(X)
+        mean, _ = self.shared.moments(self.shared.basis(X, self.items[rows], a))
         feats = torch.cat(
-            [mean.mT, self.shared.residual_basis(X)], dim=-1
+            [mean.mT, self.shared.residual_basis(X, a)], dim=-1
         )  # u x (J+Mr)
         both = feats[inverse].reshape(2, *winners.shape, -1)
         diff = both[0] - both[1]  # B x A x (J + Mr)
@@ -312,14 +313,15 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         flat = X.reshape(-1, d)
         if items is None:
             items = self.item_ids(flat)
-        basis = self.shared.basis(flat, items.reshape(-1))
+        a = self.shared.whitened(flat)
+        basis = self.shared.basis(flat, items.reshape(-1), a)
         mean, root = self.shared.moments(basis)  # J x bq, J x bq x R
         mean, root = mean.reshape(-1, b, q), root.reshape(-1, b, q, root.shape[-1])
         K = self.num_tastes
         phi = torch.cat(
             [
                 mean[1:].permute(1, 2, 0),
-                self.shared.residual_basis(flat).reshape(b, q, -1),
+                self.shared.residual_basis(flat, a).reshape(b, q, -1),
             ],
             dim=-1,
         )  # b x q x D

@@ -100,6 +100,7 @@ class SharedFunctions(gpytorch.Module):
         self.num_tastes, self.num_items = num_tastes, num_items
         self.num_residual = min(num_residual, M)
         self.register_buffer("Z", inducing_points.clone())
+        self._cached: tuple | None = None
         self.kernel = default_preference_covar_module(d, dtype=dtype).base_kernel.to(
             device=device, dtype=dtype
         )
@@ -164,18 +165,35 @@ class SharedFunctions(gpytorch.Module):
         self._set("raw_residual_scale", value)
 
     # ----------------------------------------------------------- bases
-    def _whiten(self, Z: Tensor, X: Tensor) -> Tensor:
-        K = to_dense(self.kernel(Z))
+    def _factor(self) -> Tensor:
+        r"""The lower Cholesky factor of ``k(Z, Z)`` (with jitter), kept
+        while no gradient is taken and the lengthscales are unchanged."""
+        key = self.kernel.raw_lengthscale.detach()
+        if not torch.is_grad_enabled() and self._cached is not None:
+            if torch.equal(self._cached[0], key):
+                return self._cached[1]
+        K = to_dense(self.kernel(self.Z))
         eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
         L = torch.linalg.cholesky(K + JITTER.get(K.dtype, 1e-4) * eye)
-        cross = to_dense(self.kernel(Z, X))  # M x n
-        return torch.linalg.solve_triangular(L, cross, upper=False).mT  # n x M
+        if not torch.is_grad_enabled():
+            self._cached = (key.clone(), L)
+        return L
 
-    def basis(self, X: Tensor, items: Tensor | None = None) -> Tensor:
+    def whitened(self, X: Tensor) -> Tensor:
+        r"""``a(x) = L⁻¹ k(Z, x)`` at ``n x d`` designs: ``n x M``. Its first
+        ``M_r`` columns are the residual's (the Cholesky factor of a
+        leading block of ``k(Z, Z)`` is the leading block of ``L``)."""
+        cross = to_dense(self.kernel(self.Z, X))  # M x n
+        return torch.linalg.solve_triangular(self._factor(), cross, upper=False).mT
+
+    def basis(
+        self, X: Tensor, items: Tensor | None = None, a: Tensor | None = None
+    ) -> Tensor:
         r"""The ``(K + 1) x n x R`` scaled bases ``b_j(x) = [s_j a(x); t_j 1_{i(x)}]``
         at ``n x d`` designs ``X`` with item ids ``items`` (``n`` long,
-        ``-1`` for no item; ``None``: no items), so ``F_j(X) = b_j(X) u_j``."""
-        a = self._whiten(self.Z, X)  # n x M
+        ``-1`` for no item; ``None``: no items), so ``F_j(X) = b_j(X) u_j``;
+        ``a``: :meth:`whitened` at ``X`` if already computed."""
+        a = self.whitened(X) if a is None else a  # n x M
         parts = [self.scale.view(-1, 1, 1) * a]
         if self.num_items:
             onehot = torch.zeros(
@@ -190,12 +208,13 @@ class SharedFunctions(gpytorch.Module):
         J = self.num_tastes + 1
         return torch.cat([parts[0], parts[1].expand(J, -1, -1)], dim=-1)
 
-    def residual_basis(self, X: Tensor) -> Tensor:
-        r"""The ``n x M_r`` scaled residual basis ``s_r a_r(x)`` at ``X``."""
+    def residual_basis(self, X: Tensor, a: Tensor | None = None) -> Tensor:
+        r"""The ``n x M_r`` scaled residual basis ``s_r a_r(x)`` at ``X``
+        (``a``: :meth:`whitened` at ``X`` if already computed)."""
         if not self.num_residual:
             return X.new_zeros(X.shape[0], 0)
-        Zr = self.Z[: self.num_residual]
-        return self.residual_scale * self._whiten(Zr, X)
+        a = self.whitened(X) if a is None else a
+        return self.residual_scale * a[:, : self.num_residual]
 
     # ----------------------------------------------------------- moments
     def moments(self, basis: Tensor) -> tuple[Tensor, Tensor]:

@@ -58,8 +58,9 @@ def expected_log_likelihood(
         torch.stack([batch.winners, batch.losers]).reshape(-1), return_inverse=True
     )
     X = model.designs[rows]
-    mean, root = shared.moments(shared.basis(X, model.items[rows]))  # J x u, J x u x R
-    resid = shared.residual_basis(X)  # u x Mr
+    a = shared.whitened(X)  # u x M
+    mean, root = shared.moments(shared.basis(X, model.items[rows], a))  # J x u (x R)
+    resid = shared.residual_basis(X, a)  # u x Mr
     shape = (2, *batch.winners.shape)
     mean = mean[:, inverse].reshape(-1, *shape)  # J x 2 x B x A
     root = root[:, inverse].reshape(root.shape[0], *shape, -1)
