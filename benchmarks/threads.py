@@ -289,8 +289,11 @@ def measure_all(args: argparse.Namespace) -> dict[tuple, Any]:
                                 and size > args.botorch_fit_max
                             ):
                                 continue
-                            repeats = args.repeats if size < LARGE else 1
+                            repeats = (
+                                args.repeats if size < LARGE else args.large_repeats
+                            )
                             value = measure(part, library, size, setting, repeats)
+                            value["runs"] = repeats
                             keep((condition, part, size, setting, library), value)
             if args.loop:
                 seeds = args.seeds if condition == "idle" else args.load_seeds
@@ -319,8 +322,9 @@ def page(results: dict[tuple, Any], args: argparse.Namespace) -> str:
         + "; ".join(
             f"**{TITLES[s]}**: `{SETTINGS[s] or 'no variable'}`" for s in SETTINGS
         )
-        + f". Load: {args.load} other busy processes. Medians of {args.repeats} "
-        f"runs (one run from n, N = {LARGE} on).",
+        + f". Load: {args.load} other busy processes. Medians of the runs "
+        f"in each row's last column (by default {args.repeats}, and one from "
+        f"n, N = {LARGE} on).",
         "",
     ]
     lines += [
@@ -338,8 +342,8 @@ def page(results: dict[tuple, Any], args: argparse.Namespace) -> str:
             lines += [
                 f"## {part}, {condition}",
                 "",
-                f"| {unit} | setting | prefbo | BoTorch | BoTorch / prefbo |",
-                "|---|---|---|---|---|",
+                f"| {unit} | setting | prefbo | BoTorch | BoTorch / prefbo | runs |",
+                "|---|---|---|---|---|---|",
             ]
             for size in sizes:
                 for setting in settings[condition]:
@@ -349,7 +353,9 @@ def page(results: dict[tuple, Any], args: argparse.Namespace) -> str:
                         p.get("seconds", p.get("error", "-")),
                         b.get("seconds", b.get("error", "skipped")),
                     )
+                    runs = p.get("runs", args.repeats if size < LARGE else 1)
                     cells = [str(size), TITLES[setting], _s(ps), _s(bs), _ratio(bs, ps)]
+                    cells.append(str(runs))
                     lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
     if args.loop:
@@ -429,8 +435,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="n = 200, 800; N = 10,000; no loop; 1 repeat",
     )
-    p.add_argument("--fit-sizes", type=int, nargs="+", default=list(FIT_SIZES))
-    p.add_argument("--cvr-sizes", type=int, nargs="+", default=list(CVR_SIZES))
+    p.add_argument("--fit-sizes", type=int, nargs="*", default=list(FIT_SIZES))
+    p.add_argument("--cvr-sizes", type=int, nargs="*", default=list(CVR_SIZES))
     p.add_argument(
         "--botorch-fit-max",
         type=int,
@@ -471,6 +477,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds a busy process lives at most",
     )
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--large-repeats",
+        type=int,
+        default=1,
+        help=f"runs per measurement from n, N = {LARGE} on",
+    )
     p.add_argument("--output", type=Path, default=RESULTS / "threads.md")
     p.add_argument(
         "--conditions",
