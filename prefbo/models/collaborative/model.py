@@ -106,6 +106,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         Mr = check_int("num_residual", num_residual, 0)
         self.likelihood = as_prefbo_likelihood(likelihood or PairwiseProbitLikelihood())
         self.designs = designs
+        self.num_initial = designs.shape[0]
         self.num_items = designs.shape[0] if item_effects else 0
         self.items = (
             torch.arange(designs.shape[0], device=designs.device)
@@ -376,14 +377,21 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
     def utility_mean(self, person: int | None, rows: Tensor | None = None) -> Tensor:
         r"""Posterior mean of ``person``'s utility at design rows (default the
         items, or all designs given at construction)."""
-        n = self.num_items or self.designs.shape[0]
+        n = self.num_initial
         rows = torch.arange(n, device=self.designs.device) if rows is None else rows
-        with torch.no_grad():
+        with torch.no_grad(), limited(len(rows)):
             X = self.designs[rows].unsqueeze(0)
             mean, _ = self.moments(
                 X, self.posterior_of(person), self.items[rows].unsqueeze(0)
             )
         return mean[0, 0]
+
+    def shared_means(self, X: Tensor) -> Tensor:
+        r"""Posterior means of the shared utility and the ``K`` tastes at
+        ``n x d`` designs: ``(K + 1) x n`` (items looked up by exact match)."""
+        with torch.no_grad(), limited(X.shape[0]):
+            basis = self.shared.basis(X, self.item_ids(X))
+            return self.shared.moments(basis)[0]
 
     def person_model(self, person: int | None) -> PersonModel:
         r"""One person's view as a BoTorch ``Model`` (for EUBO, Thompson)."""

@@ -194,3 +194,13 @@ def test_observe_new_designs_extends_the_table(population):
     post = model.observe(new, Xw, Xl)
     assert model.designs.shape[0] == n + 4
     assert not torch.allclose(post.mean, torch.zeros_like(post.mean))
+
+
+def test_shared_means_and_utility_mean_rows(population):
+    model, X = fitted(population, steps=5)
+    means = model.shared_means(X)
+    assert means.shape == (model.num_tastes + 1, X.shape[0])
+    torch.testing.assert_close(model.utility_mean(None), means[0])  # E[w] = 0
+    new = model.add_person()
+    model.observe(new, torch.rand(1, 2, dtype=torch.float64), torch.tensor([0]))
+    assert model.utility_mean(new).shape == (X.shape[0],)  # the initial designs
