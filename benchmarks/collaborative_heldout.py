@@ -112,8 +112,9 @@ FIT_SEED = 0
 #: The population model's latent values at most (its training people: the
 #: first ones whose compared items add up to at most this many).
 POPULATION_MAX_LATENTS = 1200
-#: The collaborative model's number of tastes (the synthetic world's planted 2).
-TASTES = 2
+#: The collaborative model's number of tastes: the model's default, not the
+#: synthetic world's planted 2 (unused tastes shrink away).
+TASTES = 3
 #: A held-out person's id in the population model (no training person's).
 NEW = 1_000_000
 
