@@ -80,3 +80,15 @@ def test_errors(model):
         InputDataError, match=r"ids in \[0, 60\); got values from 0 to 60"
     ):
         next_questions(model, torch.tensor([0, 60]), X)
+
+
+def test_questions_on_every_device_and_dtype(population, tkwargs):
+    X, answers, _, _ = population(**tkwargs)
+    m = CollaborativePreferenceGP(X, answers, num_inducing=12, num_residual=3)
+    m.fit(steps=5)
+    new = m.add_person()
+    people = torch.tensor([0, 7, new], device=X.device)
+    for strategy in ("eubo", "thompson"):
+        pairs = next_questions(m, people, X[:10], strategy=strategy)
+        assert pairs.shape == (3, 2) and pairs.device == X.device
+        assert bool((pairs[:, 0] != pairs[:, 1]).all())
