@@ -16,6 +16,10 @@ their order), whatever the order between participants: the fit after ``k``
 answers in all starts at the default hyperparameters under an RNG seeded by
 ``(seed, k)``, and a question runs under one seeded by ``(seed, k,
 participant)``. A resumed study asks what the running one would have.
+``model="collaborative"`` (:mod:`prefbo.loop.study_collaborative`) updates
+the teller's posterior online and refits the shared part on a schedule of
+answer counts, so its questions depend on the global order of the answers,
+and a resumed study's can differ; that module says what it promises.
 
 Example:
     >>> study = PopulationStudy(bounds, log_dir="study")
@@ -50,6 +54,11 @@ from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.session import lock_holder
 from prefbo.loop.spaces import choose_options, takes_exact
 from prefbo.loop.strategies import Question, get_strategy
+from prefbo.loop.study_collaborative import (
+    COLLABORATIVE,
+    CollaborativeState,
+    unavailable,
+)
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models.population import disagreement, population_model
 from prefbo.utils.checks import check_int, check_seed, describe
@@ -62,6 +71,7 @@ except ImportError:  # pragma: no cover
 
 STRATEGIES = ("eubo", "random")
 MLLS = {"ep": PairwiseEPMLL, "laplace": PairwiseLaplaceMLL}
+KINDS = (*MLLS, COLLABORATIVE)
 
 
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
@@ -130,7 +140,9 @@ class PopulationStudy:
             :class:`~prefbo.loop.PreferentialOptimizer` takes them.
         log_dir: A folder for the participants' logs and ``study.json``
             (created; it must not hold a study already), or ``None``.
-        model: ``"ep"`` (default) or ``"laplace"``.
+        model: ``"ep"`` (default) or ``"laplace"``: the exact population
+            model, refitted at every answer; or ``"collaborative"``
+            (:mod:`prefbo.loop.study_collaborative`).
         strategy: ``"eubo"`` (default) or ``"random"``.
         seed: Seed of every random choice.
         initial_random: Questions of the whole study (all participants
@@ -152,8 +164,8 @@ class PopulationStudy:
         initial_random: int = 2,
         acqf_options: dict[str, Any] | None = None,
     ) -> None:
-        if model not in MLLS:
-            raise InputDataError(f"model must be one of {sorted(MLLS)}; got {model!r}.")
+        if model not in KINDS:
+            raise InputDataError(f"model must be one of {list(KINDS)}; got {model!r}.")
         if strategy not in STRATEGIES:
             raise InputDataError(
                 f"strategy must be one of {list(STRATEGIES)}; got {strategy!r}."
@@ -172,6 +184,9 @@ class PopulationStudy:
         self._pending: dict[str, Tensor] = {}
         self._model: Any = None
         self._fixed: dict[str, Tensor] | None = None
+        self._collab = (
+            CollaborativeState(seed, initial_random) if model == COLLABORATIVE else None
+        )
         self.failed_fits = 0
         self.random_fallbacks = 0
         self.log_dir = None if log_dir is None else Path(log_dir)
@@ -222,6 +237,7 @@ class PopulationStudy:
             opt = PreferentialOptimizer.resume(log_dir / f"{name}.jsonl")
             study._people[name] = opt
             study._order.append(name)
+        study._changed()  # the collaborative kind rebuilds its model
         return study
 
     # ------------------------------------------------------------ people
@@ -279,7 +295,7 @@ class PopulationStudy:
                 )
             options = self._pending[name]
         self._person(name).tell(answer, options=options)
-        self._changed()
+        self._changed(name)
 
     def undo(self, name: str) -> Any:
         r"""Withdraw participant ``name``'s latest answer."""
@@ -297,9 +313,22 @@ class PopulationStudy:
             self._lock = None
         self._closed = True
 
-    def _changed(self) -> None:
-        self._pending.clear()  # every question depends on everyone's answers
+    def _changed(self, name: str | None = None) -> None:
+        r"""Drop what went stale: after ``name``'s tell (``None``: an undo or a
+        resume). Every question depends on everyone's answers, except the
+        collaborative kind's between its refits (only the teller's changes)."""
         self._model = None
+        if self._collab is not None:
+            n, k = len(self._order), self._answers()
+            if name is None:
+                self._collab.rebuild(self._data(), n, k)
+            else:
+                last, pid = self._people[name]._tells[-1], self._order.index(name)
+                opts = self._template._to_model(last.options)
+                if self._collab.told(pid, opts, last.answer, self._data, n, k):
+                    self._pending.pop(name, None)
+                    return
+        self._pending.clear()
 
     # ------------------------------------------------------------ the model
     def _answers(self) -> int:
@@ -315,10 +344,19 @@ class PopulationStudy:
         return data
 
     @property
+    def collaborative(self) -> CollaborativeState | None:
+        r"""The collaborative kind's model and schedule of fits (``None`` for
+        the exact kinds)."""
+        return self._collab
+
+    @property
     def model(self) -> Any:
         r"""The population model of every answer, fitted (``None`` before the
-        first answer); its inputs are ``[unit-cube design, participant id]``."""
+        first answer); its inputs are ``[unit-cube design, participant id]``
+        (collaborative: a ``CollaborativePreferenceGP``, person ids apart)."""
         k = self._answers()
+        if self._collab is not None:
+            return self._collab.current(self._data, len(self._order), k)
         if k == 0:
             return None
         if self._model is None and self._fixed is not None:
@@ -339,7 +377,9 @@ class PopulationStudy:
 
     def hyperparameters(self) -> dict[str, Tensor]:
         r"""The fitted model's kernel hyperparameters (its ``covar_module``
-        state), for :meth:`fix_hyperparameters` of this or another study."""
+        state), for :meth:`fix_hyperparameters` of this or another study
+        (the exact kinds only: ``UnsupportedError`` for the collaborative)."""
+        self._exact_only("hyperparameters")
         if self.model is None:
             raise InputDataError("hyperparameters() needs at least one answer.")
         state = self.model.state_dict()
@@ -353,7 +393,9 @@ class PopulationStudy:
 
         Raises:
             InputDataError: A key that is not a kernel hyperparameter.
+            UnsupportedError: The collaborative kind.
         """
+        self._exact_only("fix_hyperparameters")
         if state is not None:
             bad = sorted(k for k in state if not k.startswith("covar_module."))
             if bad:
@@ -364,11 +406,22 @@ class PopulationStudy:
         self._fixed = None if state is None else dict(state)
         self._model = None
 
-    def participant_model(self, name: str) -> ParticipantView:
+    def participant_model(self, name: str) -> Model:
         r"""Participant ``name``'s utility as a model on the unit-cube designs
         (a name without answers: a newcomer's, the population's plus a
-        deviation's prior)."""
+        deviation's prior; collaborative: a ``CollaborativeView``)."""
+        if self._collab is not None:
+            return self._collab_view(name)
         return ParticipantView(self.model, self._id(name))
+
+    def _collab_view(self, name: str | None) -> Model:
+        pid, n = None if name is None else self._id(name), len(self._order)
+        self._collab.current(self._data, n, self._answers())  # fitted if none
+        return self._collab.view(None if pid == n else pid)
+
+    def _exact_only(self, method: str) -> None:
+        if self._collab is not None:
+            raise unavailable(method)
 
     def _id(self, name: object) -> int:
         r"""``name``'s participant id; a newcomer's (the next id, not
@@ -382,11 +435,14 @@ class PopulationStudy:
         answers: a newcomer's, the warm-start recommendation)."""
         if self._answers() == 0:
             raise InputDataError("best() needs at least one answer; none was told.")
-        pid = POPULATION if name is None else self._id(name)
         designs = self._told_designs()
+        Z = self._template._to_model(designs)
         with torch.no_grad(), expected_fit_warnings():
-            Z = with_participant(self._template._to_model(designs), pid)
-            post = self.model.posterior(Z.unsqueeze(-2))
+            if self._collab is not None:  # name None: the population's
+                post = self._collab_view(name).posterior(Z.unsqueeze(-2))
+            else:
+                pid = POPULATION if name is None else self._id(name)
+                post = self.model.posterior(with_participant(Z, pid).unsqueeze(-2))
         mean = post.mean.reshape(-1)
         sd = post.variance.reshape(-1).clamp_min(0).sqrt()
         i = int(mean.argmax())
@@ -401,7 +457,8 @@ class PopulationStudy:
     def disagreement(self) -> float:
         r"""The fitted share of the utility's prior variance that is a
         person's own (:func:`~prefbo.models.population.disagreement` at the
-        told designs)."""
+        told designs; the exact kinds only, as :meth:`hyperparameters`)."""
+        self._exact_only("disagreement")
         if self._answers() == 0:
             raise InputDataError(
                 "disagreement() needs at least one answer; none was told."
@@ -415,7 +472,11 @@ class PopulationStudy:
         step_seed = (self.seed * 1_000_003 + k) * 1_009 + pid
         if k < self.initial_random or self.strategy == "random":
             return person._uniform(2, step_seed)
-        view = ParticipantView(self.model, pid)
+        if self._collab is not None:
+            view = self._collab_view(name)
+            step_seed = self._collab.question_seed(pid, len(person._tells))
+        else:
+            view = ParticipantView(self.model, pid)
         rule = RepeatRule(view, [person._to_model(t.options) for t in person._tells])
         question = Question(
             model=view,

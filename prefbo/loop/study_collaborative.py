@@ -1,0 +1,288 @@
+r"""The collaborative kind of a study: one shared model, people updated online.
+
+``PopulationStudy(model="collaborative")`` (:mod:`prefbo.loop.study`) runs
+on a :class:`~prefbo.models.collaborative.CollaborativePreferenceGP`: a
+shared utility and a few shared tastes fitted on everyone's answers, each
+participant a point in taste space (plus a small residual of their own)
+whose posterior is updated in milliseconds when they answer. Participant
+``i`` of the study (the ``i``-th to join) is person ``i`` of the model; a
+newcomer is added (``add_person``) when first asked or told, and their first
+question comes from the population's posterior.
+
+:class:`CollaborativeState` is the study's model and its schedule of fits:
+
+- Before the study holds ``initial_random`` answers, questions are uniform.
+  A model read then (``best()``, ``study.model``) is fitted from scratch for
+  the read and dropped at the next answer.
+- The answer that brings the study to ``initial_random`` answers builds the
+  model on every answer and fits it from scratch (:data:`FIT_STEPS`
+  gradient steps).
+- Each later answer updates its participant's posterior online
+  (``observe``; the shared part fixed): only that participant's pending
+  question is dropped, since no one else's posterior changed.
+- When the study's answers reach :meth:`CollaborativeState.next_fit`,
+  ``max(ceil(REFIT_GROWTH * a), a + REFIT_MIN_NEW)`` with ``a`` the answers
+  at the last fit, the shared part is refitted on every answer, warm-started
+  on the same model object (:data:`REFIT_STEPS` steps), and every pending
+  question is dropped. Fits thus get geometrically rarer: ``O(log m)`` of
+  them over ``m`` answers, at least :data:`REFIT_MIN_NEW` answers apart.
+- An undo and a resume rebuild the model from scratch on the answers in
+  force (every participant's, stacked in participant order) and restart the
+  schedule at that count.
+
+A fit runs inside the ``tell``, ``undo`` or ``resume`` that calls for it
+(seconds, against milliseconds for an online update and a fraction of a
+second for a question). ``best()``, ``participant_model()`` (a
+:class:`CollaborativeView`) and ``model`` work as for the exact kinds;
+``hyperparameters()``, ``fix_hyperparameters()`` and ``disagreement()``,
+which read the exact model's kernel, raise ``UnsupportedError``.
+
+Determinism (what the collaborative kind promises, less than the exact
+kinds): the model after each answer is a function of the seed and of the
+answers in their *global* order (who answered what, in which order across
+participants), because fits happen at counts of the whole study's answers
+and each sees the answers told by then; each fit runs under seeds derived
+from ``(seed, answers at the fit)`` (:func:`fit_seed`). A participant's
+question is a function of the model's shared part and of their own answers
+(:func:`question_seed`: ``(seed, answers at the last fit, their answers,
+their id)``), so between two fits it does not depend on when they ask or on
+what others answer meanwhile. Two studies told the same answers in the same
+global order ask the same questions. A resumed study replays the
+participants' logs in participant order and rebuilds once on everything, as
+the running study does right after an undo: it asks what the running study
+would ask after an undo that leaves the same answers, but in general not
+what the running study asked before it was closed, whose warm-started
+chain of fits saw the answers in their global order (which the logs do not
+keep).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import torch
+from torch import Tensor
+from torch.quasirandom import SobolEngine
+
+from prefbo.exceptions import InputDataError, UnsupportedError
+from prefbo.loop.fit_warnings import expected_fit_warnings
+from prefbo.loop.fitted import seeded
+from prefbo.loop.options import SEED_MOD
+from prefbo.models.collaborative import CollaborativePreferenceGP, PersonModel
+
+#: The study's name of this kind (``model=``).
+COLLABORATIVE = "collaborative"
+#: Gradient steps of a fit from scratch (a build or a rebuild).
+FIT_STEPS = 300
+#: Gradient steps of a warm-started refit of the shared part.
+REFIT_STEPS = 100
+#: A refit is due when the study's answers reach this multiple of those at
+#: the last fit ...
+REFIT_GROWTH = 1.25
+#: ... and at least this many answers came since.
+REFIT_MIN_NEW = 20
+#: The model's size: latent tastes, inducing points of the shared functions
+#: and of each person's residual.
+NUM_TASTES = 3
+NUM_INDUCING = 64
+NUM_RESIDUAL = 16
+#: Scrambled Sobol designs of the unit cube added to the model's design
+#: table at a build, so that its inducing points (chosen once, at the build)
+#: cover the whole box even when the first fit sees a handful of answers.
+INDUCING_FILL = 64
+
+
+def fit_seed(seed: int, answers: int) -> int:
+    r"""Seed of the fit at ``answers`` answers (the model's start, inducing
+    points, minibatches and the RNG), in ``[0, SEED_MOD)``."""
+    return (seed * 7919 + answers) % SEED_MOD
+
+
+def question_seed(seed: int, fitted_at: int, own: int, person: int) -> int:
+    r"""Seed of ``person``'s question, from the answers at the last fit and
+    the ``own`` answers of the person."""
+    return ((seed * 1_000_003 + fitted_at) * 1_009 + own) * 1_009 + person
+
+
+def unavailable(method: str) -> UnsupportedError:
+    r"""The error of a study method that only the exact kinds offer."""
+    return UnsupportedError(
+        f"{method}() needs the exact population model's kernel (its "
+        "hyperparameters, its population and individual parts), which "
+        f"model={COLLABORATIVE!r} does not have; use model='ep' or 'laplace'."
+    )
+
+
+class CollaborativeView(PersonModel):
+    r"""One participant's utility (``person=None``: the population's), as a
+    BoTorch ``Model`` on unit-cube designs, with the model's answer
+    likelihood (the loop's repeat rule scores questions under it)."""
+
+    def __init__(self, model: CollaborativePreferenceGP, person: int | None) -> None:
+        super().__init__(model, person)
+        self.likelihood = model.likelihood
+
+
+class CollaborativeState:
+    r"""A study's collaborative model and its schedule of fits (see the
+    module docstring).
+
+    Args:
+        seed: The study's seed.
+        initial_random: The study's ``initial_random``: answers before the
+            first fit.
+
+    Attributes:
+        model: The model, or ``None`` (no answer yet, or dropped before
+            ``initial_random`` answers).
+        fitted_at: The study's answers at the last fit (``-1``: none).
+        fits: The answer counts of the fits since the last build, the build
+            first.
+        online_updates: Answers applied online since the last build.
+    """
+
+    def __init__(self, seed: int, initial_random: int) -> None:
+        self.seed, self.initial_random = int(seed), int(initial_random)
+        self.model: CollaborativePreferenceGP | None = None
+        self.fitted_at = -1
+        self.fits: list[int] = []
+        self.online_updates = 0
+
+    def next_fit(self) -> int:
+        r"""The study's answer count at which the next refit is due."""
+        a = self.fitted_at
+        return max(math.ceil(REFIT_GROWTH * a), a + REFIT_MIN_NEW)
+
+    # ------------------------------------------------------------ builds
+    def rebuild(
+        self,
+        data: Mapping[int, tuple[Tensor, Tensor]],
+        num_people: int,
+        answers: int,
+    ) -> None:
+        r"""Build and fit the model from scratch, or drop it before
+        ``initial_random`` answers (a read then fits one afresh,
+        :meth:`current`).
+
+        Args:
+            data: ``{participant id: (n_i x d unit-cube designs, m_i x 2
+                [winner, loser] rows)}`` of the participants with answers.
+            num_people: Participants of the study.
+            answers: The study's answers.
+        """
+        self.model, self.fitted_at, self.fits = None, -1, []
+        self.online_updates = 0
+        if answers >= self.initial_random:
+            self._build(data, num_people, answers)
+
+    def current(
+        self,
+        data: Callable[[], Mapping[int, tuple[Tensor, Tensor]]],
+        num_people: int,
+        answers: int,
+    ) -> CollaborativePreferenceGP | None:
+        r"""The model (fitted now from scratch where there is none and
+        ``answers > 0``), with room for ``num_people`` participants;
+        ``None`` without answers."""
+        if self.model is None and answers > 0:
+            self._build(data(), num_people, answers)
+        if self.model is not None:
+            self._sync(num_people)
+        return self.model
+
+    def _build(
+        self,
+        data: Mapping[int, tuple[Tensor, Tensor]],
+        num_people: int,
+        answers: int,
+    ) -> None:
+        designs, rows, offset = [], [], 0
+        for pid in sorted(data):
+            X, comps = data[pid]
+            designs.append(X)
+            person = torch.full_like(comps[:, :1], pid)
+            rows.append(torch.cat([person, comps + offset], dim=-1))  # m_i x 3
+            offset += X.shape[0]
+        d = designs[0].shape[-1]
+        s = fit_seed(self.seed, answers)
+        sobol = SobolEngine(d, scramble=True, seed=s)
+        designs.append(sobol.draw(INDUCING_FILL, dtype=designs[0].dtype))
+        with seeded(s), expected_fit_warnings(), torch.enable_grad():
+            model = CollaborativePreferenceGP(
+                torch.cat(designs),
+                torch.cat(rows),
+                num_people=num_people,
+                num_tastes=NUM_TASTES,
+                num_inducing=NUM_INDUCING,
+                num_residual=NUM_RESIDUAL,
+                seed=s,
+            )
+            model.fit(steps=FIT_STEPS, seed=s)
+        self.model, self.fitted_at, self.fits = model, answers, [answers]
+
+    def _sync(self, num_people: int) -> None:
+        while self.model.num_people < num_people:  # newcomers, in id order
+            self.model.add_person()
+
+    # ------------------------------------------------------------ answers
+    def told(
+        self,
+        person: int,
+        options: Tensor,
+        answer: int,
+        data: Callable[[], Mapping[int, tuple[Tensor, Tensor]]],
+        num_people: int,
+        answers: int,
+    ) -> bool:
+        r"""Take a participant's new answer (already counted in ``answers``).
+
+        Args:
+            person: The participant's id.
+            options: ``q x d`` unit-cube options of the question.
+            answer: Index of the chosen option.
+            data: The participants' data, as :meth:`rebuild` takes it (read
+                only for a build).
+            num_people: Participants of the study.
+            answers: The study's answers, this one included.
+
+        Returns:
+            ``True`` where only ``person``'s posterior changed (an online
+            update); ``False`` where every participant's questions are stale
+            (a build, a refit, or no model yet).
+        """
+        if answers < self.initial_random or self.fitted_at < self.initial_random:
+            self.rebuild(data(), num_people, answers)  # drops a read's model
+            return False
+        self._sync(num_people)
+        others = [i for i in range(options.shape[0]) if i != answer]
+        winners = options[answer].expand(len(others), -1)  # (q - 1) x d
+        with expected_fit_warnings():
+            self.model.observe(person, winners, options[others])
+        self.online_updates += 1
+        if answers < self.next_fit():
+            return True
+        s = fit_seed(self.seed, answers)
+        with seeded(s), expected_fit_warnings(), torch.enable_grad():
+            self.model.fit(steps=REFIT_STEPS, seed=s)
+        self.fitted_at = answers
+        self.fits.append(answers)
+        return False
+
+    # ------------------------------------------------------------ views
+    def view(self, person: int | None) -> CollaborativeView:
+        r"""``person``'s utility (``None``: the population's) as a model.
+
+        Raises:
+            InputDataError: No model yet (no answer was told).
+        """
+        if self.model is None:
+            raise InputDataError(
+                "the collaborative model needs at least one answer; none was told."
+            )
+        return CollaborativeView(self.model, person)
+
+    def question_seed(self, person: int, own: int) -> int:
+        r"""The seed of ``person``'s question given their ``own`` answers
+        (see :func:`question_seed`)."""
+        return question_seed(self.seed, self.fitted_at, own, person)
