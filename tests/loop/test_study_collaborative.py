@@ -265,13 +265,6 @@ def test_undo_rebuilds_and_a_resumed_study_asks_the_same(tmp_path, monkeypatch):
     again.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="models.collaborative: the ELBO's gradient is NaN when a minibatch "
-    "holds people with different numbers of answers (the padding pairs have "
-    "variance 0, and sqrt's gradient there is inf times the mask's 0)",
-)
 def test_a_fit_on_uneven_answer_counts():
     study, people = _small(), _people(2)
     _round(study, people)

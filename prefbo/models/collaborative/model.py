@@ -412,6 +412,7 @@ class PersonModel(Model):
     def __init__(self, model: CollaborativePreferenceGP, person: int | None) -> None:
         super().__init__()
         self.model, self.person = model, person
+        self.likelihood = model.likelihood
 
     @property
     def num_outputs(self) -> int:  # noqa: D102

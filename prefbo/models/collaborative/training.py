@@ -80,6 +80,9 @@ def expected_log_likelihood(
             latent.covariance().diagonal(dim1=-2, dim2=-1)[:, :K] + z[:, :K, 0] ** 2
         )
         var = var + (second.unsqueeze(-1) * dvar[1:].permute(1, 0, 2)).sum(-2)
+    # padding answers (design 0 against itself) have variance 0, where the
+    # quadrature's square root has an infinite gradient: give them 1
+    var = torch.where(batch.mask, var, torch.ones_like(var))
     ell = pairwise_expected_log_prob(model.likelihood, mu, var)
     return ell * batch.mask
 

@@ -89,3 +89,13 @@ def test_fits_are_reproducible_and_continue(population):
     more = a.fit(steps=3)
     assert len(more) == 3
     assert a.fit(steps=0) == []
+
+
+def test_uneven_answer_counts_give_finite_gradients():
+    r"""People with fewer answers are padded: the padding must not poison the
+    gradient (a zero variance under a square root)."""
+    X = torch.rand(5, 2, dtype=torch.float64)
+    answers = torch.tensor([[0, 0, 1], [0, 2, 3], [1, 4, 0]])
+    model = CollaborativePreferenceGP(X, answers, num_inducing=5)
+    model.fit(steps=3)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
