@@ -100,6 +100,8 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             raise InputDataError(
                 f"designs must be n x d with n >= 1; got shape {tuple(designs.shape)}."
             )
+        if not bool(torch.isfinite(designs).all()):
+            raise InputDataError("designs must be finite; got NaN or inf.")
         answers, P = check_answers(answers, designs.shape[0], num_people)
         K = check_int("num_tastes", num_tastes, 0)
         M = check_int("num_inducing", num_inducing, 1)
@@ -121,10 +123,13 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         if U is not None:
             self.feature_map = torch.nn.Parameter(designs.new_zeros(U.shape[1], K))
         D = K + self.shared.num_residual
+        # each person's posterior: part of the state dict (a model saved
+        # after people joined loads only into one with as many people)
         with torch.no_grad():
-            self.latent_mean = self.prior_mean(torch.arange(P, device=designs.device))
+            mean = self.prior_mean(torch.arange(P, device=designs.device))
+        self.register_buffer("latent_mean", mean)
         eye = torch.eye(D, dtype=designs.dtype, device=designs.device)
-        self.latent_precision_chol = eye.expand(P, D, D).clone()
+        self.register_buffer("latent_precision_chol", eye.expand(P, D, D).clone())
 
     # ---------------------------------------------------------- sizes
     @property
@@ -175,6 +180,8 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
                     f"{self.person_features.shape[1]} person features; got "
                     f"{describe(features)}."
                 )
+            if not bool(torch.isfinite(features).all()):
+                raise InputDataError("features must be finite; got NaN or inf.")
             row = features.to(self.person_features).unsqueeze(0)
             self.person_features = torch.cat([self.person_features, row])
         elif features is not None:
@@ -219,7 +226,6 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             raise InputDataError(
                 f"person must be an id below {self.num_people}; got {person}."
             )
-        pair = []
         for name, t in (("winners", winners), ("losers", losers)):
             if not isinstance(t, Tensor) or t.is_complex() or t.dtype == torch.bool:
                 raise InputTypeError(
@@ -232,13 +238,18 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
                         f"{name} must be k x {self.designs.shape[-1]} designs or k "
                         f"design rows; got shape {tuple(t.shape)}."
                     )
-                t = self._rows_of(t)
-            pair.append(t.reshape(-1).long().to(self.designs.device))
-        if pair[0].shape != pair[1].shape:
+                if not bool(torch.isfinite(t).all()):
+                    raise InputDataError(f"{name} must be finite; got NaN or inf.")
+        if winners.shape[0] != losers.shape[0]:
             raise InputDataError(
                 f"winners and losers must have one row per answer; got "
-                f"{len(pair[0])} and {len(pair[1])}."
+                f"{winners.shape[0]} and {losers.shape[0]}."
             )
+        pair = []
+        for t in (winners, losers):
+            if t.is_floating_point():
+                t = self._rows_of(t)
+            pair.append(t.reshape(-1).long().to(self.designs.device))
         rows = torch.stack([torch.full_like(pair[0], person), *pair], -1)
         check_answers(rows, self.designs.shape[0], self.num_people)
         self.answers.add(person, pair[0], pair[1])
@@ -267,6 +278,9 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         r"""``B x A x D`` rows ``Δ`` and ``B x A`` offsets ``c`` of answers
         (see :mod:`~prefbo.models.collaborative.people`) at the shared
         functions' means."""
+        if winners.numel() == 0:  # no answers among these people
+            zeros = self.designs.new_zeros(*winners.shape, self.latent_dim)
+            return zeros, zeros[..., 0]
         rows, inverse = torch.unique(
             torch.stack([winners, losers]).reshape(-1), return_inverse=True
         )
@@ -327,9 +341,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             dim=-1,
         )  # b x q x D
         mu = latent.mean  # B x D
-        out_mean = mean[0] + (
-            phi.unsqueeze(0) @ mu.view(-1, 1, mu.shape[-1], 1)
-        ).squeeze(-1)
+        out_mean = mean[0] + torch.einsum("bqd,pd->pbq", phi, mu)
         cov_j = root @ root.mT  # J x b x q x q
         A = latent.whitened(phi.reshape(1, b * q, -1).expand(len(mu), -1, -1))
         A = A.reshape(len(mu), -1, b, q).permute(0, 2, 3, 1)  # B x b x q x D

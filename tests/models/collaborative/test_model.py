@@ -204,3 +204,46 @@ def test_shared_means_and_utility_mean_rows(population):
     new = model.add_person()
     model.observe(new, torch.rand(1, 2, dtype=torch.float64), torch.tensor([0]))
     assert model.utility_mean(new).shape == (X.shape[0],)  # the initial designs
+
+
+def test_people_without_answers_and_a_latent_free_model():
+    X = torch.rand(10, 2, dtype=torch.float64)
+    model = CollaborativePreferenceGP(X, torch.tensor([[0, 0, 1]]), num_people=5)
+    model.fit(steps=1)  # people 1-4 never answered
+    for _ in range(3):
+        model.add_person()
+    model.update_people(torch.tensor([5, 6]))
+    pooled = CollaborativePreferenceGP(
+        X, torch.tensor([[0, 0, 1], [1, 2, 3]]), num_tastes=0, num_residual=0
+    )
+    pooled.fit(steps=2)
+    assert pooled.utility_mean(0).shape == (10,)
+    assert pooled.posterior(X[:3]).mean.shape == (3, 1)
+
+
+def test_non_finite_designs_are_refused_before_anything_is_stored():
+    X = torch.rand(10, 2, dtype=torch.float64)
+    bad = X.clone()
+    bad[3, 0] = float("inf")
+    with pytest.raises(InputDataError, match="designs must be finite"):
+        CollaborativePreferenceGP(bad, torch.tensor([[0, 0, 1]]))
+    model = CollaborativePreferenceGP(X, torch.tensor([[0, 0, 1]]))
+    nan = torch.full((1, 2), float("nan"), dtype=torch.float64)
+    with pytest.raises(InputDataError, match="winners must be finite"):
+        model.observe(0, nan, X[:1])
+    assert model.designs.shape[0] == 10
+    assert model.answers.counts().tolist() == [1]
+    with pytest.raises(InputDataError, match="features must be finite"):
+        model.add_person(features=None) if False else CollaborativePreferenceGP(
+            X, torch.tensor([[0, 0, 1]]), person_features=torch.zeros(1, 2)
+        ).add_person(features=torch.tensor([float("nan"), 0.0]))
+
+
+def test_the_people_s_posteriors_are_in_the_state_dict(population):
+    model, X = fitted(population, steps=5)
+    fresh = CollaborativePreferenceGP(X, population()[1], num_inducing=20)
+    fresh.load_state_dict(model.state_dict())
+    torch.testing.assert_close(fresh.utility_mean(3), model.utility_mean(3))
+    model.add_person()
+    with pytest.raises(RuntimeError, match="latent_mean"):
+        fresh.load_state_dict(model.state_dict())
