@@ -74,8 +74,11 @@ _environ_lock = threading.Lock()
 def worker_threads(workers: int) -> int | None:
     r"""The thread count of each of ``workers`` worker processes: the cores
     this process may run on, shared out, at least 1; ``None`` where the user
-    set ``OMP_NUM_THREADS`` (the workers inherit theirs)."""
-    if os.environ.get("OMP_NUM_THREADS"):
+    chose (``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` set, or
+    ``PREFBO_THREADS=off``): the workers inherit the environment as it is."""
+    if any(os.environ.get(key) for key in THREAD_VARIABLES):
+        return None
+    if os.environ.get(POLICY_VARIABLE[0], "").strip().lower() == "off":
         return None
     return max(1, usable_cores() // workers)
 

@@ -113,6 +113,14 @@ def test_a_worker_gets_its_thread_count_in_its_environment(tmp_path, monkeypatch
     monkeypatch.setenv("OMP_NUM_THREADS", "5")  # the user's: kept
     assert worker_threads(2) is None
     monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setenv("MKL_NUM_THREADS", "1")  # also the user's
+    assert worker_threads(2) is None
+    monkeypatch.delenv("MKL_NUM_THREADS")
+    monkeypatch.setenv("PREFBO_THREADS", "off")  # the policy off: kept off
+    assert worker_threads(2) is None
+    monkeypatch.setenv("PREFBO_THREADS", "auto")
+    assert worker_threads(2) == 4
+    monkeypatch.delenv("PREFBO_THREADS")
     out = tmp_path / "threads.txt"
     code = (
         "import os, torch\n"
