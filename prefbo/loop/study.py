@@ -228,16 +228,15 @@ class PopulationStudy:
         study = cls(**config)
         study.log_dir = log_dir
         study._lock = _lock_folder(log_dir)
-        order = (
-            json.loads((log_dir / "participants.json").read_text())
-            if (log_dir / "participants.json").exists()
-            else []
-        )
-        for name in order:
-            opt = PreferentialOptimizer.resume(log_dir / f"{name}.jsonl")
-            study._people[name] = opt
-            study._order.append(name)
-        study._changed()  # the collaborative kind rebuilds its model
+        order = log_dir / "participants.json"
+        try:  # a failed resume releases the folder
+            for name in json.loads(order.read_text()) if order.exists() else []:
+                opt = PreferentialOptimizer.resume(log_dir / f"{name}.jsonl")
+                study._people[name], _ = opt, study._order.append(name)
+            study._changed()  # the collaborative kind rebuilds its model
+        except BaseException:
+            study.close()
+            raise
         return study
 
     # ------------------------------------------------------------ people

@@ -152,3 +152,15 @@ def test_fixed_hyperparameters_are_used_instead_of_a_fit(monkeypatch):
     assert len(fits) == 1
     with pytest.raises(InputDataError, match="is not a hyperparameter of"):
         other.fix_hyperparameters({"likelihood.nothing": torch.tensor(1.0)})
+
+
+def test_a_failed_resume_releases_the_folder(tmp_path):
+    study = PopulationStudy(torch.tensor([[0.0], [1.0]], dtype=torch.float64), tmp_path)
+    study.ask("ann")
+    study.tell("ann", 0)
+    study.close()
+    (tmp_path / "ann.jsonl").write_text("not json\n")
+    for _ in range(2):  # the second attempt is not refused as locked
+        with pytest.raises(Exception) as err:
+            PopulationStudy.resume(tmp_path)
+        assert "open in another PopulationStudy" not in str(err.value)
