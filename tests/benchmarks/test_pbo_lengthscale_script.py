@@ -52,4 +52,6 @@ def test_lognormal_prior_starts_at_its_mode_and_keeps_the_outputscale_box(
     default = default_preference_covar_module(4)
     box, ref = kern.outputscale_prior, default.outputscale_prior
     assert (float(box.a), float(box.b)) == (float(ref.a), float(ref.b))
-    torch.testing.assert_close(kern.outputscale.detach().double(), default.outputscale.detach())
+    torch.testing.assert_close(
+        kern.outputscale.detach().double(), default.outputscale.detach()
+    )

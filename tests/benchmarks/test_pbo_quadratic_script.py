@@ -71,7 +71,9 @@ def test_trend_kernel_keeps_the_defaults_priors_and_start(load_benchmark):
     trend = bench.trend_covar_module(3, 1.0, 16.0)
     default = default_preference_covar_module(3)
     rbf = trend.base_kernel.kernels[0]
-    torch.testing.assert_close(rbf.lengthscale.double(), default.base_kernel.lengthscale)
+    torch.testing.assert_close(
+        rbf.lengthscale.double(), default.base_kernel.lengthscale
+    )
     torch.testing.assert_close(trend.outputscale.double(), default.outputscale)
     ls_prior = rbf.lengthscale_prior
     default_ls = default.base_kernel.lengthscale_prior
