@@ -104,10 +104,19 @@ def next_questions(
         raise InputTypeError(
             f"people must be a 1-d integer tensor of ids; got {describe(people)}."
         )
-    if not isinstance(candidates, Tensor) or candidates.ndim != 2:
+    d = model.designs.shape[-1]
+    if (
+        not isinstance(candidates, Tensor)
+        or not candidates.is_floating_point()
+        or candidates.ndim != 2
+        or candidates.shape[-1] != d
+    ):
         raise InputDataError(
-            f"candidates must be a C x d tensor; got {describe(candidates)}."
+            f"candidates must be a C x {d} floating tensor; got {describe(candidates)}."
         )
+    if not bool(torch.isfinite(candidates).all()):
+        raise InputDataError("candidates must be finite; got NaN or inf.")
+    candidates = candidates.to(model.designs)
     C = candidates.shape[0]
     if C < 2:
         raise InputDataError(f"candidates must hold at least 2 designs; got {C}.")

@@ -74,6 +74,13 @@ def test_errors(model):
         next_questions(model, torch.tensor([0]), X, strategy="ucb")
     with pytest.raises(InputTypeError, match="people must be a 1-d integer tensor"):
         next_questions(model, torch.tensor([0.0]), X)
+    with pytest.raises(InputDataError, match="candidates must be a C x 2 floating"):
+        next_questions(model, torch.tensor([0]), torch.rand(4, 3, dtype=torch.float64))
+    bad = X.clone()
+    bad[1, 0] = float("nan")
+    with pytest.raises(InputDataError, match="candidates must be finite"):
+        next_questions(model, torch.tensor([0]), bad)
+    assert next_questions(model, torch.tensor([0]), X.float()).shape == (1, 2)
     with pytest.raises(InputDataError, match="at least 2 designs; got 1"):
         next_questions(model, torch.tensor([0]), X[:1])
     with pytest.raises(
