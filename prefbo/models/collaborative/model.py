@@ -201,13 +201,19 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         return pid
 
     def _rows_of(self, designs: Tensor) -> Tensor:
-        r"""Rows of the design table for ``k x d`` designs (added when new)."""
+        r"""Rows of the design table for ``k x d`` designs: an equal row's
+        (so a pool's item keeps its effect), else a new row appended."""
+        designs = designs.to(self.designs)
+        same = (designs.unsqueeze(1) == self.designs.unsqueeze(0)).all(-1)  # k x n
+        found, row = same.any(-1), same.to(torch.int8).argmax(-1)
+        new = designs[~found]
         n = self.designs.shape[0]
-        self.designs = torch.cat([self.designs, designs.to(self.designs)])
+        self.designs = torch.cat([self.designs, new])
         self.items = torch.cat(
-            [self.items, torch.full((designs.shape[0],), -1, device=self.items.device)]
+            [self.items, torch.full((new.shape[0],), -1, device=self.items.device)]
         )
-        return torch.arange(n, n + designs.shape[0], device=self.designs.device)
+        added = torch.arange(n, n + new.shape[0], device=self.designs.device)
+        return row.masked_scatter(~found, added)
 
     def observe(self, person: int, winners: Tensor, losers: Tensor) -> PersonPosterior:
         r"""Add a person's answers and update their posterior at once (the

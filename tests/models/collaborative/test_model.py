@@ -187,10 +187,8 @@ def test_observe_new_designs_extends_the_table(population):
     model, X = fitted(population, steps=5)
     n = model.designs.shape[0]
     new = model.add_person()
-    Xw, Xl = (
-        torch.rand(2, 2, dtype=torch.float64),
-        torch.rand(2, 2, dtype=torch.float64),
-    )
+    Xw = torch.tensor([[0.123, 0.456], [0.789, 0.012]], dtype=torch.float64)
+    Xl = torch.tensor([[0.321, 0.654], [0.987, 0.210]], dtype=torch.float64)
     post = model.observe(new, Xw, Xl)
     assert model.designs.shape[0] == n + 4
     assert not torch.allclose(post.mean, torch.zeros_like(post.mean))
@@ -202,7 +200,9 @@ def test_shared_means_and_utility_mean_rows(population):
     assert means.shape == (model.num_tastes + 1, X.shape[0])
     torch.testing.assert_close(model.utility_mean(None), means[0])  # E[w] = 0
     new = model.add_person()
-    model.observe(new, torch.rand(1, 2, dtype=torch.float64), torch.tensor([0]))
+    model.observe(
+        new, torch.tensor([[0.123, 0.456]], dtype=torch.float64), torch.tensor([0])
+    )
     assert model.utility_mean(new).shape == (X.shape[0],)  # the initial designs
 
 
@@ -247,3 +247,14 @@ def test_the_people_s_posteriors_are_in_the_state_dict(population):
     model.add_person()
     with pytest.raises(RuntimeError, match="latent_mean"):
         fresh.load_state_dict(model.state_dict())
+
+
+def test_observed_designs_equal_to_table_rows_reuse_them(population):
+    model, X = fitted(population, steps=2)
+    new = model.add_person()
+    fresh = torch.tensor([[0.123, 0.456]], dtype=torch.float64)
+    model.observe(new, torch.cat([X[4:5], fresh]), X[[7, 7]])
+    assert model.designs.shape[0] == X.shape[0] + 1
+    batch = model.answers.gather(torch.tensor([new]))
+    assert batch.winners.tolist() == [[4, X.shape[0]]]
+    assert batch.losers.tolist() == [[7, 7]]
