@@ -76,6 +76,10 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         likelihood: A prefbo pairwise likelihood (default probit,
             ``noise_std=1``).
         seed: Seed of the inducing points and the tastes' start.
+        inducing_points: ``M x d`` inducing points of one's own (e.g. a
+            Sobol set of the box where few designs are known yet); default
+            ``num_inducing`` of the designs, by conditional variance
+            reduction. The residual's are their first ``num_residual``.
     """
 
     def __init__(
@@ -90,6 +94,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         item_effects: bool = False,
         likelihood: Any = None,
         seed: int = 0,
+        inducing_points: Tensor | None = None,
     ) -> None:
         gpytorch.Module.__init__(self)
         if not isinstance(designs, Tensor) or not designs.is_floating_point():
@@ -115,7 +120,22 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             if item_effects
             else torch.full((designs.shape[0],), -1, device=designs.device)
         )
-        Z = choose_inducing(designs, M, seed)
+        if inducing_points is None:
+            Z = choose_inducing(designs, M, seed)
+        elif (
+            not isinstance(inducing_points, Tensor)
+            or not inducing_points.is_floating_point()
+            or inducing_points.ndim != 2
+            or inducing_points.shape[0] == 0
+            or inducing_points.shape[-1] != designs.shape[-1]
+            or not bool(torch.isfinite(inducing_points).all())
+        ):
+            raise InputDataError(
+                f"inducing_points must be a finite M x {designs.shape[-1]} floating "
+                f"tensor with M >= 1; got {describe(inducing_points)}."
+            )
+        else:
+            Z = inducing_points.detach().to(designs)
         self.shared = SharedFunctions(Z, K, self.num_items, min(Mr, Z.shape[0]), seed)
         self.answers = AnswerTable(answers, P)
         U = check_person_features(person_features, P, designs)

@@ -258,3 +258,13 @@ def test_observed_designs_equal_to_table_rows_reuse_them(population):
     batch = model.answers.gather(torch.tensor([new]))
     assert batch.winners.tolist() == [[4, X.shape[0]]]
     assert batch.losers.tolist() == [[7, 7]]
+
+
+def test_inducing_points_of_ones_own():
+    X = torch.rand(6, 2, dtype=torch.float64)
+    Z = torch.rand(9, 2, dtype=torch.float64)
+    answers = torch.tensor([[0, 0, 1], [1, 2, 3]])
+    model = CollaborativePreferenceGP(X, answers, inducing_points=Z, num_residual=4)
+    assert torch.equal(model.shared.Z, Z) and model.latent_dim == 3 + 4
+    with pytest.raises(InputDataError, match="inducing_points must be a finite M x 2"):
+        CollaborativePreferenceGP(X, answers, inducing_points=torch.rand(4, 3))
