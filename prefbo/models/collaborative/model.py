@@ -225,7 +225,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         (so a pool's item keeps its effect), else a new row appended."""
         designs = designs.to(self.designs)
         same = (designs.unsqueeze(1) == self.designs.unsqueeze(0)).all(-1)  # k x n
-        found, row = same.any(-1), same.to(torch.int8).argmax(-1)
+        found, row = same.any(-1), same.long().argmax(-1)
         new = designs[~found]
         n = self.designs.shape[0]
         self.designs = torch.cat([self.designs, new])
