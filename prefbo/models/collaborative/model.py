@@ -112,13 +112,15 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         M = check_int("num_inducing", num_inducing, 1)
         Mr = check_int("num_residual", num_residual, 0)
         self.likelihood = as_prefbo_likelihood(likelihood or PairwiseProbitLikelihood())
-        self.designs = designs
+        # buffers, so that .to() and .double() move and cast them with the rest
+        self.register_buffer("designs", designs)
         self.num_initial = designs.shape[0]
         self.num_items = designs.shape[0] if item_effects else 0
-        self.items = (
+        self.register_buffer(
+            "items",
             torch.arange(designs.shape[0], device=designs.device)
             if item_effects
-            else torch.full((designs.shape[0],), -1, device=designs.device)
+            else torch.full((designs.shape[0],), -1, device=designs.device),
         )
         if inducing_points is None:
             Z = choose_inducing(designs, M, seed)
@@ -137,9 +139,9 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         else:
             Z = inducing_points.detach().to(designs)
         self.shared = SharedFunctions(Z, K, self.num_items, min(Mr, Z.shape[0]), seed)
-        self.answers = AnswerTable(answers, P)
+        self.answers = AnswerTable(answers.to(designs.device), P)
         U = check_person_features(person_features, P, designs)
-        self.person_features = U
+        self.register_buffer("person_features", U)
         if U is not None:
             self.feature_map = torch.nn.Parameter(designs.new_zeros(U.shape[1], K))
         D = K + self.shared.num_residual
@@ -384,9 +386,8 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         if not self.num_items:
             return torch.full((X.shape[0],), -1, device=X.device)
         items = self.designs[: self.num_items]
-        dist = torch.cdist(X, items)
-        best, idx = dist.min(-1)
-        return torch.where(best == 0, idx, -1)
+        same = (X.unsqueeze(1) == items.unsqueeze(0)).all(-1)  # n x items
+        return torch.where(same.any(-1), same.long().argmax(-1), -1)
 
     def posterior(
         self,

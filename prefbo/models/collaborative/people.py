@@ -119,6 +119,7 @@ def laplace_people(
     )
     start = None if start is None else start.detach().double()
     B, A, D = delta.shape
+    mask = mask.to(delta.device)
     weight = mask.to(delta.dtype)
     z = (prior_mean if start is None else start).clone()
     eye = torch.eye(D, dtype=delta.dtype, device=delta.device)

@@ -128,6 +128,12 @@ def next_questions(
         )
     if items is None:
         items = model.item_ids(candidates)
+    items = items.long().to(model.designs.device)
+    if items.shape != (C,) or int(items.max()) >= max(model.num_items, 1):
+        raise InputDataError(
+            f"items must hold one id per candidate ({C}), each below "
+            f"{max(model.num_items, 1)} or -1; got {describe(items)}."
+        )
     generator = torch.Generator().manual_seed(seed)
     chunk = max(1, CHUNK_ENTRIES // (C * C))
     out = []

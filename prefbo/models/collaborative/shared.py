@@ -168,9 +168,14 @@ class SharedFunctions(gpytorch.Module):
     def _factor(self) -> Tensor:
         r"""The lower Cholesky factor of ``k(Z, Z)`` (with jitter), kept
         while no gradient is taken and the lengthscales are unchanged."""
-        key = self.kernel.raw_lengthscale.detach()
+        key = torch.cat(
+            [self.kernel.raw_lengthscale.detach().reshape(-1), self.Z.reshape(-1)]
+        )
         if not torch.is_grad_enabled() and self._cached is not None:
-            if torch.equal(self._cached[0], key):
+            old = self._cached[0]
+            if (old.dtype, old.device) == (key.dtype, key.device) and torch.equal(
+                old, key
+            ):
                 return self._cached[1]
         K = to_dense(self.kernel(self.Z))
         eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)

@@ -40,6 +40,8 @@ from prefbo.models.collaborative.people import PersonPosterior
 from prefbo.utils.checks import check_float, check_int, check_seed
 from prefbo.utils.threads import limited
 
+#: The smallest variance of an answer's difference in the ELBO's quadrature.
+VARIANCE_FLOOR = 1e-12
 #: Answers per minibatch the default batch of people aims at.
 ANSWERS_PER_BATCH = 4096
 #: Default number of gradient steps: this many passes over the people, at
@@ -80,9 +82,10 @@ def expected_log_likelihood(
             latent.covariance().diagonal(dim1=-2, dim2=-1)[:, :K] + z[:, :K, 0] ** 2
         )
         var = var + (second.unsqueeze(-1) * dvar[1:].permute(1, 0, 2)).sum(-2)
-    # padding answers (design 0 against itself) have variance 0, where the
-    # quadrature's square root has an infinite gradient: give them 1
-    var = torch.where(batch.mask, var, torch.ones_like(var))
+    # padding answers (design 0 against itself), and answers between two
+    # rows of one design, have variance 0, where the quadrature's square root
+    # has an infinite gradient: padding gets 1, the others a floor
+    var = torch.where(batch.mask, var.clamp_min(VARIANCE_FLOOR), torch.ones_like(var))
     ell = pairwise_expected_log_prob(model.likelihood, mu, var)
     return ell * batch.mask
 

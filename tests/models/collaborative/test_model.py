@@ -268,3 +268,33 @@ def test_inducing_points_of_ones_own():
     assert torch.equal(model.shared.Z, Z) and model.latent_dim == 3 + 4
     with pytest.raises(InputDataError, match="inducing_points must be a finite M x 2"):
         CollaborativePreferenceGP(X, answers, inducing_points=torch.rand(4, 3))
+
+
+def test_item_ids_are_exact_matches_among_many_items():
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(200, 5, generator=g, dtype=torch.float64)
+    model = CollaborativePreferenceGP(X, torch.tensor([[0, 0, 1]]), item_effects=True)
+    assert torch.equal(model.item_ids(X[:100]), torch.arange(100))
+    assert int(model.item_ids(X[:1] + 0.5)[0]) == -1
+
+
+def test_duplicate_designs_give_finite_gradients():
+    X = torch.rand(6, 2, dtype=torch.float64)
+    X[1] = X[0]  # two rows, one design: an answer between them has no variance
+    answers = torch.tensor([[0, 0, 1], [0, 2, 3], [1, 4, 5]])
+    model = CollaborativePreferenceGP(X, answers, num_inducing=5)
+    model.fit(steps=3)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_a_model_cast_to_another_dtype_predicts_in_it(population):
+    X, answers, _, _ = population(dtype=torch.float32)
+    model = CollaborativePreferenceGP(
+        X, answers, person_features=torch.randn(60, 2), num_inducing=10
+    )
+    model.fit(steps=2)
+    model.utility_mean(0)  # the factor of k(Z, Z) is kept in float32
+    model.double()
+    assert model.designs.dtype == torch.float64
+    assert model.shared.whitened(model.designs[:3]).dtype == torch.float64
+    assert model.utility_mean(0).dtype == torch.float64
