@@ -26,17 +26,22 @@ mode) gives exactly the posterior of a refit on all their answers.
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
+from prefbo.exceptions import NumericalWarning
 from prefbo.likelihoods.pairwise import PairwiseLikelihood
 
 #: Newton's stopping rule: the largest step in any coordinate (whitened
 #: units: prior standard deviations), in float64.
 TOLERANCE = 1e-10
 MAX_ITERATIONS = 100
+#: Where no step gains beyond rounding, the largest Newton step left below
+#: which the run counts as converged (above it the link has saturated).
+STALL_STEP = 1e-6
 #: Step halvings tried per Newton step before a person's step is dropped.
 HALVINGS = 30
 
@@ -127,6 +132,7 @@ def laplace_people(
     if A == 0 or D == 0:
         return PersonPosterior(prior_mean.to(dtype), eye.expand(B, D, D).to(dtype))
     psi = _objective(likelihood, z, delta, offset, mask, prior_mean)
+    converged, largest = False, float("inf")
     for _ in range(MAX_ITERATIONS):
         t = offset + (delta @ z.unsqueeze(-1)).squeeze(-1)
         _, d1, w = _log_terms(likelihood, t)
@@ -135,7 +141,9 @@ def laplace_people(
         step = torch.cholesky_solve(
             grad.unsqueeze(-1), torch.linalg.cholesky(H)
         ).squeeze(-1)
-        if float(step.abs().max()) < tol:
+        largest = float(step.abs().max())
+        if largest < tol:
+            converged = True
             break
         # Newton's step on a concave function; halve it where it overshoots
         # (Ψ falls by more than rounding)
@@ -159,8 +167,18 @@ def laplace_people(
         keep = value >= psi - slack
         z = torch.where(keep.unsqueeze(-1), trial, z)
         psi = torch.where(keep, value, psi)
-        if not bool(keep.any()):
+        if not bool(keep.any()):  # no step gains beyond rounding: the mode
+            converged = largest < STALL_STEP
             break
+    if not converged:
+        warnings.warn(
+            f"the people's Laplace posteriors did not converge in {MAX_ITERATIONS} "
+            f"Newton steps (largest step left {largest:.3g}); "
+            "differences this large saturate the link (use the probit "
+            "likelihood, or rescale the designs' utilities).",
+            NumericalWarning,
+            stacklevel=2,
+        )
     t = offset + (delta @ z.unsqueeze(-1)).squeeze(-1)
     w = _log_terms(likelihood, t)[2]
     H = eye + delta.mT @ ((w * weight).unsqueeze(-1) * delta)

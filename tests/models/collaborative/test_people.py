@@ -96,3 +96,17 @@ def test_covariance_and_whitened_rows():
     var = (post.whitened(rows) ** 2).sum(-2)
     direct = torch.einsum("bnd,bde,bne->bn", rows, post.covariance(), rows)
     torch.testing.assert_close(var, direct)
+
+
+def test_a_newton_run_that_does_not_converge_says_so():
+    import pytest
+
+    from prefbo.exceptions import NumericalWarning
+
+    g = torch.Generator().manual_seed(0)
+    delta = 1e6 * torch.randn(2, 200, 6, generator=g, dtype=torch.float64)
+    offset = 1e6 * torch.randn(2, 200, generator=g, dtype=torch.float64)
+    mask, prior = torch.ones(2, 200, dtype=torch.bool), torch.zeros(2, 6).double()
+    # logit answers that no utility explains, at differences that saturate
+    with pytest.warns(NumericalWarning, match="did not converge in 100 Newton steps"):
+        laplace_people(PairwiseLogitLikelihood(), delta, offset, mask, prior)
