@@ -306,21 +306,10 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         r"""``B x A x D`` rows ``Δ`` and ``B x A`` offsets ``c`` of answers
         (see :mod:`~prefbo.models.collaborative.people`) at the shared
         functions' means."""
-        if winners.numel() == 0:  # no answers among these people
-            zeros = self.designs.new_zeros(*winners.shape, self.latent_dim)
-            return zeros, zeros[..., 0]
-        rows, inverse = torch.unique(
-            torch.stack([winners, losers]).reshape(-1), return_inverse=True
+        delta, offset, _ = self.shared.answer_differences(
+            self.designs, self.items, winners, losers
         )
-        X = self.designs[rows]
-        a = self.shared.whitened(X)
-        mean, _ = self.shared.moments(self.shared.basis(X, self.items[rows], a))
-        feats = torch.cat(
-            [mean.mT, self.shared.residual_basis(X, a)], dim=-1
-        )  # u x (J+Mr)
-        both = feats[inverse].reshape(2, *winners.shape, -1)
-        diff = both[0] - both[1]  # B x A x (J + Mr)
-        return diff[..., 1:], diff[..., 0]
+        return delta, offset
 
     def posterior_of(self, person: int | None) -> PersonPosterior:
         r"""A person's stored posterior (``None``: a newcomer without features)."""
@@ -375,9 +364,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         A = A.reshape(len(mu), -1, b, q).permute(0, 2, 3, 1)  # B x b x q x D
         cov = cov_j[0] + A @ A.mT
         if K:
-            second = (
-                latent.covariance().diagonal(dim1=-2, dim2=-1)[:, :K] + mu[:, :K] ** 2
-            )
+            second = latent.second_moments(K)  # B x K
             cov = cov + torch.einsum("pk,kbij->pbij", second, cov_j[1:])
         return out_mean, cov
 
@@ -429,8 +416,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         r"""Posterior means of the shared utility and the ``K`` tastes at
         ``n x d`` designs: ``(K + 1) x n`` (items looked up by exact match)."""
         with torch.no_grad(), limited(X.shape[0]):
-            basis = self.shared.basis(X, self.item_ids(X))
-            return self.shared.moments(basis)[0]
+            return self.shared.means(self.shared.basis(X, self.item_ids(X)))
 
     def person_model(self, person: int | None) -> PersonModel:
         r"""One person's view as a BoTorch ``Model`` (for EUBO, Thompson)."""

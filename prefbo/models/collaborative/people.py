@@ -62,6 +62,12 @@ class PersonPosterior(NamedTuple):
         r"""The ``B x D x D`` covariances ``H⁻¹``."""
         return torch.cholesky_inverse(self.precision_chol)
 
+    def second_moments(self, k: int) -> Tensor:
+        r"""``B x k`` second moments ``E[z_i²] = Σ_ii + ẑ_i²`` of the first
+        ``k`` coordinates (the taste weights)."""
+        var = self.covariance().diagonal(dim1=-2, dim2=-1)[:, :k]
+        return var + self.mean[:, :k] ** 2
+
     def whitened(self, rows: Tensor) -> Tensor:
         r"""``L⁻¹ rowsᵀ`` for ``B x n x D`` rows: ``B x D x n``, whose squared
         column norms are the variances of ``rows @ z``."""

@@ -222,12 +222,57 @@ class SharedFunctions(gpytorch.Module):
         return self.residual_scale * a[:, : self.num_residual]
 
     # ----------------------------------------------------------- moments
+    def means(self, basis: Tensor) -> Tensor:
+        r"""Means ``(K + 1) x n`` of the functions at designs with bases
+        ``basis`` (:meth:`basis`)."""
+        return (basis @ self.mean.unsqueeze(-1)).squeeze(-1)
+
     def moments(self, basis: Tensor) -> tuple[Tensor, Tensor]:
         r"""Means ``(K + 1) x n`` and covariance roots ``(K + 1) x n x R`` of the
         functions at designs with bases ``basis`` (:meth:`basis`): the
         covariance of ``F_j`` there is ``root_j root_jᵀ``."""
-        mean = (basis @ self.mean.unsqueeze(-1)).squeeze(-1)
-        return mean, basis @ self.chol.tril()
+        return self.means(basis), basis @ self.chol.tril()
+
+    def answer_differences(
+        self,
+        designs: Tensor,
+        items: Tensor,
+        winners: Tensor,
+        losers: Tensor,
+        variance: bool = False,
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        r"""What ``B x A`` answers (``winners`` over ``losers``, rows of the
+        ``designs`` table with item ids ``items``) need of the shared
+        functions, each at the winner minus at the loser.
+
+        Returns:
+            ``(delta, offset, var)``: ``B x A x D`` rows ``Δ`` (the tastes'
+            mean differences, then the residual basis's), ``B x A`` shared
+            utility mean differences ``c``, and with ``variance`` the
+            ``(K + 1) x B x A`` variances of each function's difference
+            under ``q(u_j)`` (else ``None``).
+        """
+        J = self.num_tastes + 1
+        if winners.numel() == 0:  # no answers
+            zeros = designs.new_zeros(*winners.shape, J - 1 + self.num_residual)
+            var = designs.new_zeros(J, *winners.shape) if variance else None
+            return zeros, zeros[..., 0], var
+        rows, inverse = torch.unique(
+            torch.stack([winners, losers]).reshape(-1), return_inverse=True
+        )
+        X = designs[rows]
+        a = self.whitened(X)  # u x M
+        basis = self.basis(X, items[rows], a)
+        shape = (2, *winners.shape)
+        mean = self.means(basis)[:, inverse].reshape(J, *shape)  # J x 2 x B x A
+        resid = self.residual_basis(X, a)[inverse].reshape(*shape, -1)
+        dmean = mean[:, 0] - mean[:, 1]  # J x B x A
+        delta = torch.cat([dmean[1:].permute(1, 2, 0), resid[0] - resid[1]], -1)
+        var = None
+        if variance:
+            root = (basis @ self.chol.tril())[:, inverse].reshape(J, *shape, -1)
+            var = ((root[:, 0] - root[:, 1]) ** 2).sum(-1)  # J x B x A
+        return delta, dmean[0], var
 
     def kl(self) -> Tensor:
         r"""``Σ_j KL(q(u_j) ‖ N(0, I))``."""

@@ -56,31 +56,16 @@ def expected_log_likelihood(
     r"""``B x A`` expected log-likelihoods of the answers (padding: 0), with
     gradients to the shared part (see the module docstring)."""
     shared = model.shared
-    rows, inverse = torch.unique(
-        torch.stack([batch.winners, batch.losers]).reshape(-1), return_inverse=True
-    )
-    X = model.designs[rows]
-    a = shared.whitened(X)  # u x M
-    mean, root = shared.moments(shared.basis(X, model.items[rows], a))  # J x u (x R)
-    resid = shared.residual_basis(X, a)  # u x Mr
-    shape = (2, *batch.winners.shape)
-    mean = mean[:, inverse].reshape(-1, *shape)  # J x 2 x B x A
-    root = root[:, inverse].reshape(root.shape[0], *shape, -1)
-    resid = resid[inverse].reshape(*shape, -1)
-    dmean = mean[:, 0] - mean[:, 1]  # J x B x A
-    dvar = ((root[:, 0] - root[:, 1]) ** 2).sum(-1)  # J x B x A
+    delta, offset, dvar = shared.answer_differences(
+        model.designs, model.items, batch.winners, batch.losers, variance=True
+    )  # B x A x D, B x A, J x B x A
     K = shared.num_tastes
-    delta = torch.cat(
-        [dmean[1:].permute(1, 2, 0), resid[0] - resid[1]], -1
-    )  # B x A x D
     z = latent.mean.unsqueeze(-1)  # B x D x 1
-    mu = dmean[0] + (delta @ z).squeeze(-1)
+    mu = offset + (delta @ z).squeeze(-1)
     white = latent.whitened(delta)  # B x D x A
     var = dvar[0] + (white**2).sum(-2)
     if K:
-        second = (
-            latent.covariance().diagonal(dim1=-2, dim2=-1)[:, :K] + z[:, :K, 0] ** 2
-        )
+        second = latent.second_moments(K)  # B x K
         var = var + (second.unsqueeze(-1) * dvar[1:].permute(1, 0, 2)).sum(-2)
     # padding answers (design 0 against itself), and answers between two
     # rows of one design, have variance 0, where the quadrature's square root
