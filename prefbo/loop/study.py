@@ -408,7 +408,7 @@ class PopulationStudy:
     def participant_model(self, name: str) -> Model:
         r"""Participant ``name``'s utility as a model on the unit-cube designs
         (a name without answers: a newcomer's, the population's plus a
-        deviation's prior; collaborative: a ``CollaborativeView``)."""
+        deviation's prior; collaborative: a ``PersonModel``)."""
         if self._collab is not None:
             return self._collab_view(name)
         return ParticipantView(self.model, self._id(name))

@@ -33,7 +33,8 @@ question comes from the population's posterior.
 A fit runs inside the ``tell``, ``undo`` or ``resume`` that calls for it
 (seconds, against milliseconds for an online update and a fraction of a
 second for a question). ``best()``, ``participant_model()`` (a
-:class:`CollaborativeView`) and ``model`` work as for the exact kinds;
+:class:`~prefbo.models.collaborative.PersonModel`) and ``model`` work as
+for the exact kinds;
 ``hyperparameters()``, ``fix_hyperparameters()`` and ``disagreement()``,
 which read the exact model's kernel, raise ``UnsupportedError``.
 
@@ -112,16 +113,6 @@ def unavailable(method: str) -> UnsupportedError:
         "hyperparameters, its population and individual parts), which "
         f"model={COLLABORATIVE!r} does not have; use model='ep' or 'laplace'."
     )
-
-
-class CollaborativeView(PersonModel):
-    r"""One participant's utility (``person=None``: the population's), as a
-    BoTorch ``Model`` on unit-cube designs, with the model's answer
-    likelihood (the loop's repeat rule scores questions under it)."""
-
-    def __init__(self, model: CollaborativePreferenceGP, person: int | None) -> None:
-        super().__init__(model, person)
-        self.likelihood = model.likelihood
 
 
 class CollaborativeState:
@@ -270,7 +261,7 @@ class CollaborativeState:
         return False
 
     # ------------------------------------------------------------ views
-    def view(self, person: int | None) -> CollaborativeView:
+    def view(self, person: int | None) -> PersonModel:
         r"""``person``'s utility (``None``: the population's) as a model.
 
         Raises:
@@ -280,7 +271,7 @@ class CollaborativeState:
             raise InputDataError(
                 "the collaborative model needs at least one answer; none was told."
             )
-        return CollaborativeView(self.model, person)
+        return self.model.person_model(person)
 
     def question_seed(self, person: int, own: int) -> int:
         r"""The seed of ``person``'s question given their ``own`` answers

@@ -8,8 +8,11 @@ from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.loop import study_collaborative as sc
 from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.study import PopulationStudy
-from prefbo.loop.study_collaborative import CollaborativeView
-from prefbo.models.collaborative import CollaborativePreferenceGP, laplace_people
+from prefbo.models.collaborative import (
+    CollaborativePreferenceGP,
+    PersonModel,
+    laplace_people,
+)
 
 SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20}
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
@@ -97,7 +100,7 @@ def test_a_newcomer_s_first_question_comes_from_the_population(ran):
     study, _, _, _, model, first, calls = ran
     assert study.participants[-1] == "dee" and model.num_people == 9
     (view,) = calls  # one model-based question, for person 8: added
-    assert isinstance(view, CollaborativeView) and view.person == 8
+    assert isinstance(view, PersonModel) and view.person == 8
     X = torch.rand(5, 2, 2, dtype=torch.float64)
     a, b = view.posterior(X), model.posterior(X, person=None)
     torch.testing.assert_close(a.mean, b.mean)
@@ -133,7 +136,7 @@ def test_best_and_views_read_the_collaborative_posterior(ran):
     x_zed, mean_zed, _ = study.best("zed")  # never seen: the population's
     assert torch.equal(x_zed, x) and mean_zed == pytest.approx(mean)
     view = study.participant_model("p1")
-    assert isinstance(view, CollaborativeView) and view.person == 1
+    assert isinstance(view, PersonModel) and view.person == 1
     X = torch.rand(4, 1, 2, dtype=torch.float64)
     with torch.no_grad():
         torch.testing.assert_close(
