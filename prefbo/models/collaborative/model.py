@@ -345,20 +345,12 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         flat = X.reshape(-1, d)
         if items is None:
             items = self.item_ids(flat)
-        a = self.shared.whitened(flat)
-        basis = self.shared.basis(flat, items.reshape(-1), a)
-        mean, root = self.shared.moments(basis)  # J x bq, J x bq x R
-        mean, root = mean.reshape(-1, b, q), root.reshape(-1, b, q, root.shape[-1])
+        basis, offset, phi = self.shared.person_rows(flat, items.reshape(-1))
+        root = self.shared.roots(basis).reshape(-1, b, q, basis.shape[-1])
+        offset, phi = offset.reshape(b, q), phi.reshape(b, q, -1)  # b x q (x D)
         K = self.num_tastes
-        phi = torch.cat(
-            [
-                mean[1:].permute(1, 2, 0),
-                self.shared.residual_basis(flat, a).reshape(b, q, -1),
-            ],
-            dim=-1,
-        )  # b x q x D
         mu = latent.mean  # B x D
-        out_mean = mean[0] + torch.einsum("bqd,pd->pbq", phi, mu)
+        out_mean = offset + torch.einsum("bqd,pd->pbq", phi, mu)
         cov_j = root @ root.mT  # J x b x q x q
         A = latent.whitened(phi.reshape(1, b * q, -1).expand(len(mu), -1, -1))
         A = A.reshape(len(mu), -1, b, q).permute(0, 2, 3, 1)  # B x b x q x D
@@ -406,11 +398,10 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         n = self.num_initial
         rows = torch.arange(n, device=self.designs.device) if rows is None else rows
         with torch.no_grad(), limited(len(rows)):
-            X = self.designs[rows].unsqueeze(0)
-            mean, _ = self.moments(
-                X, self.posterior_of(person), self.items[rows].unsqueeze(0)
+            _, offset, phi = self.shared.person_rows(
+                self.designs[rows], self.items[rows]
             )
-        return mean[0, 0]
+            return offset + phi @ self.posterior_of(person).mean[0]
 
     def shared_means(self, X: Tensor) -> Tensor:
         r"""Posterior means of the shared utility and the ``K`` tastes at

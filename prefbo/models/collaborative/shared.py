@@ -231,7 +231,30 @@ class SharedFunctions(gpytorch.Module):
         r"""Means ``(K + 1) x n`` and covariance roots ``(K + 1) x n x R`` of the
         functions at designs with bases ``basis`` (:meth:`basis`): the
         covariance of ``F_j`` there is ``root_j root_jᵀ``."""
-        return self.means(basis), basis @ self.chol.tril()
+        return self.means(basis), self.roots(basis)
+
+    def roots(self, basis: Tensor) -> Tensor:
+        r"""Covariance roots ``(K + 1) x n x R`` of the functions at designs
+        with bases ``basis``: the covariance of ``F_j`` is ``root_j root_jᵀ``."""
+        return basis @ self.chol.tril()
+
+    def person_rows(
+        self, X: Tensor, items: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        r"""What a person's utility at ``n x d`` designs ``X`` (item ids
+        ``items``) is made of, at the shared functions' means: ``f_p(X) =
+        offset + rows @ z_p``.
+
+        Returns:
+            ``(basis, offset, rows)``: the ``(K + 1) x n x R`` bases
+            (:meth:`basis`), the shared utility's ``n`` means, and the
+            ``n x D`` rows (the tastes' means, then the residual basis).
+        """
+        a = self.whitened(X)  # n x M
+        basis = self.basis(X, items, a)
+        means = self.means(basis)  # J x n
+        rows = torch.cat([means[1:].mT, self.residual_basis(X, a)], dim=-1)
+        return basis, means[0], rows
 
     def answer_differences(
         self,
@@ -243,36 +266,31 @@ class SharedFunctions(gpytorch.Module):
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         r"""What ``B x A`` answers (``winners`` over ``losers``, rows of the
         ``designs`` table with item ids ``items``) need of the shared
-        functions, each at the winner minus at the loser.
+        functions: :meth:`person_rows` at the winner minus at the loser.
 
         Returns:
-            ``(delta, offset, var)``: ``B x A x D`` rows ``Δ`` (the tastes'
-            mean differences, then the residual basis's), ``B x A`` shared
-            utility mean differences ``c``, and with ``variance`` the
+            ``(delta, offset, var)``: ``B x A x D`` rows ``Δ``, ``B x A``
+            shared utility mean differences ``c``, and with ``variance`` the
             ``(K + 1) x B x A`` variances of each function's difference
             under ``q(u_j)`` (else ``None``).
         """
-        J = self.num_tastes + 1
+        J, D = self.num_tastes + 1, self.num_tastes + self.num_residual
         if winners.numel() == 0:  # no answers
-            zeros = designs.new_zeros(*winners.shape, J - 1 + self.num_residual)
+            zeros = designs.new_zeros(*winners.shape, D)
             var = designs.new_zeros(J, *winners.shape) if variance else None
             return zeros, zeros[..., 0], var
-        rows, inverse = torch.unique(
+        used, inverse = torch.unique(
             torch.stack([winners, losers]).reshape(-1), return_inverse=True
         )
-        X = designs[rows]
-        a = self.whitened(X)  # u x M
-        basis = self.basis(X, items[rows], a)
+        basis, offset, rows = self.person_rows(designs[used], items[used])
         shape = (2, *winners.shape)
-        mean = self.means(basis)[:, inverse].reshape(J, *shape)  # J x 2 x B x A
-        resid = self.residual_basis(X, a)[inverse].reshape(*shape, -1)
-        dmean = mean[:, 0] - mean[:, 1]  # J x B x A
-        delta = torch.cat([dmean[1:].permute(1, 2, 0), resid[0] - resid[1]], -1)
+        offset = offset[inverse].reshape(shape)  # 2 x B x A
+        rows = rows[inverse].reshape(*shape, D)  # 2 x B x A x D
         var = None
         if variance:
-            root = (basis @ self.chol.tril())[:, inverse].reshape(J, *shape, -1)
+            root = self.roots(basis)[:, inverse].reshape(J, *shape, -1)
             var = ((root[:, 0] - root[:, 1]) ** 2).sum(-1)  # J x B x A
-        return delta, dmean[0], var
+        return rows[0] - rows[1], offset[0] - offset[1], var
 
     def kl(self) -> Tensor:
         r"""``Σ_j KL(q(u_j) ‖ N(0, I))``."""

@@ -298,3 +298,10 @@ def test_a_model_cast_to_another_dtype_predicts_in_it(population):
     assert model.designs.dtype == torch.float64
     assert model.shared.whitened(model.designs[:3]).dtype == torch.float64
     assert model.utility_mean(0).dtype == torch.float64
+
+
+def test_utility_mean_is_the_posterior_mean(population):
+    model, X = fitted(population, steps=5, num_residual=4, item_effects=True)
+    with torch.no_grad():
+        mean = model.posterior(X.unsqueeze(-2), person=3).mean.reshape(-1)
+    torch.testing.assert_close(model.utility_mean(3), mean)
