@@ -87,17 +87,21 @@ def _log_terms(
     return logp, d1, w
 
 
-def _objective(
+def _evaluate(
     likelihood: PairwiseLikelihood,
     z: Tensor,
     delta: Tensor,
     offset: Tensor,
-    mask: Tensor,
+    weight: Tensor,
     prior_mean: Tensor,
-) -> Tensor:
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""At ``B x D`` latents: the ``B`` log-posteriors ``Ψ`` and the ``B x A``
+    first and negative second derivatives of the answers' log-likelihoods
+    (zero for padding), from one evaluation of the link."""
     t = offset + (delta @ z.unsqueeze(-1)).squeeze(-1)  # B x A
-    logp = _log_terms(likelihood, t)[0]
-    return (logp * mask).sum(-1) - 0.5 * ((z - prior_mean) ** 2).sum(-1)
+    logp, d1, w = _log_terms(likelihood, t)
+    psi = (logp * weight).sum(-1) - 0.5 * ((z - prior_mean) ** 2).sum(-1)
+    return psi, d1 * weight, w * weight
 
 
 def laplace_people(
@@ -134,21 +138,22 @@ def laplace_people(
     weight = mask.to(delta.dtype)
     z = (prior_mean if start is None else start).clone()
     eye = torch.eye(D, dtype=delta.dtype, device=delta.device)
-    tol = TOLERANCE
     if A == 0 or D == 0:
         return PersonPosterior(prior_mean.to(dtype), eye.expand(B, D, D).to(dtype))
-    psi = _objective(likelihood, z, delta, offset, mask, prior_mean)
+
+    def evaluate(z: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return _evaluate(likelihood, z, delta, offset, weight, prior_mean)
+
+    psi, d1, w = evaluate(z)
     converged, largest = False, float("inf")
     for _ in range(MAX_ITERATIONS):
-        t = offset + (delta @ z.unsqueeze(-1)).squeeze(-1)
-        _, d1, w = _log_terms(likelihood, t)
-        grad = (delta.mT @ (d1 * weight).unsqueeze(-1)).squeeze(-1) - (z - prior_mean)
-        H = eye + delta.mT @ ((w * weight).unsqueeze(-1) * delta)
+        grad = (delta.mT @ d1.unsqueeze(-1)).squeeze(-1) - (z - prior_mean)
+        H = eye + delta.mT @ (w.unsqueeze(-1) * delta)
         step = torch.cholesky_solve(
             grad.unsqueeze(-1), torch.linalg.cholesky(H)
         ).squeeze(-1)
         largest = float(step.abs().max())
-        if largest < tol:
+        if largest < TOLERANCE:
             converged = True
             break
         # Newton's step on a concave function; halve it where it overshoots
@@ -156,7 +161,7 @@ def laplace_people(
         slack = 1e-12 * (1.0 + psi.abs())
         alpha = torch.ones_like(psi)
         trial = z + step
-        value = _objective(likelihood, trial, delta, offset, mask, prior_mean)
+        value, d1_t, w_t = evaluate(trial)
         for _ in range(HALVINGS):
             short = value < psi - slack
             if not bool(short.any()):
@@ -165,17 +170,20 @@ def laplace_people(
             trial = torch.where(
                 short.unsqueeze(-1), z + alpha.unsqueeze(-1) * step, trial
             )
-            value = torch.where(
-                short,
-                _objective(likelihood, trial, delta, offset, mask, prior_mean),
-                value,
+            again = evaluate(trial)
+            value, d1_t, w_t = (
+                torch.where(short.view(-1, *[1] * (new.ndim - 1)), new, old)
+                for new, old in zip(again, (value, d1_t, w_t), strict=True)
             )
         keep = value >= psi - slack
-        z = torch.where(keep.unsqueeze(-1), trial, z)
-        psi = torch.where(keep, value, psi)
         if not bool(keep.any()):  # no step gains beyond rounding: the mode
             converged = largest < STALL_STEP
             break
+        z = torch.where(keep.unsqueeze(-1), trial, z)
+        psi, d1, w = (
+            torch.where(keep.view(-1, *[1] * (new.ndim - 1)), new, old)
+            for new, old in zip((value, d1_t, w_t), (psi, d1, w), strict=True)
+        )
     if not converged:
         warnings.warn(
             f"the people's Laplace posteriors did not converge in {MAX_ITERATIONS} "
@@ -185,7 +193,5 @@ def laplace_people(
             NumericalWarning,
             stacklevel=2,
         )
-    t = offset + (delta @ z.unsqueeze(-1)).squeeze(-1)
-    w = _log_terms(likelihood, t)[2]
-    H = eye + delta.mT @ ((w * weight).unsqueeze(-1) * delta)
+    H = eye + delta.mT @ (w.unsqueeze(-1) * delta)  # at the mode
     return PersonPosterior(z.to(dtype), torch.linalg.cholesky(H).to(dtype))
