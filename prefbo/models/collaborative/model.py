@@ -287,14 +287,26 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
     def update_people(self, people: Tensor) -> PersonPosterior:
         r"""Refit ``B`` people's posteriors at the current shared functions
         (Newton from their last modes) and store them."""
+        people = people.to(self.designs.device)
         with torch.no_grad(), limited(len(people) * 16):
-            batch = self.answers.gather(people.to(self.designs.device))
+            batch = self.answers.gather(people)
             delta, offset = self.answer_rows(batch.winners, batch.losers)
+        return self.refit_people(people, delta, offset, batch.mask)
+
+    def refit_people(
+        self, people: Tensor, delta: Tensor, offset: Tensor, mask: Tensor
+    ) -> PersonPosterior:
+        r"""Refit and store ``B`` people's posteriors from their answers'
+        ``B x A x D`` rows, ``B x A`` offsets and mask (as
+        :meth:`answer_rows` and :meth:`AnswerTable.gather
+        <prefbo.models.collaborative.answers.AnswerTable.gather>` give them;
+        taken as constants)."""
+        with torch.no_grad(), limited(len(people) * 16):
             post = laplace_people(
                 self.likelihood,
                 delta,
                 offset,
-                batch.mask,
+                mask,
                 self.prior_mean(people),
                 start=self.latent_mean[people],
             )

@@ -51,15 +51,16 @@ MIN_STEPS = 300
 
 
 def expected_log_likelihood(
-    model, batch: PaddedAnswers, latent: PersonPosterior
+    model,
+    batch: PaddedAnswers,
+    latent: PersonPosterior,
+    differences: tuple[Tensor, Tensor, Tensor],
 ) -> Tensor:
     r"""``B x A`` expected log-likelihoods of the answers (padding: 0), with
-    gradients to the shared part (see the module docstring)."""
-    shared = model.shared
-    delta, offset, dvar = shared.answer_differences(
-        model.designs, model.items, batch.winners, batch.losers, variance=True
-    )  # B x A x D, B x A, J x B x A
-    K = shared.num_tastes
+    gradients to the shared part (see the module docstring), from their
+    ``differences`` (``SharedFunctions.answer_differences`` with variances)."""
+    delta, offset, dvar = differences  # B x A x D, B x A, J x B x A
+    K = model.shared.num_tastes
     z = latent.mean.unsqueeze(-1)  # B x D x 1
     mu = offset + (delta @ z).squeeze(-1)
     white = latent.whitened(delta)  # B x D x A
@@ -83,14 +84,23 @@ def person_kl(latent: PersonPosterior, prior_mean: Tensor) -> Tensor:
     return 0.5 * (trace + ((latent.mean - prior_mean) ** 2).sum(-1) - D + logdet_h)
 
 
-def minibatch_elbo(model, people: Tensor, num_people: int, num_answers: int) -> Tensor:
-    r"""The ELBO per answer estimated from ``people`` (their posteriors as
-    stored), with gradients to the shared part and the feature map."""
+def minibatch_elbo(
+    model, people: Tensor, num_people: int, num_answers: int, refit: bool = False
+) -> Tensor:
+    r"""The ELBO per answer estimated from ``people``, with gradients to the
+    shared part and the feature map: at their posteriors as stored, or,
+    with ``refit``, after refitting them at the current shared means (from
+    the same differences the ELBO uses)."""
     batch = model.answers.gather(people)
+    differences = model.shared.answer_differences(
+        model.designs, model.items, batch.winners, batch.losers, variance=True
+    )
+    if refit:
+        model.refit_people(people, *differences[:2], batch.mask)
     latent = PersonPosterior(
         model.latent_mean[people], model.latent_precision_chol[people]
     )
-    ell = expected_log_likelihood(model, batch, latent).sum()
+    ell = expected_log_likelihood(model, batch, latent, differences).sum()
     kl_people = person_kl(latent, model.prior_mean(people)).sum()
     scale = num_people / len(people)
     total = scale * (ell - kl_people) - model.shared.kl() + model.shared.log_prior()
@@ -149,9 +159,8 @@ def fit_collaborative(
         people = active[order[at : at + batch_people].to(active.device)]
         at += batch_people
         with limited(int(counts[people].sum())):
-            model.update_people(people)
             opt.zero_grad()
-            loss = -minibatch_elbo(model, people, len(active), m)
+            loss = -minibatch_elbo(model, people, len(active), m, refit=True)
             loss.backward()
             opt.step()
         history.append(-float(loss.detach()))
