@@ -84,6 +84,12 @@ class AnswerTable:
             zip(winners.tolist(), losers.tolist(), strict=True)
         )
 
+    def forget(self, person: int) -> None:
+        r"""Drop every answer of ``person``."""
+        self._fold()
+        self._rows = self._rows[self._rows[:, 0] != person]
+        self._index()
+
     def gather(self, people: Tensor) -> PaddedAnswers:
         r"""The answers of ``B`` people (a long tensor of ids), padded."""
         if len(people) == 1 and int(people[0]) in self._pending:

@@ -222,7 +222,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         )
         return pid
 
-    def _rows_of(self, designs: Tensor) -> Tensor:
+    def design_rows(self, designs: Tensor) -> Tensor:
         r"""Rows of the design table for ``k x d`` designs: an equal row's
         (so a pool's item keeps its effect), else a new row appended."""
         designs = designs.to(self.designs)
@@ -249,11 +249,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             The person's new
             :class:`~prefbo.models.collaborative.people.PersonPosterior`.
         """
-        person = check_int("person", person, 0)
-        if person >= self.num_people:
-            raise InputDataError(
-                f"person must be an id below {self.num_people}; got {person}."
-            )
+        person = self._check_person(person)
         for name, t in (("winners", winners), ("losers", losers)):
             if not isinstance(t, Tensor) or t.is_complex() or t.dtype == torch.bool:
                 raise InputTypeError(
@@ -276,12 +272,32 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         pair = []
         for t in (winners, losers):
             if t.is_floating_point():
-                t = self._rows_of(t)
+                t = self.design_rows(t)
             pair.append(t.reshape(-1).long().to(self.designs.device))
         rows = torch.stack([torch.full_like(pair[0], person), *pair], -1)
         check_answers(rows, self.designs.shape[0], self.num_people)
         self.answers.add(person, pair[0], pair[1])
         return self.update_people(torch.tensor([person], device=self.designs.device))
+
+    def forget(self, person: int) -> None:
+        r"""Withdraw every answer of ``person`` (e.g. to observe them again
+        after an undo); their posterior returns to the prior."""
+        person = self._check_person(person)
+        self.answers.forget(person)
+        with torch.no_grad():
+            ids = torch.tensor([person], device=self.designs.device)
+            self.latent_mean[person] = self.prior_mean(ids)[0]
+            self.latent_precision_chol[person] = torch.eye(
+                self.latent_dim, dtype=self.designs.dtype, device=self.designs.device
+            )
+
+    def _check_person(self, person: int) -> int:
+        person = check_int("person", person, 0)
+        if person >= self.num_people:
+            raise InputDataError(
+                f"person must be an id below {self.num_people}; got {person}."
+            )
+        return person
 
     # ---------------------------------------------------------- updates
     def update_people(self, people: Tensor) -> PersonPosterior:
@@ -329,11 +345,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             D = self.latent_dim
             eye = torch.eye(D, dtype=self.designs.dtype, device=self.designs.device)
             return PersonPosterior(self.designs.new_zeros(1, D), eye.unsqueeze(0))
-        person = check_int("person", person, 0)
-        if person >= self.num_people:
-            raise InputDataError(
-                f"person must be an id below {self.num_people}; got {person}."
-            )
+        person = self._check_person(person)
         return PersonPosterior(
             self.latent_mean[person : person + 1],
             self.latent_precision_chol[person : person + 1],

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.models.collaborative.people import PersonPosterior
+from prefbo.models.collaborative.people import PersonPosterior, laplace_people
 from prefbo.utils.checks import describe
 from prefbo.utils.threads import limited
 
@@ -77,6 +77,7 @@ def next_questions(
     strategy: str = "eubo",
     items: Tensor | None = None,
     seed: int = 0,
+    latent: PersonPosterior | None = None,
 ) -> Tensor:
     r"""Each person's next pair of candidates, in one batched step.
 
@@ -89,6 +90,8 @@ def next_questions(
         items: ``C`` item ids of the candidates (``-1``: none; default
             looked up by exact match).
         seed: Seed of Thompson's draws.
+        latent: The ``B`` people's posteriors to use instead of their stored
+            ones (e.g. :func:`imagined_posteriors`, a look-ahead).
 
     Returns:
         ``B x 2`` long indices into ``candidates``, distinct in each row.
@@ -134,18 +137,26 @@ def next_questions(
             f"items must hold one id per candidate ({C}), each below "
             f"{max(model.num_items, 1)} or -1; got {describe(items)}."
         )
+    if latent is None:
+        latent = PersonPosterior(
+            model.latent_mean[people], model.latent_precision_chol[people]
+        )
+    elif latent.mean.shape != (len(people), model.latent_dim):
+        raise InputDataError(
+            f"latent must hold the posteriors of the {len(people)} people "
+            f"({len(people)} x {model.latent_dim}); got means of shape "
+            f"{tuple(latent.mean.shape)}."
+        )
     generator = torch.Generator().manual_seed(seed)
     chunk = max(1, CHUNK_ENTRIES // (C * C))
     out = []
     with torch.no_grad(), limited(len(people) * C):
         for start in range(0, len(people), chunk):
-            ids = people[start : start + chunk]
-            latent = PersonPosterior(
-                model.latent_mean[ids], model.latent_precision_chol[ids]
+            part = PersonPosterior(
+                latent.mean[start : start + chunk].to(model.designs),
+                latent.precision_chol[start : start + chunk].to(model.designs),
             )
-            mean, cov = model.moments(
-                candidates.unsqueeze(0), latent, items.unsqueeze(0)
-            )
+            mean, cov = model.moments(candidates.unsqueeze(0), part, items.unsqueeze(0))
             mean, cov = mean[:, 0], cov[:, 0]  # B x C, B x C x C
             if strategy == "eubo":
                 out.append(_best_pairs(mean, cov))
@@ -154,3 +165,49 @@ def next_questions(
     if not out:
         return torch.zeros(0, 2, dtype=torch.long, device=candidates.device)
     return torch.cat(out)
+
+
+def believed_answers(model, people: Tensor, options: Tensor) -> Tensor:
+    r"""The option each of ``B`` people more likely prefers: ``B`` indices
+    of the highest posterior mean among their ``B x q x d`` ``options`` (the
+    "kriging believer" answer to a question not answered yet; Ginsbourger
+    et al. 2010)."""
+    people = people.long().to(model.designs.device)
+    options = options.to(model.designs)
+    with torch.no_grad(), limited(options.shape[0] * options.shape[1]):
+        latent = PersonPosterior(
+            model.latent_mean[people], model.latent_precision_chol[people]
+        )
+        _, offset, phi = model.shared.person_rows(
+            options.reshape(-1, options.shape[-1]),
+            model.item_ids(options.reshape(-1, options.shape[-1])),
+        )
+        B, q = options.shape[:2]
+        mean = offset.reshape(B, q) + (
+            phi.reshape(B, q, -1) @ latent.mean.unsqueeze(-1)
+        ).squeeze(-1)
+    return mean.argmax(-1)
+
+
+def imagined_posteriors(
+    model, people: Tensor, winners: Tensor, losers: Tensor
+) -> PersonPosterior:
+    r"""The posteriors ``B`` people would have after one more answer each
+    (``B`` winner and loser design rows), at the current shared functions,
+    without storing the answers: what :meth:`observe` would store, for a
+    question made before the answer to the one on screen is known."""
+    people = people.long().to(model.designs.device)
+    with torch.no_grad(), limited(len(people) * 16):
+        batch = model.answers.gather(people)
+        extra = torch.ones(len(people), 1, dtype=torch.bool, device=people.device)
+        W = torch.cat([batch.winners, winners.reshape(-1, 1).to(people)], -1)
+        L = torch.cat([batch.losers, losers.reshape(-1, 1).to(people)], -1)
+        delta, offset = model.answer_rows(W, L)
+        return laplace_people(
+            model.likelihood,
+            delta,
+            offset,
+            torch.cat([batch.mask, extra], -1),
+            model.prior_mean(people),
+            start=model.latent_mean[people],
+        )

@@ -305,3 +305,29 @@ def test_utility_mean_is_the_posterior_mean(population):
     with torch.no_grad():
         mean = model.posterior(X.unsqueeze(-2), person=3).mean.reshape(-1)
     torch.testing.assert_close(model.utility_mean(3), mean)
+
+
+def test_forget_withdraws_a_persons_answers(population):
+    # forgetting person 3 and observing all but their last answer again
+    # equals a model that never saw that last answer (an undo)
+    X, answers, _, _ = population(P=12, n=10, answers=6)
+    model = CollaborativePreferenceGP(X, answers, num_inducing=8, num_residual=4)
+    model.fit(steps=20)
+    mine = answers[answers[:, 0] == 3]
+    model.forget(3)
+    assert int(model.answers.counts()[3]) == 0
+    torch.testing.assert_close(model.latent_mean[3], model.prior_mean(
+        torch.tensor([3]))[0])
+    torch.testing.assert_close(
+        model.latent_precision_chol[3], torch.eye(model.latent_dim, dtype=X.dtype)
+    )
+    model.observe(3, mine[:-1, 1], mine[:-1, 2])
+    fresh = copy.deepcopy(model)
+    fresh.forget(3)
+    for w, lo in mine[:-1, 1:].tolist():  # one at a time: the same mode
+        fresh.observe(3, torch.tensor([w]), torch.tensor([lo]))
+    torch.testing.assert_close(fresh.latent_mean[3], model.latent_mean[3], atol=1e-6, rtol=0)
+    others = [p for p in range(12) if p != 3]
+    assert model.answers.counts()[others].tolist() == [6] * 11
+    with pytest.raises(InputDataError, match="person"):
+        model.forget(12)

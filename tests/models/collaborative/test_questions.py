@@ -4,7 +4,18 @@ from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.models.collaborative import CollaborativePreferenceGP
-from prefbo.models.collaborative.questions import next_questions, pair_eubo
+from prefbo.models.collaborative.questions import (
+    believed_answers,
+    imagined_posteriors,
+    next_questions,
+    pair_eubo,
+)
+
+
+def copy_module(model):
+    import copy
+
+    return copy.deepcopy(model)
 
 
 @pytest.fixture
@@ -99,3 +110,48 @@ def test_questions_on_every_device_and_dtype(population, tkwargs):
         pairs = next_questions(m, people, X[:10], strategy=strategy)
         assert pairs.shape == (3, 2) and pairs.device == X.device
         assert bool((pairs[:, 0] != pairs[:, 1]).all())
+
+
+def test_believed_answers_are_the_likelier_option(model):
+    people = torch.tensor([0, 3, 7])
+    options = model.designs[torch.tensor([[0, 1], [2, 3], [4, 5]])]
+    with torch.no_grad():
+        means = [
+            model.posterior(o, person=int(p)).mean.reshape(-1)
+            for p, o in zip(people, options, strict=True)
+        ]
+    expected = torch.stack([m.argmax() for m in means])
+    assert torch.equal(believed_answers(model, people, options), expected)
+
+
+def test_imagined_posteriors_equal_an_observed_answer_on_a_copy(model):
+    # the look-ahead posterior after one more answer is what observe()
+    # stores, without storing it
+    people = torch.tensor([1, 4])
+    winners, losers = torch.tensor([3, 6]), torch.tensor([8, 2])
+    before = model.latent_mean.clone()
+    imagined = imagined_posteriors(model, people, winners, losers)
+    assert torch.equal(model.latent_mean, before)
+    assert int(model.answers.counts()[1]) == 12
+    for b, p in enumerate(people.tolist()):
+        copy = copy_module(model)
+        post = copy.observe(p, winners[b : b + 1], losers[b : b + 1])
+        torch.testing.assert_close(imagined.mean[b], post.mean[0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            imagined.precision_chol[b], post.precision_chol[0], atol=1e-6, rtol=0
+        )
+
+
+def test_questions_from_given_posteriors(model):
+    # next_questions on imagined posteriors = on a copy that observed them
+    X, people = model.designs[:8], torch.tensor([2, 5])
+    winners, losers = torch.tensor([0, 1]), torch.tensor([1, 0])
+    latent = imagined_posteriors(model, people, winners, losers)
+    pairs = next_questions(model, people, X, latent=latent)
+    copy = copy_module(model)
+    for b, p in enumerate(people.tolist()):
+        copy.observe(p, winners[b : b + 1], losers[b : b + 1])
+    assert torch.equal(pairs, next_questions(copy, people, X))
+    with pytest.raises(InputDataError, match="latent"):
+        next_questions(model, people, X, latent=imagined_posteriors(
+            model, people[:1], winners[:1], losers[:1]))
