@@ -61,6 +61,7 @@ from prefbo.utils.threads import usable_cores
 MODELS = ("ep", "laplace")
 STRATEGIES = ("eubo", "random")
 LABELS = {"eubo": "EUBO", "random": "random"}
+STYLES = {"eubo": ("C0", "o"), "random": ("C1", "s")}  # colour, marker
 #: a final difference with a two-sided p-value below this is reported
 ALPHA = 0.05
 #: the regret table has a row every this many answers (and the last)
@@ -109,11 +110,6 @@ class Arm:
     asked: list[Tensor] = field(default_factory=list)  # q x d questions
     answers: list[int] = field(default_factory=list)
     curve: Curve = field(default_factory=Curve)
-
-    @property
-    def regret(self) -> list[float]:
-        r"""The regret after each recorded answer."""
-        return self.curve.regret
 
 
 def _ask(arm: Arm) -> Tensor:
@@ -307,20 +303,14 @@ def plot(summary: dict, path: Path, grid_size: int = 80) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    problem, n = Branin(), len(summary["seeds"])
+    problem, n, answers = Branin(), len(summary["seeds"]), summary["answers"]
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     ax = axes[0]
-    for name, color, marker in (("eubo", "C0", "o"), ("random", "C1", "s")):
+    for name, (color, marker) in STYLES.items():
         q = torch.tensor(summary["quartiles"][name]).numpy()  # 3 x steps
-        ax.fill_between(summary["answers"], q[0], q[2], color=color, alpha=0.25)
-        ax.plot(
-            summary["answers"],
-            q[1],
-            f"{marker}-",
-            color=color,
-            ms=3,
-            label=f"{LABELS[name]}: median, IQR shaded",
-        )
+        ax.fill_between(answers, q[0], q[2], color=color, alpha=0.25)
+        label = f"{LABELS[name]}: median, IQR shaded"
+        ax.plot(answers, q[1], f"{marker}-", color=color, ms=3, label=label)
     lows = [v for name in STRATEGIES for v in summary["quartiles"][name][0]]
     ax.set_yscale("log" if min(lows) > 0 else "linear")
     ax.set(
@@ -336,30 +326,18 @@ def plot(summary: dict, path: Path, grid_size: int = 80) -> None:
     g0 = torch.linspace(x0, x1, grid_size, dtype=torch.float64)
     g1 = torch.linspace(y0, y1, grid_size, dtype=torch.float64)
     grid = torch.stack(torch.meshgrid(g0, g1, indexing="xy"), dim=-1)  # g x g x 2
-    cs = ax.contourf(
-        grid[..., 0].numpy(),
-        grid[..., 1].numpy(),
-        problem(grid).numpy(),
-        levels=25,
-        cmap="viridis",
-    )
-    fig.colorbar(cs, ax=ax)
+    G0, G1, U = grid[..., 0].numpy(), grid[..., 1].numpy(), problem(grid).numpy()
+    fig.colorbar(ax.contourf(G0, G1, U, levels=25, cmap="viridis"), ax=ax)
     opt = problem.optimizers.numpy()
     ax.scatter(opt[:, 0], opt[:, 1], marker="*", s=200, c="red", label="optima")
-    for name, color, marker in (("eubo", "C0", "o"), ("random", "C1", "s")):
+    for name, (color, marker) in STYLES.items():
         X = torch.tensor(summary["recommended"][name]).numpy()  # seeds x 2
-        ax.scatter(
-            X[:, 0],
-            X[:, 1],
-            marker=marker,
-            s=40,
-            c=color,
-            edgecolors="white",
-            label=f"{LABELS[name]}: final recommendation",
-        )
+        label = f"{LABELS[name]}: final recommendation"
+        style = {"marker": marker, "s": 40, "c": color, "edgecolors": "white"}
+        ax.scatter(X[:, 0], X[:, 1], label=label, **style)
     ax.set(title=f"true utility ({problem.name}), {n} seeds", aspect="equal")
     ax.set(xlabel="$x_1$", ylabel="$x_2$", xlim=(x0, x1), ylim=(y0, y1))
-    ax.legend(loc="lower left", fontsize=8, facecolor="0.85", framealpha=0.9)
+    ax.legend(loc="upper right", fontsize=8, facecolor="0.85", framealpha=0.9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -396,14 +374,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m prefbo.loop.demo", description=__doc__.splitlines()[0]
     )
-    p.add_argument("--seeds", type=int, default=8, help="number of seeds (runs)")
-    p.add_argument("--seed", type=int, default=0, help="the first seed")
-    p.add_argument("--iterations", type=int, default=25, help="EUBO questions per seed")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=8,
+        help="number of seeds (runs; default %(default)s)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="the first seed (default %(default)s)"
+    )
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=25,
+        help="EUBO questions per seed (default %(default)s)",
+    )
     p.add_argument(
         "--initial-pairs",
         type=int,
         default=4,
-        help="random questions answered before the first EUBO one",
+        help="random questions answered before the first EUBO one (default "
+        "%(default)s)",
     )
     p.add_argument(
         "--noise",
