@@ -316,8 +316,9 @@ def test_forget_withdraws_a_persons_answers(population):
     mine = answers[answers[:, 0] == 3]
     model.forget(3)
     assert int(model.answers.counts()[3]) == 0
-    torch.testing.assert_close(model.latent_mean[3], model.prior_mean(
-        torch.tensor([3]))[0])
+    torch.testing.assert_close(
+        model.latent_mean[3], model.prior_mean(torch.tensor([3]))[0]
+    )
     torch.testing.assert_close(
         model.latent_precision_chol[3], torch.eye(model.latent_dim, dtype=X.dtype)
     )
@@ -326,7 +327,9 @@ def test_forget_withdraws_a_persons_answers(population):
     fresh.forget(3)
     for w, lo in mine[:-1, 1:].tolist():  # one at a time: the same mode
         fresh.observe(3, torch.tensor([w]), torch.tensor([lo]))
-    torch.testing.assert_close(fresh.latent_mean[3], model.latent_mean[3], atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        fresh.latent_mean[3], model.latent_mean[3], atol=1e-6, rtol=0
+    )
     others = [p for p in range(12) if p != 3]
     assert model.answers.counts()[others].tolist() == [6] * 11
     with pytest.raises(InputDataError, match="person"):

@@ -153,5 +153,9 @@ def test_questions_from_given_posteriors(model):
         copy.observe(p, winners[b : b + 1], losers[b : b + 1])
     assert torch.equal(pairs, next_questions(copy, people, X))
     with pytest.raises(InputDataError, match="latent"):
-        next_questions(model, people, X, latent=imagined_posteriors(
-            model, people[:1], winners[:1], losers[:1]))
+        next_questions(
+            model,
+            people,
+            X,
+            latent=imagined_posteriors(model, people[:1], winners[:1], losers[:1]),
+        )
