@@ -11,10 +11,14 @@ Example (``study.toml``)::
     seed = 0
 
     [model]
-    kind = "population"   # one model of everyone (q = 2), or "individual"
-    inference = "ep"      # or "laplace"
-    strategy = "eubo"     # population: eubo | random; individual: any
-                          # strategy for q (default eubo at q = 2, else qeubo)
+    kind = "population"   # one exact model of everyone (q = 2); or
+                          # "collaborative" (q = 2; many participants: each
+                          # answer updates its person in milliseconds); or
+                          # "individual" (a model per participant)
+    inference = "ep"      # or "laplace" (population and individual kinds)
+    strategy = "eubo"     # population: eubo | random; collaborative: eubo |
+                          # thompson | random; individual: any strategy for
+                          # q (default eubo at q = 2, else qeubo)
     initial_random = 2
     # boundary_step = 0.1 # individual: options keep off the faces (false:
                           # a participant's best may lie on a face)
@@ -47,9 +51,10 @@ from prefbo.loop.boundary import DEFAULT_STEP, MAX_STEP, MIN_STEP
 from prefbo.space import ItemPool, Space
 from prefbo.space.space import variable_from_dict
 
-MODEL_KINDS = ("population", "individual")
+MODEL_KINDS = ("population", "collaborative", "individual")
 INFERENCES = ("ep", "laplace")
 POPULATION_STRATEGIES = ("eubo", "random")
+COLLABORATIVE_STRATEGIES = ("eubo", "thompson", "random")
 DISPLAY_KINDS = ("values", "files", "callable")
 #: The fields of ``[display]`` for each kind.
 DISPLAY_FIELDS = {
@@ -171,16 +176,23 @@ def study_from_dict(
     if extra:
         raise fail(f"model.{extra[0]}", "is not a model field.")
     kind = _choice(model, "kind", "population", MODEL_KINDS, fail, "model.")
+    if kind == "collaborative" and "inference" in model:
+        raise fail(
+            "model.inference",
+            "applies to model.kind = 'population' or 'individual' only (the "
+            "collaborative model has its own).",
+        )
     inference = _choice(model, "inference", "ep", INFERENCES, fail, "model.")
     strategy = model.get("strategy", "eubo")
-    if kind == "population":
-        strategy = _choice(
-            model, "strategy", "eubo", POPULATION_STRATEGIES, fail, "model."
+    if kind in ("population", "collaborative"):
+        known = (
+            POPULATION_STRATEGIES if kind == "population" else COLLABORATIVE_STRATEGIES
         )
+        strategy = _choice(model, "strategy", "eubo", known, fail, "model.")
         if q != 2:
             raise fail(
                 "q",
-                f"must be 2 with model.kind = 'population'; got {q} "
+                f"must be 2 with model.kind = {kind!r}; got {q} "
                 "(use model.kind = 'individual' for 3 or 4 options).",
             )
     else:

@@ -22,7 +22,7 @@ no tie).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -206,17 +206,21 @@ class QuestionEngine:
             if self.config.model_kind == "population":
                 study = self._population()
                 x, mean, sd = study.best()
-                out["population"] = _favourite(space, x, mean, sd)
-                out["slices"] = _slices(study, space, out["population"]["values"])
+                out["population"] = favourite(space, x, mean, sd)
+                out["slices"] = utility_slices(
+                    space,
+                    out["population"]["values"],
+                    lambda Z: _population_utility(study, Z),
+                )
                 for pid in pids:
                     x, mean, sd = study.best(str(pid))
-                    out["participants"][str(pid)] = _favourite(space, x, mean, sd)
+                    out["participants"][str(pid)] = favourite(space, x, mean, sd)
                 return out
             for pid in pids:
                 opt = self._individual(pid)
                 if opt.history:
                     x, mean, sd = opt.best()
-                    out["participants"][str(pid)] = _favourite(space, x, mean, sd)
+                    out["participants"][str(pid)] = favourite(space, x, mean, sd)
         return out
 
 
@@ -224,23 +228,28 @@ class QuestionEngine:
 SLICE_POINTS, SLICE_VALUES = 21, 40
 
 
-def _slices(study: PopulationStudy, space: Any, at: dict[str, Any]) -> list[dict]:
-    r"""The population's utility along each variable through ``at``: a
-    continuous (or long integer) variable on a grid, an ordinal's or a
-    categorical's values in order, a pool's items ranked by the mean (the
-    best :data:`SLICE_VALUES`)."""
+def _population_utility(study: PopulationStudy, Z: Tensor) -> tuple[Tensor, Tensor]:
+    with torch.no_grad():
+        post = study.model.posterior(with_participant(Z, POPULATION).unsqueeze(-2))
+    return post.mean.reshape(-1), post.variance.reshape(-1).clamp_min(0).sqrt()
+
+
+def utility_slices(
+    space: Any, at: dict[str, Any], utility: Callable[[Tensor], tuple[Tensor, Tensor]]
+) -> list[dict]:
+    r"""The population's utility (``utility``: model points to posterior
+    mean and sd) along each variable through ``at``: a continuous (or long
+    integer) variable on a grid, an ordinal's or a categorical's values in
+    order, a pool's items ranked by the mean (the best
+    :data:`SLICE_VALUES`)."""
     out = []
-    model = study.model
     for v in space.variables:
         discrete = v.levels is not None and not (
             isinstance(v, Integer) and v.levels > SLICE_POINTS
         )
         values = v.values() if discrete else v.spread(SLICE_POINTS)
         Z = space.encode([{**at, v.name: value} for value in values])
-        with torch.no_grad():
-            post = model.posterior(with_participant(Z, POPULATION).unsqueeze(-2))
-        mean = post.mean.reshape(-1)
-        sd = post.variance.reshape(-1).clamp_min(0).sqrt()
+        mean, sd = utility(Z)
         order = list(range(len(values)))
         if isinstance(v, ItemPool):  # a ranking
             order = mean.argsort(descending=True).tolist()
@@ -282,5 +291,7 @@ def _tensor(options: list) -> Tensor:
     return torch.tensor(options, dtype=torch.float64)
 
 
-def _favourite(space: Any, x: Tensor, mean: float, sd: float) -> dict[str, Any]:
+def favourite(space: Any, x: Tensor, mean: float, sd: float) -> dict[str, Any]:
+    r"""A favourite as the researcher's page shows it: the design's values
+    by variable name, the posterior mean and sd of the utility there."""
     return {"values": space.decode(x)[0], "mean": mean, "sd": sd}

@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from prefbo.serve.collaborative import CollaborativeEngine
 from prefbo.serve.config import StudyConfig, StudyFileError, study_from_dict
 from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.flow import needing_questions, queue
@@ -121,6 +122,43 @@ def work_once(
     return stored
 
 
+def collaborative_round(
+    store: Store,
+    config: StudyConfig,
+    engine: CollaborativeEngine,
+    seen: dict[int, tuple[int, float]],
+    index: int = 0,
+    workers: int = 1,
+) -> tuple[int, dict[int, tuple[int, float]]]:
+    r"""One round of the collaborative kind: tell ``engine`` the answers of
+    each participant whose progress (:meth:`~prefbo.serve.store.Store.
+    answer_progress`) moved since ``seen``, swap in or start its fits, then
+    store the questions of this worker's waiting participants from one
+    batched step. Returns how many were stored and the progress now."""
+    progress = store.answer_progress()
+    changed = sorted(
+        pid for pid in set(progress) | set(seen) if progress.get(pid) != seen.get(pid)
+    )
+    if changed:
+        rows: dict[int, list] = {pid: [] for pid in changed}
+        for row in store.answered(changed):
+            rows[row["participant_id"]].append(row)
+        for pid in changed:
+            engine.update(pid, rows[pid])
+    engine.maintain()
+    needing = {
+        pid: v
+        for pid, v in needing_questions(store, config).items()
+        if pid % workers == index and progress.get(pid, (0, 0.0))[0] == v[2]
+    }
+    stored = 0
+    for pid, options in engine.propose({p: v[1] for p, v in needing.items()}).items():
+        now = needing_questions(store, config, [pid]).get(pid)
+        if now is not None and now[2] == needing[pid][2]:
+            stored += queue(store, pid, now[0], options.tolist(), now[2])
+    return stored, progress
+
+
 def snapshot_once(
     store: Store,
     config: StudyConfig,
@@ -158,17 +196,19 @@ def run_worker(
     stop = threading.Event() if stop is None else stop
     store = Store(url)
     config = config_from_store(store, root)
-    last, next_snapshot = -1, 0.0
-    hyper = Hyperparameters()
-    optimizers: dict = {}  # individual participants', from round to round
     parent = os.getppid() if parent is None else parent
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
+    if config.model_kind == "collaborative":
+        step = _CollaborativeRounds(store, config, index, workers)
+    else:
+        step = _ExactRounds(store, config, index, workers)
+    next_snapshot = 0.0
     try:
         while not stop.is_set() and os.getppid() == parent:
             try:
-                made = work_once(store, config, index, workers, hyper, optimizers)
+                made = step.round()
                 if index == 0 and time.monotonic() >= next_snapshot:
-                    last = snapshot_once(store, config, last, hyper, optimizers)
+                    step.snapshot()
                     next_snapshot = time.monotonic() + snapshot_every
             except Exception:  # a failed round is logged; the next one retries
                 log.exception("worker %d: a round failed", index)
@@ -176,7 +216,71 @@ def run_worker(
             if not made:
                 stop.wait(poll)
     finally:
+        step.close()
         store.engine.dispose()
+
+
+class _ExactRounds:
+    r"""A worker's rounds for the population and individual kinds."""
+
+    def __init__(self, store: Store, config: StudyConfig, index: int, workers: int):
+        self.store, self.config, self.index, self.workers = (
+            store,
+            config,
+            index,
+            workers,
+        )
+        self.last, self.hyper = -1, Hyperparameters()
+        self.optimizers: dict = {}  # individual participants', round to round
+
+    def round(self) -> int:
+        return work_once(
+            self.store,
+            self.config,
+            self.index,
+            self.workers,
+            self.hyper,
+            self.optimizers,
+        )
+
+    def snapshot(self) -> None:
+        self.last = snapshot_once(
+            self.store, self.config, self.last, self.hyper, self.optimizers
+        )
+
+    def close(self) -> None:
+        pass
+
+
+class _CollaborativeRounds:
+    r"""A worker's rounds for the collaborative kind: one engine kept."""
+
+    def __init__(self, store: Store, config: StudyConfig, index: int, workers: int):
+        self.store, self.config, self.index, self.workers = (
+            store,
+            config,
+            index,
+            workers,
+        )
+        self.engine = CollaborativeEngine(config)
+        self.seen: dict[int, tuple[int, float]] = {}
+        self.last = -1
+
+    def round(self) -> int:
+        made, self.seen = collaborative_round(
+            self.store, self.config, self.engine, self.seen, self.index, self.workers
+        )
+        return made
+
+    def snapshot(self) -> None:
+        answers = sum(n for n, _ in self.seen.values())
+        if answers != self.last and self.engine.model is not None:
+            pids = [p["id"] for p in self.store.participants()]
+            self.store.add_snapshot(answers, self.engine.favourites(pids))
+            self.last = answers
+
+    def close(self) -> None:
+        self.engine.close()
 
 
 def _watch(parent: int, every: float = 0.5) -> None:

@@ -58,6 +58,14 @@ upper = 5
     assert json.loads(json.dumps(c.source)) == c.source
 
 
+def test_a_collaborative_study(tmp_path):
+    (tmp_path / "study.json").write_text(
+        json.dumps({"space": SPACE, "model": {"kind": "collaborative"}})
+    )
+    c = load_study(tmp_path / "study.json")
+    assert (c.model_kind, c.strategy, c.q) == ("collaborative", "eubo", 2)
+
+
 def test_a_json_study_and_a_space_file(tmp_path):
     (tmp_path / "space.json").write_text(json.dumps({"variables": SPACE}))
     (tmp_path / "study.json").write_text(
@@ -73,6 +81,18 @@ def test_a_json_study_and_a_space_file(tmp_path):
         ({"q": 5}, "q must be in [2, 4]; got 5"),
         ({"q": "2"}, "q must be an integer"),
         ({"q": 3}, "q must be 2 with model.kind = 'population'"),
+        (
+            {"q": 3, "model": {"kind": "collaborative"}},
+            "q must be 2 with model.kind = 'collaborative'",
+        ),
+        (
+            {"model": {"kind": "collaborative", "strategy": "qnei"}},
+            "model.strategy must be one of ['eubo', 'thompson', 'random']",
+        ),
+        (
+            {"model": {"kind": "collaborative", "inference": "ep"}},
+            "model.inference applies to model.kind = 'population' or 'individual' only",
+        ),
         ({"answers_per_participant": 0}, "answers_per_participant must be in"),
         ({"no_preference": "yes"}, "no_preference must be true or false"),
         ({"colour": 1}, "colour is not a study field"),

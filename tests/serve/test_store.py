@@ -138,3 +138,34 @@ def test_the_write_probe_fails_when_a_table_is_gone(store):
         with store.transaction() as conn:
             conn.exec_driver_sql("ALTER TABLE questions_gone RENAME TO questions")
     assert error is not None and "questions" in error, error
+
+
+def test_answers_of_some_participants_and_the_progress_of_each(store, tmp_path):
+    from prefbo.serve import flow
+    from prefbo.serve.config import study_from_dict
+
+    config = study_from_dict(
+        {"space": [{"name": "x", "type": "continuous", "lower": 0, "upper": 1}]},
+        root=tmp_path,
+        name="study.toml",
+    )
+    a, b = store.add_participant("ta", "a"), store.add_participant("tb", "b")
+    assert store.answer_progress() == {}
+    qa = flow.current(store, config, a)
+    qa1 = flow.answer(store, config, a, qa["question_id"], 1)
+    qb = flow.current(store, config, b)
+    flow.answer(store, config, b, qb["question_id"], 0)
+    flow.answer(store, config, a, qa1["question_id"], 0)
+    progress = store.answer_progress()
+    assert {pid: n for pid, (n, _) in progress.items()} == {a: 2, b: 1}
+    assert [(r["participant_id"], r["seq"]) for r in store.answered([a])] == [
+        (a, 0),
+        (a, 1),
+    ]
+    assert len(store.answered()) == 3 and store.answered([]) == []
+    # an undo and the same count again: the pair still changes
+    flow.undo(store, config, a, qa1["question_id"])
+    assert store.answer_progress()[a][0] == 1
+    flow.answer(store, config, a, qa1["question_id"], 1)
+    again = store.answer_progress()[a]
+    assert again[0] == 2 and again != progress[a]

@@ -1,0 +1,338 @@
+r"""The collaborative kind of a served study: one model a worker keeps from
+round to round, each answer applied in milliseconds.
+
+``model.kind = "collaborative"`` serves a
+:class:`~prefbo.models.collaborative.CollaborativePreferenceGP`. A worker
+holds one :class:`CollaborativeEngine` for the life of its process:
+
+- Each round it is told what changed in the database
+  (:meth:`CollaborativeEngine.update`, a participant's answered questions
+  whenever their count or latest time moved): new answers update that
+  person's posterior online (the shared part fixed); an undo forgets the
+  person's answers and observes those in force again.
+- The questions of every waiting participant come from one batched step
+  (:meth:`CollaborativeEngine.propose`): EUBO (or Thompson sampling) over
+  candidate designs (every design of a small space, else
+  :data:`CANDIDATES` uniform ones drawn for the round), each person at their
+  own posterior. A participant's next question is made while they look at
+  the current one, so it is made at the posterior after the answer their
+  model finds likelier ("kriging believer", Ginsbourger et al. 2010);
+  a newcomer's first question comes from the population's posterior.
+- The shared part is fitted off the question path, on a thread
+  (:meth:`CollaborativeEngine.maintain`): built once the study holds
+  ``initial_random`` answers, refitted warm-started on a copy whenever the
+  answers have grown by :data:`~prefbo.loop.study_collaborative.REFIT_GROWTH`
+  (and by at least :data:`~prefbo.loop.study_collaborative.REFIT_MIN_NEW`),
+  the copy swapped in when done and told the answers that came meanwhile.
+
+Before the first model no question is made here: the participant's page
+then shows a uniform one (``origin = "random"``), as for the other kinds.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from prefbo.loop.fit_warnings import expected_fit_warnings
+from prefbo.loop.fitted import seeded
+from prefbo.loop.study_collaborative import (
+    FIT_STEPS,
+    NUM_INDUCING,
+    NUM_RESIDUAL,
+    NUM_TASTES,
+    REFIT_GROWTH,
+    REFIT_MIN_NEW,
+    REFIT_STEPS,
+    fit_seed,
+)
+from prefbo.models.collaborative import CollaborativePreferenceGP
+from prefbo.models.collaborative.people import PersonPosterior
+from prefbo.models.collaborative.questions import (
+    believed_answers,
+    imagined_posteriors,
+    next_questions,
+)
+from prefbo.serve.config import StudyConfig
+from prefbo.serve.engine import favourite, utility_slices
+from prefbo.utils.threads import limited
+
+log = logging.getLogger("prefbo.serve")
+
+#: Candidates of a round's questions where the space has more designs than
+#: :data:`LISTED`.
+CANDIDATES = 128
+#: A space with at most this many designs offers every one as a candidate.
+LISTED = 512
+#: Designs the favourites are chosen among (a larger space: uniform ones).
+FAVOURITE_CANDIDATES = 512
+
+#: One told answer: the question's id, the winner's and the loser's design.
+Told = tuple[str, Tensor, Tensor]
+
+
+def told_answers(rows: list[dict[str, Any]]) -> list[Told]:
+    r"""A participant's answered questions (database rows by ``seq``) as the
+    model's answers: "no preference" ones are kept out (a pairwise model
+    has no tie)."""
+    out = []
+    for r in rows:
+        if r["no_preference"] or r["choice"] is None:
+            continue
+        X = torch.tensor(r["options"], dtype=torch.float64)
+        out.append((r["id"], X[r["choice"]], X[1 - r["choice"]]))
+    return out
+
+
+class CollaborativeEngine:
+    r"""A worker's collaborative model and the answers it was told (see the
+    module docstring).
+
+    Args:
+        config: The study (``model.kind = "collaborative"``, ``q = 2``).
+        background: Fit on a thread (``False``: inside :meth:`maintain`,
+            for tests and replays).
+
+    Attributes:
+        model: The model, or ``None`` before the first fit.
+        persons: Participant id to their person in :attr:`model`.
+        told: Participant id to their answers in force, in order.
+        fits: The answer counts of the fits made so far.
+    """
+
+    def __init__(self, config: StudyConfig, background: bool = True) -> None:
+        self.config = config
+        self.model: CollaborativePreferenceGP | None = None
+        self.persons: dict[int, int] = {}
+        self.told: dict[int, list[Told]] = {}
+        self.fits: list[int] = []
+        self._pool = ThreadPoolExecutor(1) if background else None
+        self._job: Future | None = None
+        self._job_counts: dict[int, int] = {}
+        self._changed_during_job: set[int] = set()
+
+    @property
+    def answers(self) -> int:
+        r"""The answers in force, everyone's."""
+        return sum(len(t) for t in self.told.values())
+
+    @property
+    def fitting(self) -> bool:
+        r"""Whether a fit is running."""
+        return self._job is not None and not self._job.done()
+
+    # ------------------------------------------------------------ answers
+    def update(self, pid: int, rows: list[dict[str, Any]]) -> None:
+        r"""Participant ``pid``'s answered questions, all of them, by
+        ``seq``: the new ones are observed online; if those told before are
+        no longer a prefix (an undo), the person is observed afresh."""
+        new = told_answers(rows)
+        old = self.told.get(pid, [])
+        kept = len(old) <= len(new) and all(
+            a[0] == b[0] for a, b in zip(old, new, strict=False)
+        )
+        self.told[pid] = new
+        if self._job is not None and not kept:
+            self._changed_during_job.add(pid)
+        if self.model is None:
+            return
+        self._observe(pid, new[len(old) :] if kept else new, forget=not kept)
+
+    def _person(self, pid: int) -> int:
+        if pid not in self.persons:
+            self.persons[pid] = self.model.add_person()
+        return self.persons[pid]
+
+    def _observe(self, pid: int, answers: list[Told], forget: bool = False) -> None:
+        person = self._person(pid)
+        if forget:
+            self.model.forget(person)
+        if answers:
+            winners = torch.stack([a[1] for a in answers]).to(self.model.designs)
+            losers = torch.stack([a[2] for a in answers]).to(self.model.designs)
+            with expected_fit_warnings():
+                self.model.observe(person, winners, losers)
+
+    # ------------------------------------------------------------ fits
+    def maintain(self) -> None:
+        r"""Swap in a finished fit; start the next one if it is due."""
+        if self._job is not None and self._job.done():
+            self._swap(self._job.result())
+        if self._job is not None:
+            return
+        m = self.answers
+        if self.model is None:
+            due = m >= self.config.initial_random
+        else:
+            last = self.fits[-1]
+            due = m >= max(math.ceil(REFIT_GROWTH * last), last + REFIT_MIN_NEW)
+        if not due:
+            return
+        self._job_counts = {pid: len(t) for pid, t in self.told.items()}
+        self._changed_during_job = set()
+        if self.model is None:
+            data = {pid: list(t) for pid, t in self.told.items()}
+            work = (self._build, data, m)
+        else:
+            work = (self._refit, copy.deepcopy(self.model), dict(self.persons), m)
+        if self._pool is None:
+            done: Future = Future()
+            done.set_result(work[0](*work[1:]))
+            self._job = done
+            self._swap(done.result())
+        else:
+            self._job = self._pool.submit(*work)
+
+    def _build(self, data: dict[int, list[Told]], m: int) -> tuple:
+        pids = sorted(data)
+        persons = {pid: i for i, pid in enumerate(pids)}
+        designs, rows = [], []
+        for pid in pids:
+            for _, w, lo in data[pid]:
+                n = len(designs)
+                designs += [w, lo]
+                rows.append((persons[pid], n, n + 1))
+        s = fit_seed(self.config.seed, m)
+        inducing = self.config.space.sample(NUM_INDUCING, seed=s)
+        with seeded(s), expected_fit_warnings(), torch.enable_grad():
+            model = CollaborativePreferenceGP(
+                torch.stack(designs),
+                torch.tensor(rows),
+                num_people=len(pids),
+                num_tastes=NUM_TASTES,
+                num_inducing=NUM_INDUCING,
+                num_residual=NUM_RESIDUAL,
+                seed=s,
+                inducing_points=inducing.to(torch.float64),
+            )
+            model.fit(steps=FIT_STEPS, seed=s)
+        return model, persons, m
+
+    def _refit(
+        self, model: CollaborativePreferenceGP, persons: dict[int, int], m: int
+    ) -> tuple:
+        s = fit_seed(self.config.seed, m)
+        with seeded(s), expected_fit_warnings(), torch.enable_grad():
+            model.fit(steps=REFIT_STEPS, seed=s)
+        return model, persons, m
+
+    def _swap(self, result: tuple) -> None:
+        model, persons, m = result
+        self.model, self.persons, self._job = model, dict(persons), None
+        self.fits.append(m)
+        for pid, answers in self.told.items():
+            if pid in self._changed_during_job or pid not in persons:
+                self._observe(pid, answers, forget=pid in persons)
+            else:
+                self._observe(pid, answers[self._job_counts.get(pid, 0) :])
+        log.info("collaborative model fitted at %d answers", m)
+
+    # ------------------------------------------------------------ questions
+    def candidates(self, seed: int, count: int = CANDIDATES) -> Tensor:
+        r"""Distinct designs to choose questions from: every design of a
+        space of at most :data:`LISTED`, else ``count`` uniform ones."""
+        space = self.config.space
+        size = space.size
+        X = space.grid() if size is not None and size <= LISTED else None
+        if X is None:
+            X = space.sample(count, seed=seed).unique(dim=0)
+        return X.to(torch.float64)
+
+    def propose(self, shown: dict[int, list | None]) -> dict[int, Tensor]:
+        r"""The next question (``2 x dim`` model points) of each participant
+        in ``shown`` (id to the options of the question on screen, or
+        ``None``), from one batched step; empty before the first model."""
+        if self.model is None or not shown:
+            return {}
+        pids = list(shown)
+        people = torch.tensor([self._person(pid) for pid in pids])
+        seed = fit_seed(self.config.seed, self.answers + 1)
+        X = self.candidates(seed)
+        if self.config.strategy == "random" or X.shape[0] < 2:
+            return {
+                pid: self.config.space.sample(2, seed=seed + i).double()
+                for i, pid in enumerate(pids)
+            }
+        latent = self._looking_ahead(pids, people, shown)
+        strategy = "thompson" if self.config.strategy == "thompson" else "eubo"
+        pairs = next_questions(
+            self.model, people, X, strategy=strategy, seed=seed, latent=latent
+        )
+        return {pid: X[pair] for pid, pair in zip(pids, pairs, strict=True)}
+
+    def _looking_ahead(
+        self, pids: list[int], people: Tensor, shown: dict[int, list | None]
+    ) -> PersonPosterior:
+        r"""The people's posteriors, those looking at a question at the
+        answer to it that they more likely give."""
+        model = self.model
+        mean = model.latent_mean[people].clone()
+        chol = model.latent_precision_chol[people].clone()
+        looking = [i for i, pid in enumerate(pids) if shown[pid] is not None]
+        if looking:
+            options = torch.tensor(
+                [shown[pids[i]] for i in looking], dtype=model.designs.dtype
+            )  # B x 2 x d
+            at = torch.tensor(looking)
+            with torch.no_grad(), limited(16 * len(looking)):
+                rows = model.design_rows(options.reshape(-1, options.shape[-1]))
+                rows = rows.reshape(len(looking), 2)
+                choice = believed_answers(model, people[at], options)
+                win = rows.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+                lose = rows.gather(-1, (1 - choice).unsqueeze(-1)).squeeze(-1)
+                post = imagined_posteriors(model, people[at], win, lose)
+            mean[at], chol[at] = post.mean.to(mean), post.precision_chol.to(chol)
+        return PersonPosterior(mean, chol)
+
+    # ------------------------------------------------------------ favourites
+    def utility(self, people: list[int | None], X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Posterior means and sds ``B x n`` of people's utilities (``None``:
+        the population's) at ``n x dim`` model points."""
+        model = self.model
+        posts = [model.posterior_of(p) for p in people]
+        latent = PersonPosterior(
+            torch.cat([p.mean for p in posts]),
+            torch.cat([p.precision_chol for p in posts]),
+        )
+        with torch.no_grad(), limited(len(people) * X.shape[0]):
+            mean, cov = model.moments(X.to(model.designs).unsqueeze(1), latent)
+        return mean[..., 0], cov[..., 0, 0].clamp_min(0).sqrt()
+
+    def favourites(self, pids: list[int]) -> dict[str, Any]:
+        r"""The population's favourite with its utility slices, and each
+        participant's (those with answers) among the candidates, as
+        :meth:`~prefbo.serve.engine.QuestionEngine.favourites` gives them."""
+        out: dict[str, Any] = {"population": None, "participants": {}}
+        if self.model is None:
+            return out
+        space = self.config.space
+        answered = [pid for pid in pids if self.told.get(pid)]
+        people = [None] + [self._person(pid) for pid in answered]
+        X = self.candidates(self.config.seed, FAVOURITE_CANDIDATES)
+        mean, sd = self.utility(people, X)
+        best = mean.argmax(-1).tolist()
+        found = [
+            favourite(space, X[i : i + 1], float(mean[b, i]), float(sd[b, i]))
+            for b, i in enumerate(best)
+        ]
+        out["population"] = found[0]
+        out["slices"] = utility_slices(
+            space,
+            found[0]["values"],
+            lambda Z: tuple(t[0] for t in self.utility([None], Z)),
+        )
+        out["participants"] = {
+            str(p): f for p, f in zip(answered, found[1:], strict=True)
+        }
+        return out
+
+    def close(self) -> None:
+        r"""Stop the fitting thread (a running fit finishes first)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)

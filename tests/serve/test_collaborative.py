@@ -1,0 +1,218 @@
+import copy
+import threading
+
+import pytest
+import torch
+
+from prefbo.models.collaborative.questions import next_questions, pair_eubo
+from prefbo.serve import flow
+from prefbo.serve.collaborative import CollaborativeEngine, told_answers
+from prefbo.serve.worker import collaborative_round
+
+BOX = [
+    {"name": "x", "type": "continuous", "lower": 0.0, "upper": 1.0},
+    {"name": "y", "type": "continuous", "lower": 0.0, "upper": 1.0},
+]
+
+
+def utility(X, pid):
+    # people share a peak near (0.7, 0.3), each shifted a little
+    centre = torch.tensor([0.7, 0.3], dtype=torch.float64) + 0.05 * (pid % 3)
+    return -((X - centre) ** 2).sum(-1)
+
+
+def rows_of(pid, count, seed=0, start=0):
+    r"""``count`` answered questions of ``pid`` (database rows), answered by
+    their utility."""
+    g = torch.Generator().manual_seed(1000 * seed + pid)
+    out = []
+    for seq in range(start, start + count):
+        X = torch.rand(2, 2, generator=g, dtype=torch.float64)
+        out.append(
+            {
+                "id": f"{pid}-{seq}",
+                "participant_id": pid,
+                "seq": seq,
+                "options": X.tolist(),
+                "choice": int(utility(X, pid).argmax()),
+                "no_preference": False,
+            }
+        )
+    return out
+
+
+@pytest.fixture
+def config(make_config):
+    return make_config(
+        space=BOX, model={"kind": "collaborative", "initial_random": 4}, seed=3
+    )
+
+
+@pytest.fixture
+def engine(config):
+    e = CollaborativeEngine(config, background=False)
+    for pid in range(6):
+        e.update(pid, rows_of(pid, 5))
+    e.maintain()
+    return e
+
+
+def test_no_question_before_the_first_model(config):
+    e = CollaborativeEngine(config, background=False)
+    e.update(0, rows_of(0, 3))
+    e.maintain()
+    assert e.model is None and e.propose({0: None}) == {}
+    e.update(0, rows_of(0, 4))
+    e.maintain()
+    assert e.model is not None and e.fits == [4]
+    assert e.model.answers.counts().tolist() == [4]
+
+
+def test_no_preference_answers_are_not_told():
+    rows = rows_of(0, 3)
+    rows[1] = {**rows[1], "no_preference": True, "choice": None}
+    told = told_answers(rows)
+    assert [t[0] for t in told] == ["0-0", "0-2"]
+    X = torch.tensor(rows[2]["options"], dtype=torch.float64)
+    assert torch.equal(told[1][1], X[rows[2]["choice"]])
+
+
+def test_a_newcomers_first_question_is_the_populations_best_pair(engine):
+    seed = _round_seed(engine)
+    pair = engine.propose({99: None})[99]
+    assert engine.persons[99] == 6
+    X = engine.candidates(seed)
+    with torch.no_grad():
+        post = engine.model.posterior(X)  # the population's
+        table = pair_eubo(
+            post.mean.reshape(1, -1), post.mvn.covariance_matrix.unsqueeze(0)
+        )[0]
+    i = (X.unsqueeze(0) == pair.unsqueeze(1)).all(-1).long().argmax(-1)
+    assert float(table[i[0], i[1]]) == pytest.approx(float(table.triu(1).max()))
+
+
+def test_questions_follow_each_persons_posterior(engine):
+    shown = {0: None, 3: None}
+    questions = engine.propose(shown)
+    seed = _round_seed(engine)
+    X = engine.candidates(seed)
+    pairs = next_questions(engine.model, torch.tensor([0, 3]), X, seed=seed)
+    for b, pid in enumerate(shown):
+        assert torch.equal(questions[pid], X[pairs[b]])
+
+
+def test_the_next_question_believes_the_likelier_answer(engine):
+    options = rows_of(2, 1, seed=7)[0]["options"]
+    question = engine.propose({2: options})[2]
+    # the same as a copy of the model that observed the believed answer
+    copy_ = copy.deepcopy(engine.model)
+    X = torch.tensor(options, dtype=torch.float64)
+    with torch.no_grad():
+        mean = copy_.posterior(X, person=2).mean.reshape(-1)
+    win = int(mean.argmax())
+    copy_.observe(2, X[win : win + 1], X[1 - win : 2 - win])
+    seed = _round_seed(engine)
+    cands = engine.candidates(seed)
+    pair = next_questions(copy_, torch.tensor([2]), cands, seed=seed)[0]
+    assert torch.equal(question, cands[pair])
+    # and nothing was told to the engine's model
+    assert int(engine.model.answers.counts()[2]) == 5
+
+
+def test_an_undo_observes_the_answers_in_force_again(engine):
+    rows = rows_of(1, 5)
+    changed = rows[:3] + rows_of(1, 1, seed=9, start=3)  # the 4th redone
+    engine.update(1, changed)
+    fresh = copy.deepcopy(engine.model)
+    fresh.forget(1)
+    for _, w, lo in told_answers(changed):
+        fresh.observe(1, w.unsqueeze(0), lo.unsqueeze(0))
+    torch.testing.assert_close(
+        engine.model.latent_mean[1], fresh.latent_mean[1], atol=1e-6, rtol=0
+    )
+    assert int(engine.model.answers.counts()[1]) == 4
+
+
+def test_a_refit_is_due_as_the_answers_grow(engine):
+    assert engine.fits == [30]
+    for pid in range(6):
+        engine.update(pid, rows_of(pid, 8))
+    engine.maintain()
+    assert engine.fits == [30]  # 48 < 30 + REFIT_MIN_NEW
+    for pid in range(6):
+        engine.update(pid, rows_of(pid, 9))
+    engine.maintain()
+    assert engine.fits == [30, 54]
+    assert engine.model.answers.counts().tolist() == [9] * 6
+
+
+def test_a_background_fit_gets_the_answers_told_meanwhile(config, monkeypatch):
+    e = CollaborativeEngine(config)
+    release = threading.Event()
+    build = e._build
+
+    def slow_build(*args):
+        release.wait(30)
+        return build(*args)
+
+    monkeypatch.setattr(e, "_build", slow_build)
+    for pid in range(3):
+        e.update(pid, rows_of(pid, 2))
+    e.maintain()
+    assert e.fitting and e.model is None
+    e.update(0, rows_of(0, 4))  # new answers
+    e.update(1, rows_of(1, 1))  # an undo
+    e.update(7, rows_of(7, 2))  # a newcomer
+    release.set()
+    e._job.result(timeout=60)
+    e.maintain()
+    assert e.fits == [6] and not e.fitting
+    counts = e.model.answers.counts()
+    assert {pid: int(counts[e.persons[pid]]) for pid in e.persons} == {
+        0: 4,
+        1: 1,
+        2: 2,
+        7: 2,
+    }
+    e.close()
+
+
+def test_favourites_of_the_population_and_each_participant(engine):
+    fav = engine.favourites([0, 1, 42])
+    assert set(fav["participants"]) == {"0", "1"}
+    best = fav["population"]["values"]
+    assert abs(best["x"] - 0.75) < 0.25 and abs(best["y"] - 0.35) < 0.25
+    assert [s["name"] for s in fav["slices"]] == ["x", "y"]
+    mean, sd = engine.utility([None, 0], engine.candidates(0, 16))
+    assert mean.shape == sd.shape == (2, 16) and bool((sd > 0).all())
+
+
+def test_a_worker_round_queues_model_questions(store, make_config):
+    config = make_config(
+        space=BOX, model={"kind": "collaborative", "initial_random": 3}
+    )
+    engine = CollaborativeEngine(config, background=False)
+    pids = [store.add_participant(f"t{i}", f"p{i}") for i in range(3)]
+    seen: dict = {}
+    made, seen = collaborative_round(store, config, engine, seen)
+    assert made == 0  # no model before any answer
+    for pid in pids:
+        q = flow.current(store, config, pid)
+        flow.answer(store, config, pid, q["question_id"], 0)
+    made, seen = collaborative_round(store, config, engine, seen)
+    assert made == 3 and engine.fits == [3]
+    assert {pid: n for pid, (n, _) in seen.items()} == dict.fromkeys(pids, 1)
+    # each participant's next question is the worker's
+    for pid in pids:
+        q = flow.current(store, config, pid)
+        nxt = flow.answer(store, config, pid, q["question_id"], 1)
+        row = store.questions_of(pid)[nxt["seq"]]
+        assert row["origin"] == "model"
+    made, seen = collaborative_round(store, config, engine, seen)
+    assert made == 3 and engine.answers == 6
+
+
+def _round_seed(engine):
+    from prefbo.loop.study_collaborative import fit_seed
+
+    return fit_seed(engine.config.seed, engine.answers + 1)
