@@ -13,7 +13,7 @@ factorisation fails once that exceeds 1.
 There ``A`` is never formed. With ``H = D L`` (rows ``h_k``) and
 ``M = Ω⁻¹ + H Hᵀ``, ``A⁻¹ = I - Hᵀ M⁻¹ H = I - P`` (Woodbury), and ``P`` is
 the orthogonal projector onto the column space of ``Hᵀ`` seen through the
-Gram matrix ``M``: with the ``(n + m) x m`` matrix
+Gram matrix ``M``: with the ``(n + m) x m`` matrix::
 
     Y = [Hᵀ diag(a); diag(b)],   a_k = √(ω_k / c_k),  b_k = √(1 / c_k),
     c_k = 1 + ω_k |h_k|²,

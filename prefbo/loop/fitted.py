@@ -194,8 +194,9 @@ class FittedModels:
 
     def release_fits(self) -> None:
         r"""Free every cached fit but the latest: the next refit starts from
-        it as before; after an :meth:`undo` below it the chain is refitted
-        from the defaults, to the same hyperparameters (each fit is
+        it as before; after an
+        :meth:`~prefbo.loop.PreferentialOptimizer.undo` below it the chain is
+        refitted from the defaults, to the same hyperparameters (each fit is
         seeded by its count), only slower."""
         if self._fits:
             latest = max(self._fits)

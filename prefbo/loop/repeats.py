@@ -297,7 +297,7 @@ class RepeatRule:
     def asked_index_pairs(self, grid: Tensor) -> Tensor:
         r"""The pairs of rows of the ``N x d`` ``grid`` that repeat an asked
         pair: a ``k x 2`` long tensor (for
-        :func:`~prefbo.acquisition.best_pool_pair`'s ``exclude``)."""
+        :func:`~prefbo.acquisition.pool_eubo.best_pool_pair`'s ``exclude``)."""
         found = [torch.zeros(0, 2, dtype=torch.long, device=grid.device)]
         for A in self.asked:
             if A.shape[0] != 2:

@@ -11,10 +11,10 @@ Questions:
 - A finite space (an item pool, or integer, ordinal and categorical
   variables only) of at most :data:`EXACT_MAX` designs, with strategy
   ``"eubo"`` and ``q = 2``: the pair with the highest analytic EUBO over all
-  pairs of designs (:func:`~prefbo.acquisition.best_pool_pair`, exact; 3,000
-  designs, 4.5 million pairs, take about 3 s on two cores), skipping pairs
-  the loop does not ask (a resolved repeat, or a repeat where an unasked
-  pair is nearly as informative: :mod:`prefbo.loop.repeats`).
+  pairs of designs (:func:`~prefbo.acquisition.pool_eubo.best_pool_pair`,
+  exact; 3,000 designs, 4.5 million pairs, take about 3 s on two cores),
+  skipping pairs the loop does not ask (a resolved repeat, or a repeat where
+  an unasked pair is nearly as informative: :mod:`prefbo.loop.repeats`).
 - Otherwise (a continuous variable, a larger space, another strategy, a kept
   winner): the strategy's optimiser over the encoding's unit cube, then each
   option snapped to its nearest design (:meth:`~prefbo.space.Space.snap`).

@@ -269,7 +269,7 @@ class SkewGP(Model):
             InputDataError: ``num_samples < 1``, or ``seed`` outside what a
                 ``torch.Generator`` takes.
             UnsupportedError: The sampled dimension is above
-                :attr:`max_dimension` (checked before anything large is
+                ``max_dimension`` (checked before anything large is
                 formed).
         """
         if num_samples is not None:

@@ -16,14 +16,14 @@ mean and standard deviation of ``f`` under the uniform distribution on the box
 digits). So ``u`` has mean ≈ 0 and standard deviation ≈ 1 over the box; its
 maximum is ``(μ - f*) / s`` with ``f*`` the literature's minimum.
 
-======================  =====  ====================  ========  ======  =========
-problem                 d      domain of ``x̄``       μ         s       max ``u``
-======================  =====  ====================  ========  ======  =========
-:class:`Hartmann3`      3      ``[0, 1]³``           -0.9435   0.9556  ≈ 3.0549
-:class:`Hartmann6`      6      ``[0, 1]⁶``           -0.2589   0.3846  ≈ 7.965
+======================  =====  =====================  ========  ======  =========
+problem                 d      domain of ``x̄``        μ         s       max ``u``
+======================  =====  =====================  ========  ======  =========
+:class:`Hartmann3`      3      ``[0, 1]³``            -0.9435   0.9556  ≈ 3.0549
+:class:`Hartmann6`      6      ``[0, 1]⁶``            -0.2589   0.3846  ≈ 7.965
 :class:`Hartmann6in20`  20     ``[0, 1]²⁰`` (6 act.)  -0.2589   0.3846  ≈ 7.965
-:class:`Ackley5`        5      ``[-5, 5]⁵``          10.2106   1.4534  ≈ 7.025
-======================  =====  ====================  ========  ======  =========
+:class:`Ackley5`        5      ``[-5, 5]⁵``           10.2106   1.4534  ≈ 7.025
+======================  =====  =====================  ========  ======  =========
 
 Ackley is used on the reduced domain ``[-5, 5]⁵`` (``x̄ = 10 x - 5`` from the
 unit cube) rather than its customary ``[-32.768, 32.768]⁵``: on the latter the
