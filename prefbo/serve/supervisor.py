@@ -64,8 +64,14 @@ def stop_workers(procs: list, timeout: float = 10.0) -> None:
             p.join(timeout=1.0)
 
 
-#: The variables that give a process its thread count (OpenMP, MKL).
+#: The variables by which a user gives a process its thread count (OpenMP,
+#: MKL): where either is set, the workers inherit the environment as it is.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: The one prefbo sets for its workers. Not MKL's: MKL without a count of
+#: its own follows the calling thread's OpenMP count, which prefbo's policy
+#: lowers to one for small work; an MKL count overrides it (a worker's
+#: 2-answer fit took 40 s under load with ``MKL_NUM_THREADS=2``, 4 s without).
+SET_VARIABLE = "OMP_NUM_THREADS"
 #: Set beside them: the count is prefbo's, so its thread policy still applies.
 POLICY_VARIABLE = ("PREFBO_THREADS", "auto")
 _environ_lock = threading.Lock()
@@ -91,7 +97,7 @@ def start_process(
     threads: int | None = None,
 ) -> BaseProcess:
     r"""Start ``target(*args, **kwargs)`` in a new (spawned, daemonic)
-    process whose environment sets :data:`THREAD_VARIABLES` to ``threads``
+    process whose environment sets :data:`SET_VARIABLE` to ``threads``
     and :data:`POLICY_VARIABLE` (``None``: this process's environment as it
     is).
 
@@ -111,8 +117,7 @@ def start_process(
     if threads is None:
         process.start()
         return process
-    variables = {key: str(threads) for key in THREAD_VARIABLES}
-    variables[POLICY_VARIABLE[0]] = POLICY_VARIABLE[1]
+    variables = {SET_VARIABLE: str(threads), POLICY_VARIABLE[0]: POLICY_VARIABLE[1]}
     with _environ_lock:
         saved = {key: os.environ.get(key) for key in variables}
         os.environ.update(variables)

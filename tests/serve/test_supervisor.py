@@ -55,7 +55,11 @@ def test_a_killed_worker_is_restarted_and_logged(
         block = _proc(before[1]["pid"], "environ").split(b"\0")
         environ = dict(e.split(b"=", 1) for e in block if b"=" in e)
         threads = str(worker_threads(2)).encode()
-        assert environ[b"OMP_NUM_THREADS"] == environ[b"MKL_NUM_THREADS"] == threads
+        assert environ[b"OMP_NUM_THREADS"] == threads
+        # no MKL count: MKL then follows the OpenMP count that prefbo's
+        # policy lowers per thread for small work (an MKL_NUM_THREADS of 2
+        # kept MKL on two threads under load: a 2-answer fit took 40 s, not 4)
+        assert b"MKL_NUM_THREADS" not in environ
         assert environ[b"PREFBO_THREADS"] == b"auto"  # the policy stays on
         os.kill(before[1]["pid"], signal.SIGKILL)
         started = time.monotonic()
@@ -125,12 +129,12 @@ def test_a_worker_gets_its_thread_count_in_its_environment(tmp_path, monkeypatch
     code = (
         "import os, torch\n"
         f"open({str(out)!r}, 'w').write("
-        "f\"{torch.get_num_threads()} {os.environ['MKL_NUM_THREADS']}\")\n"
+        "f\"{torch.get_num_threads()} {os.environ.get('MKL_NUM_THREADS')}\")\n"
     )
     # 1, not torch's default here (torch caps a count at the cores)
     p = start_process(exec, (code,), name="threads", threads=1)
     p.join(timeout=60)
-    assert p.exitcode == 0 and out.read_text() == "1 1"
+    assert p.exitcode == 0 and out.read_text() == "1 None"
     assert "OMP_NUM_THREADS" not in os.environ  # this process's is restored
     assert "PREFBO_THREADS" not in os.environ
 
