@@ -116,6 +116,8 @@ class CollaborativeEngine:
         self._job: Future | None = None
         self._job_counts: dict[int, int] = {}
         self._changed_during_job: set[int] = set()
+        self._job_answers = 0
+        self._failed_at: int | None = None
 
     @property
     def answers(self) -> int:
@@ -163,7 +165,14 @@ class CollaborativeEngine:
     def maintain(self) -> None:
         r"""Swap in a finished fit; start the next one if it is due."""
         if self._job is not None and self._job.done():
-            self._swap(self._job.result())
+            job, self._job = self._job, None
+            try:
+                result = job.result()
+            except Exception:  # logged; tried again with more answers
+                log.exception("a fit of the collaborative model failed")
+                self._failed_at = self._job_answers
+            else:
+                self._swap(result)
         if self._job is not None:
             return
         m = self.answers
@@ -172,8 +181,11 @@ class CollaborativeEngine:
         else:
             last = self.fits[-1]
             due = m >= max(math.ceil(REFIT_GROWTH * last), last + REFIT_MIN_NEW)
-        if not due:
+        if not due or (
+            self._failed_at is not None and m < self._failed_at + REFIT_MIN_NEW
+        ):
             return
+        self._failed_at, self._job_answers = None, m
         self._job_counts = {pid: len(t) for pid, t in self.told.items()}
         self._changed_during_job = set()
         if self.model is None:
@@ -182,10 +194,12 @@ class CollaborativeEngine:
         else:
             work = (self._refit, copy.deepcopy(self.model), dict(self.persons), m)
         if self._pool is None:
-            done: Future = Future()
-            done.set_result(work[0](*work[1:]))
-            self._job = done
-            self._swap(done.result())
+            self._job = Future()
+            try:
+                self._job.set_result(work[0](*work[1:]))
+            except Exception as e:
+                self._job.set_exception(e)
+            self.maintain()
         else:
             self._job = self._pool.submit(*work)
 
@@ -224,7 +238,7 @@ class CollaborativeEngine:
 
     def _swap(self, result: tuple) -> None:
         model, persons, m = result
-        self.model, self.persons, self._job = model, dict(persons), None
+        self.model, self.persons = model, dict(persons)
         self.fits.append(m)
         for pid, answers in self.told.items():
             if pid in self._changed_during_job or pid not in persons:

@@ -216,3 +216,28 @@ def _round_seed(engine):
     from prefbo.loop.study_collaborative import fit_seed
 
     return fit_seed(engine.config.seed, engine.answers + 1)
+
+
+def test_a_failed_fit_is_logged_and_tried_again_with_more_answers(
+    config, monkeypatch, caplog
+):
+    e = CollaborativeEngine(config, background=False)
+    build, calls = e._build, []
+
+    def failing_once(*args):
+        calls.append(args[1])
+        if len(calls) == 1:
+            raise RuntimeError("out of memory")
+        return build(*args)
+
+    monkeypatch.setattr(e, "_build", failing_once)
+    for pid in range(2):
+        e.update(pid, rows_of(pid, 2))
+    e.maintain()
+    assert e.model is None and "fit of the collaborative model failed" in caplog.text
+    e.maintain()
+    assert calls == [4]  # not again at once
+    for pid in range(2):
+        e.update(pid, rows_of(pid, 12))
+    e.maintain()
+    assert calls == [4, 24] and e.model is not None and e.fits == [24]
