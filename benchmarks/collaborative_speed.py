@@ -70,22 +70,20 @@ full runs in one store).
 
 Usage::
 
-    python benchmarks/collaborative_speed.py --store runs.jsonl
-    python benchmarks/collaborative_speed.py --report --store runs.jsonl
-    python benchmarks/collaborative_speed.py --parts fit --fit-people 10000
-    python benchmarks/collaborative_speed.py --quick --output /tmp/page.md
+    python -m benchmarks collaborative_speed --store runs.jsonl
+    python -m benchmarks collaborative_speed --report --store runs.jsonl
+    python -m benchmarks collaborative_speed --parts fit --fit-people 10000
+    python -m benchmarks collaborative_speed --quick --output /tmp/page.md
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import importlib.metadata
 import inspect
 import json
 import math
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -96,9 +94,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from benchmarks.harness import environment, reports, stores
+from benchmarks.harness.runner import REPO, child_command
 from prefbo.datasets import planted_population
 from prefbo.datasets.population import LENGTHSCALE, PlantedPopulation
-from prefbo.utils.threads import describe
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTS = ("latency", "batch", "fit")
@@ -445,7 +444,11 @@ def child(options: argparse.Namespace) -> None:
 
     def emit(rec: dict) -> None:
         load = os.getloadavg()[0]
-        rec |= {"setting": options.setting, "threads": describe(), "load": load}
+        rec |= {
+            "setting": options.setting,
+            "threads": environment.threads(),
+            "load": load,
+        }
         out.write(json.dumps(rec) + "\n")
         out.flush()
 
@@ -464,7 +467,7 @@ def child(options: argparse.Namespace) -> None:
     out.close()
 
 
-def environment(setting: str) -> dict[str, str]:
+def thread_environment(setting: str) -> dict[str, str]:
     r"""The subprocess environment of ``setting`` (:data:`SETTINGS`)."""
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
     return env | SETTINGS[setting]
@@ -475,13 +478,14 @@ def spawn(options: argparse.Namespace, work: list[str], setting: str) -> list[di
     environment; its records."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "records.jsonl"
-        args = [sys.executable, __file__, "--child", *work, "--setting", setting]
+        args = child_command("collaborative_speed", "--child", *work)
+        args += ["--setting", setting]
         args += ["--child-output", str(out), "--people", str(options.people)]
         args += ["--events", str(options.events), "--repeats", str(options.repeats)]
         args += ["--fit-people", str(options.fit_people)]
         if options.steps is not None:
             args += ["--steps", str(options.steps)]
-        proc = subprocess.run(args, env=environment(setting))
+        proc = subprocess.run(args, env=thread_environment(setting), cwd=REPO)
         if proc.returncode != 0:
             raise RuntimeError(
                 f"the {setting} subprocess for {work} failed with exit status "
@@ -490,14 +494,13 @@ def spawn(options: argparse.Namespace, work: list[str], setting: str) -> list[di
         return [json.loads(line) for line in out.read_text().splitlines() if line]
 
 
+#: The versions the page records.
+VERSIONED = ("torch", "botorch", "gpytorch", "linear_operator")
+
+
 def machine() -> str:
     r"""The machine and library versions, for the page."""
-    names = ("torch", "botorch", "gpytorch", "linear_operator")
-    versions = ", ".join(f"{n} {importlib.metadata.version(n)}" for n in names)
-    return (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
-        f"Python {platform.python_version()}, {versions}"
-    )
+    return environment.machine_and_versions(VERSIONED)
 
 
 def measure(options: argparse.Namespace) -> list[dict]:
@@ -509,8 +512,7 @@ def measure(options: argparse.Namespace) -> list[dict]:
     def emit(rec: dict) -> None:
         records.append(rec)
         if options.store is not None:
-            with options.store.open("a") as f:
-                f.write(json.dumps(rec) + "\n")
+            stores.append(options.store, rec)
 
     start, load = time.perf_counter(), os.getloadavg()[0]
     near = [p for p in ("latency", "batch") if p in options.parts]
@@ -525,7 +527,7 @@ def measure(options: argparse.Namespace) -> list[dict]:
     emit(
         {
             "kind": "run",
-            "threads": describe(),
+            "threads": environment.threads(),
             "load": [load, os.getloadavg()[0]],
             "seconds": time.perf_counter() - start,
             "parts": list(options.parts),
@@ -536,18 +538,13 @@ def measure(options: argparse.Namespace) -> list[dict]:
     return records
 
 
-def load(store: Path) -> list[dict]:
-    r"""The records of a JSON-lines store, in order."""
-    return [json.loads(line) for line in store.read_text().splitlines() if line]
-
-
 def main(argv: list[str] | None = None) -> str | None:
     r"""Run (or, with ``--report``, read the store) and write the page."""
     options = parse_args(argv)
     if options.child:
         child(options)
         return None
-    records = load(options.store) if options.report else measure(options)
+    records = stores.read(options.store) if options.report else measure(options)
     text = page(records)
     options.output.parent.mkdir(parents=True, exist_ok=True)
     options.output.write_text(text)
@@ -571,8 +568,8 @@ def latest(records: list[dict], kind: str, *keys: str) -> list[dict]:
 def _made(rows: list[dict]) -> list[str]:
     r"""The commands, machines and thread settings behind ``rows``."""
     lines = []
-    for argv, where in dict.fromkeys((" ".join(r["argv"]), r["machine"]) for r in rows):
-        lines.append(f"- Command: `python benchmarks/collaborative_speed.py {argv}`")
+    for argv, where in dict.fromkeys((tuple(r["argv"]), r["machine"]) for r in rows):
+        lines.append(f"- Command: `{reports.command('collaborative_speed', argv, {})}`")
         lines.append(f"- Machine: {where}")
     for setting, threads in dict.fromkeys((r["setting"], r["threads"]) for r in rows):
         lines.append(f"- Threads ({setting}): {threads}")
@@ -616,11 +613,15 @@ def page(records: list[dict]) -> str:
         "",
         "## Runs",
         "",
+        "Each run's command, machine and threads are listed with its tables; "
+        "this page is written again from the store alone by the same command "
+        "with `--report`.",
+        "",
     ]
     runs = [r for r in records if r["kind"] == "run"]
     for run in runs:
         lines.append(
-            f"- `python benchmarks/collaborative_speed.py {' '.join(run['argv'])}`: "
+            f"- `{reports.command('collaborative_speed', run['argv'], {})}`: "
             f"{run['seconds']:.0f} s; parts {', '.join(run['parts'])}; settings "
             f"{', '.join(run['settings'])}{'; quick sizes' if run['quick'] else ''}; "
             f"load average {run['load'][0]:.2f} at the start, {run['load'][1]:.2f} "
@@ -757,7 +758,3 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         options.steps = QUICK_STEPS
     options.argv = list(sys.argv[1:] if argv is None else argv)
     return options
-
-
-if __name__ == "__main__":
-    main()

@@ -34,14 +34,15 @@ BoTorch's minus 1e-6, the number of cases where it is more than 1e-6 higher
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/eubo_optimizer.py           # ~1.5 minutes
-    OMP_NUM_THREADS=1 python benchmarks/eubo_optimizer.py --prefbo gen_candidates \
+    OMP_NUM_THREADS=1 python -m benchmarks eubo_optimizer           # ~1.5 minutes
+    OMP_NUM_THREADS=1 python -m benchmarks eubo_optimizer --prefbo gen_candidates \
         --output benchmarks/results/eubo_gen_candidates.md
-    OMP_NUM_THREADS=1 python benchmarks/eubo_optimizer.py --quick   # ~10 s
+    OMP_NUM_THREADS=1 python -m benchmarks eubo_optimizer --quick   # ~10 s
 
 The markdown report is printed and written to
 ``benchmarks/results/eubo_optimizer.md`` (``--output``; ``--append`` adds to
-it, e.g. a run with ``--models skew variational``). Timings are
+it, e.g. a run with ``--models skew variational``; ``--quick`` writes to
+``<tempdir>/prefbo-quick/`` unless given ``--output``). Timings are
 wall-clock on whatever else the machine runs (the load average is recorded).
 """
 
@@ -49,9 +50,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
-import platform
-import shlex
 import statistics
 import sys
 import time
@@ -61,7 +59,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import botorch
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 from botorch.exceptions.warnings import OptimizationWarning
@@ -71,10 +68,10 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 import prefbo
+from benchmarks.harness import environment, reports
 from prefbo.acquisition import FastAnalyticEUBO, gen_candidates_eubo, maximize_eubo
 from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
 from prefbo.test_functions import Branin, Hartmann3, Hartmann6, SimulatedPerson
-from prefbo.utils.threads import describe
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "eubo_optimizer.md"
 PROBLEMS = {p.__name__: p for p in (Branin, Hartmann3, Hartmann6)}
@@ -260,18 +257,19 @@ def _summary(rows: list[Case]) -> tuple:
     )
 
 
-def report(cases: list[Case], args: argparse.Namespace, load: tuple) -> str:
+def report(
+    cases: list[Case], args: argparse.Namespace, load: tuple, argv: Sequence[str]
+) -> str:
     r"""The markdown report."""
     lines = [
         f"# EUBO maximisation: {ARMS[args.prefbo]} vs BoTorch's `optimize_acqf`",
         "",
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- versions: torch {torch.__version__}, botorch {botorch.__version__}, "
-        f"prefbo {prefbo.__version__}, python {platform.python_version()}",
-        f"- machine: {os.cpu_count()} CPUs; threads: {describe()}; "
+        f"- versions: {environment.versions_text()}, prefbo {prefbo.__version__}",
+        f"- machine: {environment.machine()}; threads: {environment.threads()}; "
         f"load average {load[0]:.2f} at the start, {load[1]:.2f} at the end "
         "(other processes share the machine)",
-        f"- command: `python {' '.join(shlex.quote(a) for a in sys.argv)}`",
+        f"- command: `{reports.command('eubo_optimizer', argv)}`",
         f"- grid: problems {', '.join(args.problems)}; models "
         f"{', '.join(args.models)}; m = {', '.join(map(str, args.answers))} "
         f"answered random pairs; seeds 0..{args.seeds - 1}; settings "
@@ -326,9 +324,7 @@ def report(cases: list[Case], args: argparse.Namespace, load: tuple) -> str:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     r"""Parse the command line."""
-    p = argparse.ArgumentParser(
-        prog="python benchmarks/eubo_optimizer.py", description=__doc__.splitlines()[0]
-    )
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS)
     )
@@ -345,7 +341,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=list(ARMS),
         help="prefbo's maximiser (see the module docstring)",
     )
-    p.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    p.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"the report (default {DEFAULT_OUTPUT.name} in benchmarks/results/, "
+        "with --quick in <tempdir>/prefbo-quick/)",
+    )
     p.add_argument("--append", action="store_true", help="append to --output")
     p.add_argument(
         "--quick", action="store_true", help="Branin and Hartmann6, m = 10, 30, 1 seed"
@@ -354,16 +356,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.problems, args.answers, args.seeds = ["Branin", "Hartmann6"], [10, 30], 1
         args.repeats = 2
+    if args.output is None:
+        base = reports.scratch_dir() if args.quick else DEFAULT_OUTPUT.parent
+        args.output = base / DEFAULT_OUTPUT.name
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> str:
     r"""Run the benchmark; returns the markdown report (also written to disk)."""
     args = parse_args(argv)
-    load_start = os.getloadavg()[0]
+    load_start = environment.load_average()
     t0 = time.perf_counter()
     cases = run(args)
-    text = report(cases, args, (load_start, os.getloadavg()[0]))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    text = report(cases, args, (load_start, environment.load_average()), argv)
     text += f"\nTotal wall time: {time.perf_counter() - t0:.0f} s.\n"
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -371,7 +377,3 @@ def main(argv: Sequence[str] | None = None) -> str:
         text = args.output.read_text() + "\n" + text
     args.output.write_text(text)
     return text
-
-
-if __name__ == "__main__":
-    main()

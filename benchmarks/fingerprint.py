@@ -10,8 +10,8 @@ Records, for fixed seeds and data,
   Laplace and EP evidences);
 - EUBO, BALD and the EUBO maximiser's output on the fitted Laplace model;
 
-``python benchmarks/fingerprint.py save FILE`` writes them to ``FILE`` (a
-``torch.save`` dictionary); ``python benchmarks/fingerprint.py compare FILE``
+``python -m benchmarks fingerprint save FILE`` writes them to ``FILE`` (a
+``torch.save`` dictionary); ``python -m benchmarks fingerprint compare FILE``
 recomputes them and prints, per entry, whether it is bit-for-bit equal, equal
 to rounding (``max |a - b| <= 1e-10 (1 + |a|)``) or different, and exits
 non-zero if any entry differs or is missing. Run both on the same machine and
@@ -21,7 +21,6 @@ torch build: the loop's regret curves are compared to the bit.
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
 from collections.abc import Callable
 
@@ -221,7 +220,3 @@ def main(argv: list[str] | None = None) -> int:
         if (in_loop if k.startswith("loop/") else in_models)
     }
     return 0 if compare(old, new) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

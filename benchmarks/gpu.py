@@ -1,6 +1,6 @@
 r"""GPU benchmark: batched Laplace fits, many users, allocators (and the CUDA tests).
 
-Run on a machine with a GPU (``python benchmarks/gpu.py``); every figure is also
+Run on a machine with a GPU (``python -m benchmarks gpu``); every figure is also
 measured on the CPU in the same run for the ratio. Without CUDA it runs on the
 CPU only (``--quick`` for a short smoke run). Parts:
 
@@ -28,15 +28,15 @@ CPU only (``--quick`` for a short smoke run). Parts:
 7. ``--tests``: the test suite, whose fixtures run every test body on CUDA too.
 
 Results are printed and written to ``gpu_out/gpu.md`` (``--output``);
-``benchmarks/gpu_device.sh`` runs it with the CUDA tests on a GPU machine, and
-``benchmarks/results/gpu.md`` holds the published run.
+``python -m benchmarks gpu_device`` (``benchmarks/gpu_device.sh``) runs it
+with the CUDA tests on a GPU machine, and ``benchmarks/results/gpu.md``
+holds the published run.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import platform
 import subprocess
 import sys
 import time
@@ -46,12 +46,14 @@ from pathlib import Path
 import torch
 from botorch.fit import fit_gpytorch_mll
 
+from benchmarks.harness import environment, reports
+from benchmarks.harness.problems import smooth_pairwise_data
+from benchmarks.harness.runner import REPO
 from prefbo.inference import find_mode
 from prefbo.likelihoods import PairwiseProbitLikelihood
 from prefbo.mlls import PairwiseLaplaceMLL
 from prefbo.models import PairwiseLaplaceGP
 from prefbo.utils.testing import make_pairwise_data
-from prefbo.utils.threads import describe
 
 
 def _sync(device: torch.device) -> None:
@@ -170,18 +172,16 @@ def part_allocator(device: torch.device, N: int, M: int) -> list[str]:
 def part_svgp(
     device: torch.device, sizes, steps: int = 20, full_epoch_below_s: float = 60.0
 ) -> list[str]:
-    r"""SVGP training speed at ``m`` answers (``benchmarks/variational_scale.py``'s
-    data: ``n = min(m/10, 20,000)`` designs in 4-D, M = 200 CVR inducing
-    points, batches of 5,000 answers, float64).
+    r"""SVGP training speed at ``m`` answers (``variational_scale``'s data,
+    :func:`~benchmarks.harness.problems.smooth_pairwise_data`: ``n = min(m/10,
+    20,000)`` designs in 4-D, M = 200 CVR inducing points, batches of 5,000
+    answers, float64).
 
     The epoch time is the median of ``steps`` timed minibatch steps (ELBO,
     backward, Adam; the first is a warm-up) times the steps per epoch; when
     that estimate is below ``full_epoch_below_s`` a real epoch of
     :func:`~prefbo.fit.fit_variational` is timed as well.
     """
-    sys.path.insert(0, str(Path(__file__).parent))
-    from variational_scale import make_data
-
     from prefbo.data import AnswerLoader
     from prefbo.fit import fit_variational
     from prefbo.models import VariationalPreferenceGP
@@ -189,7 +189,7 @@ def part_svgp(
     rows = []
     batch_size = 5000
     for m in sizes:
-        data, _ = make_data(m, min(m // 10, 20_000), seed=0)
+        data, _ = smooth_pairwise_data(m, min(m // 10, 20_000), seed=0)
         data = type(data)(data.datapoints.to(device), data.comparisons.to(device))
         model = VariationalPreferenceGP(data, inducing_points=200)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -315,9 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only profile one batched Laplace solve per form (B = 1024, n = 200)",
     )
-    parser.add_argument(
-        "--output", default=str(Path(__file__).parents[1] / "gpu_out" / "gpu.md")
-    )
+    parser.add_argument("--output", default=str(REPO / "gpu_out" / "gpu.md"))
     args = parser.parse_args(argv)
     if args.profile:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -341,14 +339,15 @@ def main(argv: list[str] | None = None) -> int:
         "# prefbo on GPU",
         "",
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- torch {torch.__version__}, python {platform.python_version()}, "
+        f"- machine: {environment.machine()}, "
         + (
             f"GPU {torch.cuda.get_device_name(0)}"
             if torch.cuda.is_available()
             else "no GPU (CPU only)"
         ),
-        f"- CPU threads: {describe()}",
-        f"- command: `python benchmarks/gpu.py {' '.join(argv or sys.argv[1:])}`",
+        f"- versions: {environment.versions_text()}",
+        f"- CPU threads: {environment.threads()}",
+        f"- command: `{reports.command('gpu', argv or sys.argv[1:])}`",
         "",
         "## 1. Batched Laplace mode finding vs batched Cholesky",
         "",
@@ -419,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             [sys.executable, "-m", "pytest", "-q", "-m", "not slow"],
             capture_output=True,
             text=True,
+            cwd=REPO,
         )
         lines += [
             "",
@@ -431,7 +431,3 @@ def main(argv: list[str] | None = None) -> int:
     save()
     print(out.read_text())
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -44,12 +44,13 @@ above ``--skip-botorch-above`` are reported as "skipped".
 
 Usage::
 
-    python benchmarks/inducing_allocators.py            # N = 1e3, 1e4, 1e5
-    python benchmarks/inducing_allocators.py --quick    # a few seconds
-    python benchmarks/inducing_allocators.py --sizes 1000,10000 --repeats 5
+    python -m benchmarks inducing_allocators            # N = 1e3, 1e4, 1e5
+    python -m benchmarks inducing_allocators --quick    # a few seconds
+    python -m benchmarks inducing_allocators --sizes 1000,10000 --repeats 5
 
 The markdown report is printed and written to
-``benchmarks/results/inducing_allocators.md`` (or ``--output``); progress goes
+``benchmarks/results/inducing_allocators.md`` (or ``--output``; ``--quick``
+writes to ``<tempdir>/prefbo-quick/``); progress goes
 to stderr. Timings on a shared machine can be inflated by other processes
 (the report records the load average before and after).
 """
@@ -59,7 +60,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -67,6 +67,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.harness import environment, reports
+from benchmarks.harness.runner import REPO, child_command
 
 METHODS = {
     "cvr": ("prefbo CVR", "botorch_gvr"),
@@ -132,8 +135,6 @@ def child(mode: str, method: str, n: int, m: int, repeats: int, seed: int, out: 
 
     import torch
 
-    from prefbo.utils.threads import describe
-
     warnings.simplefilter("ignore")  # e.g. BoTorch's input-scaling warnings
     X, kernel, model = _setup(n, seed)
     torch.manual_seed(seed)
@@ -156,7 +157,7 @@ def child(mode: str, method: str, n: int, m: int, repeats: int, seed: int, out: 
             allocator.allocate_inducing_points(X, kernel, m, torch.Size())
             times.append(time.perf_counter() - t0)
         result = {"time_s": statistics.median(times)}
-    result["threads"] = describe()
+    result["threads"] = environment.threads()
     Path(out).write_text(json.dumps(result))
 
 
@@ -171,9 +172,11 @@ def run_cell(method: str, n: int, m: int, repeats: int, seed: int) -> dict:
             env = dict(os.environ, OMP_NUM_THREADS="1")
             if mode == "memory":
                 env["MALLOC_MMAP_THRESHOLD_"] = "131072"
-            args = [sys.executable, __file__, "--child", mode, method, str(n)]
-            args += [str(m), str(repeats), str(seed), out]
-            proc = subprocess.run(args, env=env, capture_output=True, text=True)
+            args = child_command("inducing_allocators", "--child", mode, method)
+            args += [str(n), str(m), str(repeats), str(seed), out]
+            proc = subprocess.run(
+                args, env=env, capture_output=True, text=True, cwd=REPO
+            )
             if proc.returncode != 0:
                 tail = proc.stderr.strip().splitlines()[-1:] or ["?"]
                 return {"error": tail[0][:120]}
@@ -193,6 +196,11 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 
 
 def main(argv: list[str] | None = None) -> str:
+    r"""Measure and write the page (or, as ``--child``, measure one cell)."""
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _, _, mode, method, n, m, repeats, seed, out = sys.argv
+        child(mode, method, int(n), int(m), int(repeats), int(seed), out)
+        return ""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--num-inducing", type=int, default=100)
@@ -200,13 +208,21 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--skip-botorch-above", type=int, default=30000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="N = 500, 2000; M = 20")
-    parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument(
+        "--output",
+        default=None,
+        help=f"the page (default {RESULTS.name} in benchmarks/results/, with "
+        "--quick in <tempdir>/prefbo-quick/)",
+    )
     args = parser.parse_args(argv)
     cli = sys.argv[1:] if argv is None else argv
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     m, repeats = args.num_inducing, args.repeats
     if args.quick:
         sizes, m, repeats = [500, 2000], 20, 1
+    if args.output is None:
+        base = reports.scratch_dir() if args.quick else RESULTS.parent
+        args.output = str(base / RESULTS.name)
     load_before = os.getloadavg()
     rows = []
     threads: set[str] = set()  # the measuring processes' settings
@@ -250,10 +266,6 @@ def main(argv: list[str] | None = None) -> str:
                     ]
                 )
     load_after = os.getloadavg()
-    import botorch
-    import gpytorch
-    import torch
-
     header = [
         "N",
         "method",
@@ -266,10 +278,9 @@ def main(argv: list[str] | None = None) -> str:
     lines = [
         "# Inducing-point allocators: prefbo vs BoTorch",
         "",
-        f"`{' '.join(['python benchmarks/inducing_allocators.py', *cli])}`"
-        f" — {time.strftime('%Y-%m-%d %H:%M')}, {platform.processor() or 'cpu'}, "
-        f"{os.cpu_count()} cores, torch {torch.__version__}, "
-        f"botorch {botorch.__version__}, gpytorch {gpytorch.__version__}.",
+        f"`{reports.command('inducing_allocators', cli)}` — "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, {environment.machine()}; "
+        f"{environment.versions_text()}.",
         "",
         f"M = {m} inducing points, d = {D}, float64, Matern-5/2 ARD kernel; "
         f"time = median of {repeats} call(s); memory = peak RSS increase of the "
@@ -292,14 +303,5 @@ def main(argv: list[str] | None = None) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     report = "\n".join(lines) + "\n"
     print(report)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(report)
+    reports.write(Path(args.output), report)
     return report
-
-
-if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _, _, mode, method, n, m, repeats, seed, out = sys.argv
-        child(mode, method, int(n), int(m), int(repeats), int(seed), out)
-    else:
-        main()

@@ -50,15 +50,16 @@ last round, every method, an SVGP with inducing points learned on the ELBO
 Results go to a JSONL store (one line per finished run or panel), so a killed
 run resumes where it stopped; ``--shard i/k`` runs every k-th job (without
 ``OMP_NUM_THREADS``, each of ``k`` shards on its share of the cores:
-``_shard_threads.py``); each record carries its process's thread settings
-(``prefbo.utils.threads.describe()``). The report
-(:mod:`inducing_bo_report`) is built from the store.
+:mod:`benchmarks.harness.shards`); each record carries its process's thread
+settings (``prefbo.utils.threads.describe()``), its machine and the library
+versions. The report (:mod:`benchmarks.inducing_bo_report`) is built from
+the store.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/inducing_bo.py            # the study
-    OMP_NUM_THREADS=1 python benchmarks/inducing_bo.py --report-only
-    OMP_NUM_THREADS=1 python benchmarks/inducing_bo.py --quick    # ~1 minute
+    OMP_NUM_THREADS=1 python -m benchmarks inducing_bo            # the study
+    OMP_NUM_THREADS=1 python -m benchmarks inducing_bo --report-only
+    OMP_NUM_THREADS=1 python -m benchmarks inducing_bo --quick    # ~1 minute
 
 Only the published setting (every option that changes the runs at its default;
 ``--shard`` and ``--report-only`` may be given) reads and writes
@@ -71,16 +72,14 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import math
 import os
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
 
-from _shard_threads import share_cores_for_shard
+from benchmarks.harness.shards import share_cores_for_shard
 
 os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
@@ -95,13 +94,11 @@ from gpytorch.mlls import ExactMarginalLogLikelihood, VariationalELBO
 from linear_operator.utils.warnings import NumericalWarning as LONumericalWarning
 from torch import Tensor
 
+from benchmarks import inducing_bo_report as report
+from benchmarks.harness import environment, reports, stores
 from prefbo.acquisition.thompson import thompson_batch
 from prefbo.inducing import EntropyDPP, GreedyDPPAllocator, greedy_dpp_map
 from prefbo.inducing.quality import MaxValueEntropyQuality, QualityFunction
-from prefbo.utils.threads import describe
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import inducing_bo_report as report  # noqa: E402
 
 TKW = {"dtype": torch.float64}
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -393,13 +390,6 @@ def config_tag(args) -> str:
     )
 
 
-def load_store(path: Path) -> list[dict]:
-    r"""The stored records (an absent store is empty)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def jobs(args) -> list[tuple]:
     r"""``(problem, m, seed, method)`` of the study, seed-major (paired runs early)."""
     return [
@@ -416,11 +406,6 @@ PUBLISHED = (
     "seeds", "rounds", "batch_size", "num_init", "inducing", "problems", "methods",
     "adam_steps", "lr", "raw_samples", "num_restarts", "ts_steps", "exact_max_n",
 )  # fmt: skip
-
-
-def scratch_dir() -> Path:
-    r"""Where runs of another setting than the published one go by default."""
-    return Path(tempfile.gettempdir()) / "prefbo-quick"
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -454,7 +439,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.published = not args.quick and all(
         getattr(args, k) == getattr(defaults, k) for k in PUBLISHED
     )
-    base = RESULTS if args.published else scratch_dir()
+    base = RESULTS if args.published else reports.scratch_dir()
     for name, suffix in (("store", "jsonl"), ("output", "md"), ("plot", "png")):
         if getattr(args, name) is None:
             setattr(args, name, base / f"inducing_bo.{suffix}")
@@ -486,7 +471,7 @@ def main(argv: list[str] | None = None) -> str:
     if not args.report_only:
         done = {
             (r["problem"], r["m"], r["seed"], r["method"])
-            for r in load_store(args.store)
+            for r in stores.read(args.store)
             if r["kind"] == "run" and r["config"] == tag
         }
         i, k = (int(v) for v in args.shard.split("/"))
@@ -499,14 +484,13 @@ def main(argv: list[str] | None = None) -> str:
             records[0]["seconds"] = time.perf_counter() - t0
             records[0]["machine"] = {
                 "cpus": os.cpu_count(),
-                "load": os.getloadavg()[0],
+                "load": environment.load_average(),
                 "omp": os.environ.get("OMP_NUM_THREADS", "unset"),
+                "processor": environment.machine(),
             }
-            threads = describe()
-            with args.store.open("a") as fh:
-                fh.writelines(
-                    json.dumps({**rec, "threads": threads}) + "\n" for rec in records
-                )
+            records[0]["versions"] = environment.versions()
+            threads = environment.threads()
+            stores.append(args.store, *({**rec, "threads": threads} for rec in records))
             print(
                 f"[{n + 1}/{len(pending)}] {p} M={m} seed={s} {meth}: "
                 f"{records[0]['seconds']:.1f}s, regret "
@@ -514,13 +498,8 @@ def main(argv: list[str] | None = None) -> str:
                 file=sys.stderr,
                 flush=True,
             )
-    records = [r for r in load_store(args.store) if r["config"] == tag]
+    records = [r for r in stores.read(args.store) if r["config"] == tag]
     text = report.build(records, args, argv, METHODS)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
+    reports.write(args.output, text)
     print(text)
     return text
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 r"""The report of ``inducing_bo.py``: paired statistics, tables and the plot.
 
 Built from the JSONL store's records alone, so it can be rewritten at any time
-(``python benchmarks/inducing_bo.py --report-only``). The text between the
+(``python -m benchmarks inducing_bo --report-only``). The text between the
 markers ``<!-- hand -->`` and ``<!-- /hand -->`` of an existing report (the
 hand-written findings) is kept when the report is rewritten.
 
@@ -14,9 +14,6 @@ p-value.
 from __future__ import annotations
 
 import math
-import os
-import platform
-import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -24,7 +21,10 @@ from pathlib import Path
 import torch
 from scipy.stats import binomtest, wilcoxon
 
-HAND = re.compile(r"<!-- hand -->.*?<!-- /hand -->", re.S)
+from benchmarks.harness import environment, reports
+
+#: The thread setting the page's command line gives.
+OMP = {"OMP_NUM_THREADS": "1"}
 REFERENCES = {
     "elbo_learned": "SVGP, inducing points learned on the ELBO",
     "exact_gp": "exact GP (SingleTaskGP)",
@@ -100,12 +100,6 @@ def final(per_method: dict, method: str, seeds: list[int]) -> list[float]:
     return [per_method[method][s]["rounds"][-1]["regret"] for s in seeds]
 
 
-def _median(values: list[float]) -> float:
-    # an even count's median is the mean of the middle two (torch's
-    # median() returns the lower one)
-    return float(torch.tensor(values, dtype=torch.float64).quantile(0.5))
-
-
 def regret_table(runs: dict, labels: dict) -> list[str]:
     rows = [
         "| problem | M | method | seeds | initial design | final regret "
@@ -121,7 +115,7 @@ def regret_table(runs: dict, labels: dict) -> list[str]:
             rows.append(
                 f"| {problem} | {m} | {labels.get(method, method)} | {len(seeds)} | "
                 f"{fmt(*mean_se(r0))} | {fmt(*mean_se(fin))} | "
-                f"{_median(fin):.3g} | {sum(secs) / len(secs):.3f} |"
+                f"{reports.median(fin):.3g} | {sum(secs) / len(secs):.3f} |"
             )
     return rows
 
@@ -163,8 +157,10 @@ def alpha_table(runs: dict, labels: dict) -> list[str]:
             recs = [x for s in sorted(by_seed) for x in by_seed[s]["rounds"]]
             qs = [x["q_min"] for x in recs if "q_min" in x]
             igs = [x["ig_range"] for x in recs if x.get("ig_range") is not None]
-            q_cell = f"{_median(qs):.4g}; {min(qs):.3g}" if qs else "1 (no quality)"
-            ig_cell = f"{_median(igs):.3g}" if igs else "–"
+            q_cell = (
+                f"{reports.median(qs):.4g}; {min(qs):.3g}" if qs else "1 (no quality)"
+            )
+            ig_cell = f"{reports.median(igs):.3g}" if igs else "–"
             cells = [
                 f"{sum(x['diff_cvr'] for x in recs) / len(recs):.1f}",
                 f"{sum(x['diff_anchored'] for x in recs) / len(recs):.1f}",
@@ -337,15 +333,26 @@ def plot(runs: dict, labels: dict, args, path: Path) -> None:
 
 def machine_note(records: list[dict]) -> str:
     r"""What is known of the machines: the runs' (recorded with each run since
-    these fields exist: the machine, then the thread settings) and the one
-    building this page, as measured."""
+    these fields exist: the machine, then the thread settings, then the
+    processor and the library versions) and the one building this page, as
+    measured."""
     runs = [r for r in records if r["kind"] == "run"]
     seen = [r["machine"] for r in runs if "machine" in r]
+    load = environment.load_average()
     here = (
-        f"this page was built on {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, torch "
-        f"{torch.__version__}."
+        f"this page was built on {environment.machine()}, load average "
+        f"{'n/a' if load is None else f'{load:.2f}'}, torch {torch.__version__}."
     )
+    versions = Counter(
+        ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+        for r in runs
+        if "versions" in r
+    )
+    unversioned = len(runs) - versions.total()
+    parts = [f"{v} ({n} runs)" for v, n in sorted(versions.items())]
+    if unversioned:
+        parts.append(f"not recorded ({unversioned} runs)")
+    versions_note = f"the runs' versions: {', '.join(parts) or 'no runs'}"
     threads = Counter(r["threads"] for r in runs if "threads" in r)
     unrecorded = len(runs) - threads.total()
     parts = [f"`{t}` ({n} runs)" for t, n in sorted(threads.items())]
@@ -355,7 +362,7 @@ def machine_note(records: list[dict]) -> str:
     if not seen:
         return (
             "the store does not record the runs' machine (cores, load, "
-            f"OMP_NUM_THREADS); {threads_note}; {here}"
+            f"OMP_NUM_THREADS); {threads_note}; {versions_note}; {here}"
         )
     cpus = sorted({m["cpus"] for m in seen})
     omp = sorted({str(m["omp"]) for m in seen})
@@ -364,7 +371,7 @@ def machine_note(records: list[dict]) -> str:
         f"{len(seen)} of the runs recorded their machine: "
         f"{'/'.join(map(str, cpus))} cores, OMP_NUM_THREADS={'/'.join(omp)}, load "
         f"average {min(loads):.2f}–{max(loads):.2f} at their end; {threads_note}; "
-        f"{here}"
+        f"{versions_note}; {here}"
     )
 
 
@@ -386,13 +393,8 @@ def build(records: list[dict], args, argv: list[str] | None, labels: dict) -> st
     plot(runs, labels, args, args.plot)
     seconds = sum(r.get("seconds", 0.0) for r in records if r["kind"] == "run")
     n_runs = sum(len(s) for c in runs.values() for s in c.values())
-    hand = ""
-    if args.output.exists():
-        found = HAND.search(args.output.read_text())
-        hand = found.group(0) if found else ""
-    cmd = " ".join(
-        a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"
-    )
+    hand = reports.hand_written(args.output)
+    cmd = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--report-only"]
     pairs = [
         ("ent_0.5", "cvr"),
         ("ent_0.5", "cvr_anchored"),
@@ -405,9 +407,8 @@ def build(records: list[dict], args, argv: list[str] | None, labels: dict) -> st
         [
             "# High-throughput BO: does ENT-DPP's quality term help? (SVGP + Thompson)",
             "",
-            f"Command: `OMP_NUM_THREADS=1 python benchmarks/inducing_bo.py"
-            f"{' ' + cmd if cmd else ''}` (runs go to `{args.store.name}`; "
-            "`--report-only` rebuilds this page from it).",
+            f"Command: `{reports.command('inducing_bo', cmd, OMP)}` (runs go to "
+            f"`{args.store.name}`; `--report-only` rebuilds this page from it).",
             "",
             f"Set-up: seeds {args.seeds[0]} … {args.seeds[-1]} (fixed before the "
             f"run, the same for every method), {args.num_init} uniform initial "

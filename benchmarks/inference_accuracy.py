@@ -10,7 +10,8 @@ r"""Accuracy of prefbo's posterior approximations against exact answers.
     pairs and of its posterior mean at the designs, against a long run of the
     exact sampler (SkewGP), when available.
 
-Run: ``python benchmarks/inference_accuracy.py`` (``--quick`` for a small run);
+Run: ``python -m benchmarks inference_accuracy`` (``--quick`` for a small run,
+written to ``<tempdir>/prefbo-quick/`` unless given ``--output``);
 the table is printed and written to ``benchmarks/results/inference_accuracy.md``.
 """
 
@@ -26,9 +27,11 @@ from pathlib import Path
 import torch
 from scipy import integrate, special
 
+from benchmarks.harness import environment, reports
 from prefbo import PairwiseEPGP, PairwiseLaplaceGP, SkewGP
 from prefbo.likelihoods import PairwiseProbitLikelihood
-from prefbo.utils.threads import describe
+
+RESULTS = Path(__file__).parent / "results"
 
 SIGMAS = (1.0, 0.3, 0.1, 0.03, 0.01)
 
@@ -193,23 +196,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sampler-throughput",
         action="store_true",
-        help="also run part (c), benchmarks/sampler_throughput.py (about 2 minutes; "
-        "its full table goes to benchmarks/results/sampler_throughput.md)",
+        help="also run part (c), the sampler_throughput benchmark (about 2 "
+        "minutes; its full table goes to benchmarks/results/sampler_throughput.md)",
     )
     parser.add_argument(
         "--output",
-        default=str(Path(__file__).parent / "results" / "inference_accuracy.md"),
+        default=None,
+        help="the page (default inference_accuracy.md in benchmarks/results/, "
+        "with --quick in <tempdir>/prefbo-quick/)",
     )
     args = parser.parse_args(argv)
+    if args.output is None:
+        base = reports.scratch_dir() if args.quick else RESULTS
+        args.output = str(base / "inference_accuracy.md")
     t0 = time.perf_counter()
     methods = {"Laplace": PairwiseLaplaceGP, "EP": PairwiseEPGP, "SkewGP": SkewGP}
     lines = [
         "# Accuracy of the posterior approximations",
         "",
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- threads: {describe()}",
-        "- command: `python benchmarks/inference_accuracy.py "
-        f"{' '.join(argv or sys.argv[1:])}`",
+        *environment.lines(),
+        f"- command: `{reports.command('inference_accuracy', argv or sys.argv[1:])}`",
         "",
         "## (a) One pair, one answer, prior Var(Δ) = 1",
         "",
@@ -228,24 +235,17 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     if args.sampler_throughput:
-        import importlib.util
+        from benchmarks import sampler_throughput
 
-        spec = importlib.util.spec_from_file_location(
-            "sampler_throughput", Path(__file__).parent / "sampler_throughput.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        # a quick run must not overwrite the full results file
-        quick_out = Path(args.output).with_name("sampler_throughput_quick.md")
-        text = module.main(
-            ["--quick", "--output", str(quick_out)] if args.quick else []
-        )
+        # a quick run writes its table to <tempdir>/prefbo-quick/, never over
+        # the published one
+        text = sampler_throughput.main(["--quick"] if args.quick else [])
         lines += [ln for ln in text.splitlines() if ln.startswith("- m =")]
     else:
         lines.append(
             "Effective samples per second of prefbo's Gibbs and LinESS samplers vs "
             "BoTorch's LinearEllipticalSliceSampler: run with `--sampler-throughput` "
-            "or `python benchmarks/sampler_throughput.py` "
+            "or `python -m benchmarks sampler_throughput` "
             "(`benchmarks/results/sampler_throughput.md`)."
         )
     lines += ["", f"total {time.perf_counter() - t0:.1f} s"]
@@ -255,7 +255,3 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -46,14 +46,14 @@ a failure of one library at one size is written into its table cells as
 
 Usage::
 
-    python benchmarks/laplace_vs_botorch.py                  # full run
-    python benchmarks/laplace_vs_botorch.py --quick          # a few seconds
-    python benchmarks/laplace_vs_botorch.py --sizes 200:1000,400:2000 \
+    python -m benchmarks laplace_vs_botorch                  # full run
+    python -m benchmarks laplace_vs_botorch --quick          # a few seconds
+    python -m benchmarks laplace_vs_botorch --sizes 200:1000,400:2000 \
         --skip-botorch-above 800 --seed 1
 
 The markdown report is printed and written to
-``benchmarks/results/laplace_vs_botorch.md`` (or ``--output``); progress goes
-to stderr.
+``benchmarks/results/laplace_vs_botorch.md`` (or ``--output``; ``--quick``
+writes to ``<tempdir>/prefbo-quick/``); progress goes to stderr.
 
 Timings are wall-clock medians (fits: of 3 up to n = 400, single above) with
 torch's default thread count; on a machine shared with other CPU-heavy work
@@ -66,8 +66,6 @@ import argparse
 import datetime
 import math
 import os
-import platform
-import shlex
 import statistics
 import sys
 import time
@@ -80,8 +78,6 @@ from copy import deepcopy
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import botorch
-import gpytorch
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 from botorch.fit import fit_gpytorch_mll
@@ -91,9 +87,9 @@ from botorch.optim import optimize_acqf
 from torch import Tensor
 
 import prefbo
+from benchmarks.harness import environment, reports
 from prefbo.mlls import PairwiseLaplaceMLL
 from prefbo.models import PairwiseLaplaceGP
-from prefbo.utils.threads import describe
 
 DIM = 4
 DTYPE = torch.float64
@@ -801,13 +797,11 @@ def render(
         "# prefbo `PairwiseLaplaceGP` vs BoTorch `PairwiseGP`",
         "",
         f"- date: {now}",
-        f"- versions: torch {torch.__version__}, gpytorch {gpytorch.__version__}, "
-        f"botorch {botorch.__version__}, prefbo {getattr(prefbo, '__version__', '?')}, "
-        f"python {platform.python_version()}",
-        f"- machine: {os.cpu_count()} CPUs, {platform.machine()}, {platform.system()} "
-        f"{platform.release()}; load average {loads[0]} at the start, {loads[1]} "
-        "at the end",
-        f"- threads: {describe()}",
+        f"- versions: {environment.versions_text()}, prefbo "
+        f"{getattr(prefbo, '__version__', '?')}",
+        f"- machine: {environment.machine()}; load average {loads[0]} at the "
+        f"start, {loads[1]} at the end",
+        f"- threads: {environment.threads()}",
         f"- command: `{command}`",
         f"- settings: d={DIM}, float64, seed {args.seed}; fit: median of "
         f"{args.fit_repeats} for n <= {args.fit_repeats_up_to}; EUBO q=2, "
@@ -967,10 +961,8 @@ def load_average() -> str:
     Returns:
         It formatted, or ``"n/a"`` where the platform has none.
     """
-    try:
-        return f"{os.getloadavg()[0]:.2f}"
-    except (AttributeError, OSError):
-        return "n/a"
+    load = environment.load_average()
+    return "n/a" if load is None else f"{load:.2f}"
 
 
 # --------------------------------------------------------------------- CLI
@@ -1111,9 +1103,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--output",
         type=Path,
-        default=DEFAULT_OUTPUT,
+        default=None,
         help="where to write the markdown report (default: "
-        "results/laplace_vs_botorch.md in this script's folder)",
+        "benchmarks/results/laplace_vs_botorch.md; with --quick "
+        "<tempdir>/prefbo-quick/laplace_vs_botorch.md)",
     )
     return parser
 
@@ -1135,11 +1128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.batch_size = QUICK_BATCH_SIZE if args.quick else DEFAULT_BATCH_SIZE
     if args.batch_m is None:
         args.batch_m = 5 * args.batch_n
-    try:
-        script = os.path.relpath(__file__)
-    except ValueError:  # another drive (Windows)
-        script = __file__
-    command = shlex.join(["python", script, *argv])
+    if args.output is None:
+        base = reports.scratch_dir() if args.quick else DEFAULT_OUTPUT.parent
+        args.output = base / DEFAULT_OUTPUT.name
+    command = reports.command("laplace_vs_botorch", argv)
 
     load_start = load_average()
     t_start = time.perf_counter()
@@ -1171,7 +1163,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.output.write_text(report, encoding="utf-8")
     print(f"written to {args.output} (total {total:.1f} s)", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,33 +1,16 @@
 r"""Preferential BO regret: prefbo's loop default against BoTorch's plain loop.
 
-The setting (fixed before any run):
-
-- Problems: BoTorch's Branin, Hartmann-3, Hartmann-6, Ackley-5, Levy-4 and
-  Rosenbrock-4 on their customary boxes, negated (a utility to maximise) and
-  standardised over the box: ``u(x) = (-f(x) - m) / s`` with ``m``, ``s`` the
-  mean and standard deviation of ``-f`` at 20,000 uniform points (generator
-  seed 0). Regret is ``u* - u(recommendation)`` in those units.
-- The simulated person answers ``P(x ≻ x') = Φ((u(x) - u(x')) / (√2 σ))``
-  (:class:`~prefbo.test_functions.SimulatedPerson`, seeded by the run's seed),
-  ``σ ∈ {0.01, 0.1, 0.3}``.
-- Every configuration first gets the same 4 uniformly random pairs (drawn from
-  the run's seed) and their answers, then asks its own questions up to 60
-  answers; the regrets after 30 and after 60 answers are the two budgets.
-- ``botorch`` (the reference): ``PairwiseGP`` on the designs mapped to the unit
-  cube (as BoTorch's tutorials do), refitted with
-  ``PairwiseLaplaceMarginalLogLikelihood`` at every answer, questions from
-  ``AnalyticExpectedUtilityOfBestOption`` maximised by ``optimize_acqf(q=2,
-  num_restarts=4, raw_samples=64)``; the recommendation is the told design of
-  highest posterior mean.
-- ``default``: ``PreferentialOptimizer(box, seed=seed)`` with every setting at
-  its default, told the 4 random pairs; the recommendation is its ``best()``.
-  Other configurations (``--configs``) change one setting of the loop.
-
-Three seed sets: ``tuning`` (0-19), which development may look at;
-``untuned`` (1000-1019), run once for the published figures of the virtual
-comparisons at the faces; ``fresh`` (2000-2019), fixed before any run, for
-the figures of the next change of the default (the untuned seeds have been
-seen since).
+The setting (fixed before any run) is :mod:`benchmarks.harness.configs`'s:
+the six standardised BoTorch problems of
+:class:`~benchmarks.harness.problems.Utility`, a probit person of noise
+``σ ∈ {0.01, 0.1, 0.3}``, the same 4 random pairs first, then each
+configuration's own questions up to 60 answers; the regrets after 30 and
+after 60 answers are the two budgets. ``botorch`` (the reference) is
+BoTorch's ``PairwiseGP`` + analytic EUBO loop, ``default`` prefbo's
+``PreferentialOptimizer`` at its defaults; other configurations
+(``--configs``) change one setting of the loop. Seed sets: ``tuning``
+(0-19), ``untuned`` (1000-1019, the published figures), ``fresh``
+(2000-2019, for the next change of the default).
 
 Runs are appended to a JSON-lines store (one record per problem, σ, seed and
 configuration, with the regret and the cumulative wall time after every
@@ -50,198 +33,47 @@ and seed) where only one of the two is stuck.
 
 Run single-threaded, e.g.::
 
-    OMP_NUM_THREADS=1 python benchmarks/pbo_regret.py --seed-set untuned --shard 0/2 &
-    OMP_NUM_THREADS=1 python benchmarks/pbo_regret.py --seed-set untuned --shard 1/2
-    python benchmarks/pbo_regret.py --seed-set untuned --report
+    OMP_NUM_THREADS=1 python -m benchmarks pbo_regret --seed-set untuned --shard 0/2 &
+    OMP_NUM_THREADS=1 python -m benchmarks pbo_regret --seed-set untuned --shard 1/2
+    python -m benchmarks pbo_regret --seed-set untuned --report
 
 Without ``OMP_NUM_THREADS``, each of ``k`` shards runs on its share of the
-cores (``_shard_threads.py``).
+cores (:mod:`benchmarks.harness.shards`).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import json
 import math
 import os
-import platform
 import sys
 import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from _shard_threads import share_cores_for_shard
+from benchmarks.harness.shards import share_cores_for_shard
 
 os.environ.update(share_cores_for_shard(sys.argv))  # before torch is imported
 
 import torch
-from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
-from botorch.exceptions.errors import ModelFittingError
-from botorch.exceptions.warnings import OptimizationWarning
-from botorch.fit import fit_gpytorch_mll
-from botorch.models.pairwise_gp import (
-    PairwiseGP,
-    PairwiseLaplaceMarginalLogLikelihood,
-)
-from botorch.optim import optimize_acqf
-from botorch.test_functions import synthetic
-from linear_operator.utils.warnings import NumericalWarning as LONumericalWarning
 from torch import Tensor
 
-from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
+from benchmarks.harness import environment, reports, stores
+from benchmarks.harness.configs import (
+    BUDGETS,
+    CONFIGS,
+    REFERENCE,
+    SEED_SETS,
+    SIGMAS,
+    initial_pairs,
+    make_loop,
+    quiet,
+)
+from benchmarks.harness.problems import PROBLEMS, Utility
 from prefbo.test_functions import SimulatedPerson
-from prefbo.utils.threads import describe
 
 RESULTS = Path(__file__).parent / "results"
-PROBLEMS: dict[str, Callable[[], synthetic.SyntheticTestFunction]] = {
-    "Branin": lambda: synthetic.Branin(),
-    "Hartmann3": lambda: synthetic.Hartmann(dim=3),
-    "Hartmann6": lambda: synthetic.Hartmann(dim=6),
-    "Ackley5": lambda: synthetic.Ackley(dim=5),
-    "Levy4": lambda: synthetic.Levy(dim=4),
-    "Rosenbrock4": lambda: synthetic.Rosenbrock(dim=4),
-}
-SIGMAS = (0.01, 0.1, 0.3)
-SEED_SETS = {
-    "tuning": range(0, 20),
-    "untuned": range(1000, 1020),
-    "fresh": range(2000, 2020),
-}
-BUDGETS = (30, 60)
-INITIAL_PAIRS = 4
-REFERENCE = "botorch"
-# name -> PreferentialOptimizer keyword arguments beside (bounds, seed)
-CONFIGS: dict[str, dict[str, Any]] = {
-    REFERENCE: {},
-    "default": {},
-    "laplace": {"model": "laplace"},
-    "random": {"strategy": "random"},
-}
-
-
-class Utility:
-    r"""A BoTorch test function negated and standardised over its box."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.f = PROBLEMS[name]()
-        self.bounds = self.f.bounds.to(torch.float64)  # 2 x d
-        self.dim = self.bounds.shape[-1]
-        gen = torch.Generator().manual_seed(0)
-        U = torch.rand(20_000, self.dim, generator=gen, dtype=torch.float64)
-        raw = -self.f.evaluate_true(self.from_unit(U))
-        self.mean, self.std = raw.mean().item(), raw.std().item()
-        self.optimal_value = (-self.f.optimal_value - self.mean) / self.std
-
-    def from_unit(self, U: Tensor) -> Tensor:
-        r"""Designs of the box from points of the unit cube."""
-        return self.bounds[0] + (self.bounds[1] - self.bounds[0]) * U
-
-    def to_unit(self, X: Tensor) -> Tensor:
-        r"""Points of the unit cube from designs of the box."""
-        return (X - self.bounds[0]) / (self.bounds[1] - self.bounds[0])
-
-    def __call__(self, X: Tensor) -> Tensor:
-        r"""The standardised utility at ``... x d`` designs of the box."""
-        return (-self.f.evaluate_true(X) - self.mean) / self.std
-
-    def regret(self, x: Tensor) -> float:
-        r"""``u* - u(x)`` at one design of the box (clamped at 0)."""
-        return max(self.optimal_value - self(x.unsqueeze(0)).item(), 0.0)
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    r"""The warnings both loops trigger by design (jitter on near-singular
-    kernel matrices, L-BFGS-B stopping on its limits), and only those."""
-    with warnings.catch_warnings(), expected_fit_warnings():
-        warnings.filterwarnings(
-            "ignore", message=r".*not p\.d\., added jitter", category=LONumericalWarning
-        )
-        warnings.filterwarnings("ignore", category=OptimizationWarning)
-        yield
-
-
-def initial_pairs(u: Utility, seed: int) -> list[Tensor]:
-    r"""The run's ``INITIAL_PAIRS`` random ``2 x d`` pairs of the box."""
-    gen = torch.Generator().manual_seed(seed)
-    U = torch.rand(INITIAL_PAIRS, 2, u.dim, generator=gen, dtype=torch.float64)
-    return list(u.from_unit(U))
-
-
-class BoTorchLoop:
-    r"""The reference: BoTorch's ``PairwiseGP`` + analytic EUBO, unit cube."""
-
-    def __init__(self, u: Utility, seed: int) -> None:
-        self.u, self.seed = u, seed
-        self.Z = torch.empty(0, u.dim, dtype=torch.float64)  # n x d, unit cube
-        self.comps = torch.empty(0, 2, dtype=torch.long)
-        self.model: PairwiseGP | None = None
-
-    def tell(self, pair: Tensor, winner: int) -> None:
-        n = self.Z.shape[0]
-        self.Z = torch.cat([self.Z, self.u.to_unit(pair)])
-        self.comps = torch.cat(
-            [self.comps, torch.tensor([[n + winner, n + 1 - winner]])]
-        )
-        self.model = PairwiseGP(self.Z, self.comps)
-        mll = PairwiseLaplaceMarginalLogLikelihood(self.model.likelihood, self.model)
-        try:
-            fit_gpytorch_mll(mll)
-        except ModelFittingError:  # keep the default hyperparameters
-            pass
-        self.model.eval()
-
-    def ask(self) -> Tensor:
-        acqf = AnalyticExpectedUtilityOfBestOption(pref_model=self.model)
-        cube = torch.zeros(2, self.u.dim, dtype=torch.float64)
-        cube[1] = 1
-        pair, _ = optimize_acqf(
-            acqf,
-            bounds=cube,
-            q=2,
-            num_restarts=4,
-            raw_samples=64,
-            options={"seed": self.seed * 1000 + self.comps.shape[0]},
-        )
-        return self.u.from_unit(pair.detach())
-
-    def best(self) -> Tensor:
-        with torch.no_grad():
-            mean = self.model.posterior(self.Z).mean.reshape(-1)
-        return self.u.from_unit(self.Z[mean.argmax()])
-
-
-class PrefboLoop:
-    r"""prefbo's ``PreferentialOptimizer`` with one configuration's settings."""
-
-    def __init__(self, u: Utility, seed: int, **kwargs: Any) -> None:
-        self.opt = PreferentialOptimizer(u.bounds, seed=seed, **kwargs)
-
-    def tell(self, pair: Tensor, winner: int) -> None:
-        self.opt.tell(winner, options=pair)
-
-    def ask(self) -> Tensor:
-        return self.opt.ask()
-
-    def best(self) -> Tensor:
-        return self.opt.best()[0]
-
-
-#: The distributions whose versions a run records (:func:`versions`).
-VERSIONED = ("torch", "numpy", "scipy", "botorch", "gpytorch", "linear_operator")
-
-
-def versions() -> dict[str, str]:
-    r"""Python's and :data:`VERSIONED`'s versions in this process."""
-    out = {"python": platform.python_version()}
-    for name in VERSIONED:
-        out[name] = importlib.metadata.version(name)
-    return out
 
 
 def run_one(
@@ -251,29 +83,25 @@ def run_one(
     config: str,
     answers: int = BUDGETS[-1],
     trace: Callable[[int, Any, Tensor, int], None] | None = None,
-    make_loop: Callable[[Utility, int], Any] | None = None,
+    make: Callable[[Utility, int], Any] | None = None,
 ) -> dict[str, Any]:
     r"""One run; the record stored (regret and cumulative seconds per answer).
 
     ``trace(k, loop, pair, winner)`` is called after the ``k``-th answer (for
-    diagnostics; not timed). ``make_loop(u, seed)``, if given, builds the
-    loop instead of ``config``'s (which then only names the record); the
-    loop has ``tell(pair, winner)``, ``ask()`` and ``best()``.
+    diagnostics; not timed). ``make(u, seed)``, if given, builds the loop
+    instead of ``config``'s (which then only names the record): how a screen
+    of a change to the loop runs its variant; the loop has ``tell(pair,
+    winner)``, ``ask()`` and ``best()``.
     """
     u = Utility(problem)
     person = SimulatedPerson(u, noise_std=sigma, seed=seed)
     loop: Any
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if make_loop is not None:
-            loop = make_loop(u, seed)
-        elif config == REFERENCE:
-            loop = BoTorchLoop(u, seed)
-        else:
-            loop = PrefboLoop(u, seed, **CONFIGS[config])
+        loop = make(u, seed) if make is not None else make_loop(config, u, seed)
         regret, seconds, elapsed = [], [], 0.0
         first = initial_pairs(u, seed)
-        with _quiet():
+        with quiet():
             for k in range(answers):
                 t0 = time.perf_counter()
                 pair = first[k] if k < len(first) else loop.ask()
@@ -294,25 +122,13 @@ def run_one(
         "config": config,
         "regret": regret,
         "seconds": seconds,
-        "versions": versions(),
-        "threads": describe(),
+        "versions": environment.versions(),
+        "threads": environment.threads(),
+        "machine": environment.machine(),
     }
 
 
 # ---------------------------------------------------------------- store
-
-
-def load(store: Path) -> list[dict[str, Any]]:
-    r"""The records of a store (a torn last line is skipped)."""
-    if not store.exists():
-        return []
-    out = []
-    for line in store.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
 
 
 def key(rec: dict[str, Any]) -> tuple:
@@ -339,15 +155,17 @@ def pending(
 
 def run(args: argparse.Namespace) -> None:
     r"""Every missing run of this shard (:func:`pending`)."""
-    done = {key(r) for store in args.store for r in load(store)}
+    done = {key(r) for store in args.store for r in stores.read(store)}
     mine = pending(args, args.seed_set, args.configs, done)
     i, k = args.shard
-    print(f"{len(mine)} runs to do in shard {i}/{k} ({describe()})", flush=True)
+    print(
+        f"{len(mine)} runs to do in shard {i}/{k} ({environment.threads()})",
+        flush=True,
+    )
     for p, s, seed, c in mine:
         t0 = time.perf_counter()
         rec = run_one(p, s, seed, c, answers=args.answers)
-        with args.store[0].open("a") as fh:
-            fh.write(json.dumps(rec) + "\n")
+        stores.append(args.store[0], rec)
         print(
             f"{p:>11s} σ={s:<5} seed {seed:>4d} {c:>10s}: regret@30 "
             f"{rec['regret'][min(29, len(rec['regret']) - 1)]:.4f} @end "
@@ -500,19 +318,77 @@ def report(
 
 
 def version_table(records: list[dict[str, Any]]) -> list[str]:
-    r"""Per configuration, how many runs ran with which library versions and
-    thread settings."""
-    counts: dict[tuple[str, str, str], int] = {}
+    r"""Per configuration, how many runs ran on which machine, with which
+    library versions and thread settings (``not recorded`` for runs made
+    before their records held them)."""
+    counts: dict[tuple[str, str, str, str], int] = {}
     for r in records:
         v = r.get("versions")
         text = ", ".join(f"{k} {v[k]}" for k in sorted(v)) if v else "not recorded"
-        row = r["config"], text, r.get("threads", "not recorded")
+        row = (
+            r["config"],
+            r.get("machine", "not recorded"),
+            text,
+            r.get("threads", "not recorded"),
+        )
         counts[row] = counts.get(row, 0) + 1
     return [
-        "| configuration | runs | versions | threads |",
-        "|---|---|---|---|",
-        *(f"| {c} | {n} | {t} | {th} |" for (c, t, th), n in sorted(counts.items())),
+        "| configuration | runs | machine | versions | threads |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {c} | {n} | {m} | {t} | {th} |"
+            for (c, m, t, th), n in sorted(counts.items())
+        ),
     ]
+
+
+def timing_table(
+    records: list[dict[str, Any]], seed_set: str, budgets: Sequence[int] = BUDGETS
+) -> list[str]:
+    r"""Seconds per answer of every run of BoTorch's loop and of one other
+    configuration, per problem and seed, over answers ``(0, b_1]``, ``(b_1,
+    b_2]``, ...: the table of a timing run (the configurations interleaved on
+    an idle core); the last row the means over the runs and their ratio."""
+    seeds = set(SEED_SETS[seed_set])
+    by = {
+        (r["problem"], r["seed"], r["config"]): r for r in records if r["seed"] in seeds
+    }
+    others = sorted({c for _, _, c in by if c != REFERENCE})
+    if len(others) != 1:
+        raise ValueError(
+            f"a timing table compares BoTorch's loop with one configuration; "
+            f"the store has {others or 'none'} beside it"
+        )
+    other = others[0]
+    spans = list(zip([0, *budgets[:-1]], budgets, strict=True))
+    head, rule = ["problem", "seed"], ["---", "---"]
+    for lo, hi in spans:
+        answers = "answers " if not lo else ""
+        head += [f"BoTorch, {answers}{lo + 1}-{hi}", f"{other}, {lo + 1}-{hi}", "ratio"]
+        rule += ["---"] * 3
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(rule) + "|"]
+    columns: list[list[float]] = [[] for _ in range(2 * len(spans))]
+    for problem, seed in sorted({(p, s) for p, s, _ in by}):
+        ref, mine = by.get((problem, seed, REFERENCE)), by.get((problem, seed, other))
+        if ref is None or mine is None:
+            continue
+        cells = [problem, str(seed)]
+        for j, (lo, hi) in enumerate(spans):
+            pair = []
+            for k, rec in enumerate((ref, mine)):
+                s = rec["seconds"]
+                value = (s[hi - 1] - (s[lo - 1] if lo else 0.0)) / (hi - lo)
+                columns[2 * j + k].append(value)
+                pair.append(value)
+            ratio = pair[1] / pair[0]
+            cells += [f"{pair[0]:.3f} s", f"{pair[1]:.3f} s", f"{ratio:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    cells = []
+    for j in range(len(spans)):
+        b, m = (sum(c) / len(c) for c in columns[2 * j : 2 * j + 2])
+        cells += [f"{b:.3f} s", f"{m:.3f} s", f"{m / b:.2f}"]
+    lines.append("| all | | " + " | ".join(cells) + " |")
+    return lines
 
 
 def summary(
@@ -605,9 +481,7 @@ def plot(records: list[dict[str, Any]], seed_set: str, path: Path) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     r"""Parse the command line."""
-    p = argparse.ArgumentParser(
-        prog="python benchmarks/pbo_regret.py", description=__doc__.splitlines()[0]
-    )
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seed-set", choices=list(SEED_SETS), default="untuned")
     p.add_argument(
         "--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS)
@@ -644,7 +518,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--report",
         action="store_true",
-        help="write results/pbo_regret.md and the figure from the store",
+        help="write the page (NAME.md) and its figure (NAME.png) in --output "
+        "from the stores alone",
+    )
+    p.add_argument(
+        "--timing",
+        action="store_true",
+        help="with --report: a table of each store's seconds per answer, run by "
+        "run (BoTorch's loop and one configuration), instead of the regret",
+    )
+    p.add_argument(
+        "--name",
+        default=None,
+        help="the report's page and figure name (default pbo_regret_<seed set>)",
     )
     args = p.parse_args(argv)
     i, k = (int(v) for v in args.shard.split("/"))
@@ -655,38 +541,77 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.shard = (i, k)
     if args.store is None:
         args.store = [RESULTS / f"pbo_regret_{args.seed_set}.jsonl"]
+    if args.name is None:
+        args.name = f"pbo_regret_{args.seed_set}"
     args.argv = list(sys.argv[1:] if argv is None else argv)
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> str | None:
-    r"""Run (or, with ``--report``, report); the report's text."""
+    r"""Run (or, with ``--report``, report); the report's text.
+
+    The report's page keeps the hand-written block (``<!-- hand -->`` ...
+    ``<!-- /hand -->``) of the page it replaces.
+    """
     args = parse_args(argv)
     if not args.report:
         run(args)
         return None
+    if args.timing:
+        return timing_page(args)
     # a later store's run replaces an earlier one's of the same key
-    records = list({key(r): r for store in args.store for r in load(store)}.values())
+    records = stores.latest(
+        (r for store in args.store for r in stores.read(store)), key
+    )
     budgets = sorted(args.budgets)
     text, verdict = report(records, args.seed_set, budgets)
+    out = args.output / f"{args.name}.md"
+    png = args.output / f"{args.name}.png"
+    hand = reports.hand_written(out)
     args.output.mkdir(parents=True, exist_ok=True)
-    out = args.output / f"pbo_regret_{args.seed_set}.md"
-    png = args.output / f"pbo_regret_{args.seed_set}.png"
     plot(records, args.seed_set, png)
-    out.write_text(
+    reports.write(
+        out,
         f"# Preferential BO regret, seed set `{args.seed_set}`\n\n"
+        + (f"{hand}\n\n" if hand else "")
+        + f"Page: `{reports.command('pbo_regret', args.argv)}` (from the "
+        "stores alone; the runs: the same options without `--report`). "
         f"Stores: {', '.join(f'`{s.name}`' for s in args.store)}; figure: "
         f"`{png.name}`. Setting and columns: the docstring of "
         "`benchmarks/pbo_regret.py`. The time ratios divide seconds timed "
         "in the runs themselves: they compare only where the configurations "
         "ran interleaved in one session on idle cores (the untuned store's "
         "BoTorch runs were made in an earlier session than the default's; "
-        "interleaved timings: `pbo_regret_timing*.md`).\n\n"
-        f"{summary(verdict, budgets)}\n\n{text}\n"
+        "interleaved timings: `pbo_regret_timing*.md`). The machine, versions "
+        "and threads of the runs: the last table.\n\n"
+        f"{summary(verdict, budgets)}\n\n{text}\n",
     )
     print(out.read_text())
     return out.read_text()
 
 
-if __name__ == "__main__":
-    main()
+def timing_page(args: argparse.Namespace) -> str:
+    r"""``--report --timing``: the page of each store's time per answer
+    (:func:`timing_table`, one section per store, in the order given)."""
+    budgets = sorted(args.budgets)
+    out = args.output / f"{args.name}.md"
+    hand = reports.hand_written(out)
+    lines = ["# Time per answer: the loop default against BoTorch's loop", ""]
+    lines += [hand, ""] if hand else []
+    lines += [
+        f"Page: `{reports.command('pbo_regret', args.argv)}` (from the stores "
+        "alone). Seconds per answer as `pbo_regret` times them (ask, then tell "
+        "and the recommendation; the simulated person's answer not timed).",
+        "",
+    ]
+    records = []
+    for store in args.store:
+        runs = stores.read(store)
+        records += runs
+        lines += [f"## `{store.name}`", ""]
+        lines += [*timing_table(runs, args.seed_set, budgets), ""]
+    lines += version_table(records)
+    text = "\n".join(lines) + "\n"
+    reports.write(out, text)
+    print(text)
+    return text

@@ -16,7 +16,7 @@ population's favourite (posterior-mean maximiser on a 41 x 41 grid) from the
 true one, the fitted disagreement, and the exact model's time over the
 variational one's where both ran.
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/population_scale.py`` (seeds fixed
+Run: ``OMP_NUM_THREADS=1 python -m benchmarks population_scale`` (seeds fixed
 below; ``--quick`` for a small run).
 """
 
@@ -29,11 +29,11 @@ import time
 import torch
 from botorch.fit import fit_gpytorch_mll
 
+from benchmarks.harness import environment
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.mlls import PairwiseEPMLL
 from prefbo.models.population import favourite, population_model
 from prefbo.models.population_variational import VariationalPopulationGP
-from prefbo.utils.threads import describe
 
 PEAK = torch.tensor([0.7, 0.3], dtype=torch.float64)
 GRID = torch.stack(
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:  # noqa: D103
     args = p.parse_args(argv)
     if args.quick:
         args.participants, args.steps = [5, 20], 2
-    print(f"threads: {describe()}")
+    print("\n".join(environment.lines()))
     print(
         "participants  answers  variational s (s/epoch)  favourite error  "
         "disagreement  exact EP s  exact error  exact/variational"
@@ -120,7 +120,3 @@ def main(argv: list[str] | None = None) -> None:  # noqa: D103
             f"{r['variational_disagreement']:12.3f}  {exact}",
             flush=True,
         )
-
-
-if __name__ == "__main__":
-    main()

@@ -46,10 +46,10 @@ per-participant answer count and at its first model-based question.
 Runs are appended to a JSON-lines store (one record per seed and arm, with
 its thread settings); a rerun skips what it holds. Run single-threaded::
 
-    OMP_NUM_THREADS=1 python benchmarks/population_study.py --seeds 6
-    OMP_NUM_THREADS=1 python benchmarks/population_study.py --timing-only \
+    OMP_NUM_THREADS=1 python -m benchmarks population_study --seeds 6
+    OMP_NUM_THREADS=1 python -m benchmarks population_study --timing-only \
         --timing 10x3:3 100x1:3 300x1:2 1000x1:1
-    OMP_NUM_THREADS=1 python benchmarks/population_study.py --report-only
+    OMP_NUM_THREADS=1 python -m benchmarks population_study --report-only
 
 ``--quick`` (2 participants x 3 answers, one seed, a small timing) writes to
 ``<tempdir>/prefbo-quick/`` and never over the published results.
@@ -58,31 +58,22 @@ its thread settings); a rerun skips what it holds. Run single-threaded::
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import platform
 import sys
-import tempfile
 import time
-import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from botorch.exceptions.warnings import OptimizationWarning
-from linear_operator.utils.warnings import NumericalWarning as LONumericalWarning
 from torch import Tensor
 
-from prefbo.loop.optimizer import PreferentialOptimizer, expected_fit_warnings
+from benchmarks.harness import environment, reports, stores
+from benchmarks.harness.configs import quiet as _quiet
+from benchmarks.harness.reports import median as _median
+from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.study import PopulationStudy
 from prefbo.test_functions import SimulatedPerson
-from prefbo.utils.threads import describe
-
-sys.path.insert(0, str(Path(__file__).parent))
-import pbo_regret  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 NAME = "population_study"
@@ -158,17 +149,6 @@ class Utility:
     def regret(self, x: Tensor) -> float:
         r"""``max u_p − u_p(x)`` at one design (clamped at 0)."""
         return max(self.best_value - self(x.unsqueeze(0)).item(), 0.0)
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    r"""The warnings the loops trigger by design, and only those."""
-    with warnings.catch_warnings(), expected_fit_warnings():
-        warnings.filterwarnings(
-            "ignore", message=r".*not p\.d\., added jitter", category=LONumericalWarning
-        )
-        warnings.filterwarnings("ignore", category=OptimizationWarning)
-        yield
 
 
 def _person(u: Utility, seed: int, p: int) -> SimulatedPerson:
@@ -259,7 +239,7 @@ def run_independent(
     return {"seed": seed, "arm": "independent", "regret": regret, "seconds": seconds}
 
 
-load = pbo_regret.load  # the records of a store (a torn last line skipped)
+load = stores.read  # the records of a store (a torn last line skipped)
 
 
 def run_regret(args: argparse.Namespace, pop: Population) -> None:
@@ -280,9 +260,8 @@ def run_regret(args: argparse.Namespace, pop: Population) -> None:
             rec = fn(pop, seed, args.participants, args.answers)
             rec["kind"] = "regret"
             rec["wall"] = time.perf_counter() - t0
-            rec["threads"] = describe()
-            with args.store.open("a") as fh:
-                fh.write(json.dumps(rec) + "\n")
+            rec |= environment.record()
+            stores.append(args.store, rec)
             last = [r[-1] for r in rec["regret"]]
             print(
                 f"seed {seed} {arm:>11s}: final regret mean {sum(last) / len(last):.3f}"
@@ -367,10 +346,8 @@ def run_timing(args: argparse.Namespace, pop: Population) -> None:
         rec["independent_same"] = time_independent(pop, per - 1, 3)
         rec["independent_model"] = time_independent(pop, 2, 3)
         rec["wall"] = time.perf_counter() - t0
-        rec["load"] = os.getloadavg()[0]
-        rec["threads"] = describe()
-        with args.store.open("a") as fh:
-            fh.write(json.dumps(rec) + "\n")
+        rec |= environment.record()
+        stores.append(args.store, rec)
         print(
             f"timing {participants} x {per}: study "
             f"{_median(rec['seconds']):.2f} s/answer ({rec['wall']:.0f} s)",
@@ -379,12 +356,6 @@ def run_timing(args: argparse.Namespace, pop: Population) -> None:
 
 
 # ---------------------------------------------------------------- report
-
-
-def _median(x: Sequence[float]) -> float:
-    # an even count's median is the mean of the middle two (torch's
-    # median() returns the lower one)
-    return float(torch.tensor(list(x), dtype=torch.float64).quantile(0.5))
 
 
 def _mse(x: Sequence[float]) -> str:
@@ -630,10 +601,7 @@ def plot(seeds: list[int], tr: dict[str, list], path: Path, pop: Population) -> 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     r"""Parse the command line."""
-    p = argparse.ArgumentParser(
-        prog="python benchmarks/population_study.py",
-        description=__doc__.splitlines()[0],
-    )
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=6, help="the first N of SEEDS")
     p.add_argument("--participants", type=int, default=PARTICIPANTS)
     p.add_argument("--answers", type=int, default=ANSWERS)
@@ -666,9 +634,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         not args.quick and args.participants == PARTICIPANTS and args.answers == ANSWERS
     )
     if args.output is None:
-        args.output = (
-            RESULTS if published else Path(tempfile.gettempdir()) / "prefbo-quick"
-        )
+        args.output = RESULTS if published else reports.scratch_dir()
     args.output.mkdir(parents=True, exist_ok=True)
     args.store = args.output / f"{NAME}.jsonl"
     args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -679,7 +645,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     r"""Run what is missing, then write the page's tables."""
     args = parse_args(argv)
     pop = Population()
-    start, load0 = time.perf_counter(), os.getloadavg()[0]
+    start, load0 = time.perf_counter(), environment.load_average()
     if not args.report_only:
         if not args.timing_only:
             run_regret(args, pop)
@@ -688,12 +654,13 @@ def main(argv: Sequence[str] | None = None) -> str:
     records = load(args.store)
     text = report(records, args.output / f"{NAME}.png", pop)
     head = (
-        f"Machine: {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores, torch {torch.__version__}; threads: "
-        f"{describe()}; load average {load0:.2f} before, "
-        f"{os.getloadavg()[0]:.2f} after; this invocation "
+        f"Machine: {environment.machine()}; {environment.versions_text()}; "
+        f"threads: {environment.threads()}; load average {load0:.2f} before, "
+        f"{environment.load_average():.2f} after; this invocation "
         f"{time.perf_counter() - start:.0f} s "
-        f"(`python benchmarks/population_study.py {' '.join(args.argv)}`).\n\n"
+        f"(`{reports.command('population_study', args.argv)}`). The runs' "
+        "machine, versions and threads: their records in the store (threads "
+        "only, before these records held the others).\n\n"
     )
     page = args.output / f"{NAME}.md"
     kept = page.read_text().split(HAND, 1)[1] if page.exists() else ""
@@ -706,7 +673,3 @@ def main(argv: Sequence[str] | None = None) -> str:
     )
     print(head + text)
     return text
-
-
-if __name__ == "__main__":
-    main()

@@ -13,8 +13,8 @@ same for both methods, so a run does not depend on the runs before it.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/preference_thompson.py          # ~2 minutes
-    OMP_NUM_THREADS=1 python benchmarks/preference_thompson.py --quick  # seconds
+    OMP_NUM_THREADS=1 python -m benchmarks preference_thompson          # ~2 minutes
+    OMP_NUM_THREADS=1 python -m benchmarks preference_thompson --quick  # seconds
 
 The report is printed and written to ``--output``: by default
 ``benchmarks/results/preference_thompson.md`` for the published setting (every
@@ -28,11 +28,7 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
-import re
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -43,12 +39,12 @@ from botorch.fit import fit_gpytorch_mll
 from scipy.stats import wilcoxon
 from torch import Tensor
 
+from benchmarks.harness import environment, reports
 from prefbo.acquisition.thompson import thompson_pairs
 from prefbo.exceptions import NumericalWarning
 from prefbo.mlls import PairwiseLaplaceMLL
 from prefbo.models import PairwiseLaplaceGP
 from prefbo.test_functions import Branin, SimulatedPerson
-from prefbo.utils.threads import describe
 
 TKW = {"dtype": torch.float64}
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -57,7 +53,6 @@ METHODS = {"thompson": "Thompson pairs", "random": "random pairs"}
 PUBLISHED = (
     "seeds", "rounds", "batch_size", "init", "raw_samples", "num_restarts", "ts_steps"
 )  # fmt: skip
-HAND = re.compile(r"<!-- hand -->.*?<!-- /hand -->", re.S)
 
 
 def _fit(X: Tensor, comparisons: Tensor) -> PairwiseLaplaceGP:
@@ -150,12 +145,6 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
     return float(t.mean()), se
 
 
-def _median(values: list[float]) -> float:
-    # an even count's median is the mean of the middle two (torch's median()
-    # returns the lower one)
-    return float(torch.tensor(values, **TKW).quantile(0.5))
-
-
 def _fmt(mean: float, se: float) -> str:
     return f"{mean:.3g} ± {se:.2g}" if math.isfinite(se) else f"{mean:.3g}"
 
@@ -197,7 +186,7 @@ def output_path(args: argparse.Namespace) -> Path:
     the setting is the published one)."""
     if args.output is not None:
         return args.output
-    base = RESULTS if args.published else Path(tempfile.gettempdir()) / "prefbo-quick"
+    base = RESULTS if args.published else reports.scratch_dir()
     return base / "preference_thompson.md"
 
 
@@ -207,7 +196,7 @@ def main(argv: list[str] | None = None) -> str:
     output = output_path(args)
     if not args.published:
         print(f"not the published setting: report {output}", file=sys.stderr)
-    start, load = time.perf_counter(), os.getloadavg()[0]
+    start, load = time.perf_counter(), environment.load_average()
     final = {}
     for method in METHODS:
         final[method] = [run(method, s, args)[-1] for s in range(args.seeds)]
@@ -217,21 +206,18 @@ def main(argv: list[str] | None = None) -> str:
     diff = [a - b for a, b in zip(ts, rnd, strict=True)]
     nonzero = [d for d in diff if d != 0]
     p_w = float(wilcoxon(nonzero).pvalue) if nonzero else 1.0
-    hand = ""
-    if output.exists():
-        found = HAND.search(output.read_text())
-        hand = found.group(0) + "\n" if found else ""
+    hand = reports.hand_written(output)
+    hand = hand + "\n" if hand else ""
     rows = [
-        f"| {METHODS[k]} | {_fmt(*_mean_se(v))} | {_median(v):.3g} |"
+        f"| {METHODS[k]} | {_fmt(*_mean_se(v))} | {reports.median(v):.3g} |"
         for k, v in final.items()
     ]
-    cmd = " ".join(sys.argv[1:] if argv is None else argv)
+    cmd = reports.command("preference_thompson", sys.argv[1:] if argv is None else argv)
     text = "\n".join(
         [
             "# Batch preference BO on Branin: Thompson pairs vs random pairs",
             "",
-            f"Command: `python benchmarks/preference_thompson.py"
-            f"{' ' + cmd if cmd else ''}`",
+            f"Command: `{cmd}`",
             "",
             f"Set-up: {args.seeds} seeds (0 … {args.seeds - 1}), Branin on [0, 1]², "
             f"simulated person with probit noise σ = 0.1, {args.init} initial "
@@ -251,19 +237,14 @@ def main(argv: list[str] | None = None) -> str:
             f"higher on {sum(d > 0 for d in diff)}; two-sided Wilcoxon "
             f"signed-rank p = {p_w:.2g} (ties dropped).",
             "",
-            f"Run time {elapsed:.0f} s, "
-            f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-            f"torch {torch.__version__}; threads: {describe()}; load average "
-            f"{load:.2f} before, {os.getloadavg()[0]:.2f} after.",
+            f"Run time {elapsed:.0f} s, {environment.machine()}; "
+            f"{environment.versions_text()}; threads: {environment.threads()}; "
+            f"load average {load:.2f} before, {environment.load_average():.2f} "
+            "after.",
             "",
             *([hand] if hand else []),
         ]
     )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text)
+    reports.write(output, text)
     print(text)
     return text
-
-
-if __name__ == "__main__":
-    main()

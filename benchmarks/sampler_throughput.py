@@ -36,9 +36,9 @@ A LinESS transition and a Gibbs sweep are one "step" each.
 
 Usage::
 
-    python benchmarks/sampler_throughput.py           # full run (~5 minutes)
-    python benchmarks/sampler_throughput.py --quick   # ~30 seconds
-    OMP_NUM_THREADS=1 python benchmarks/sampler_throughput.py --append
+    python -m benchmarks sampler_throughput           # full run (~5 minutes)
+    python -m benchmarks sampler_throughput --quick   # ~30 seconds
+    OMP_NUM_THREADS=1 python -m benchmarks sampler_throughput --append
 
 The markdown report is printed and written to
 ``benchmarks/results/sampler_throughput.md`` (``--output``; ``--append`` adds
@@ -51,23 +51,19 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
-import os
-import platform
-import shlex
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-import botorch
 import numpy as np
 import torch
 from botorch.utils.probability.lin_ess import LinearEllipticalSliceSampler
 
 import prefbo
+from benchmarks.harness import environment, reports
 from prefbo.sampling import GibbsSampler, LinESS, find_interior_point
-from prefbo.utils.threads import describe
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "sampler_throughput.md"
 MAX_KEPT_NUMBERS = 20_000_000
@@ -263,17 +259,18 @@ def _fmt(x: float) -> str:
     return f"{x:.{min(digits, 4)}f}"
 
 
-def report(results: list[Result], args: argparse.Namespace, load: tuple) -> str:
+def report(
+    results: list[Result], args: argparse.Namespace, load: tuple, argv: list[str]
+) -> str:
     lines = [
         "# Truncated-Gaussian samplers: effective samples per second",
         "",
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- versions: torch {torch.__version__}, botorch {botorch.__version__}, "
-        f"prefbo {prefbo.__version__}, python {platform.python_version()}",
-        f"- machine: {os.cpu_count()} CPUs; threads: {describe()}; "
+        f"- versions: {environment.versions_text()}, prefbo {prefbo.__version__}",
+        f"- machine: {environment.machine()}; threads: {environment.threads()}; "
         f"load average {load[0]:.2f} at the start, {load[1]:.2f} at the end "
         "(other processes share the machine)",
-        f"- command: `python {' '.join(shlex.quote(a) for a in sys.argv)}`",
+        f"- command: `{reports.command('sampler_throughput', argv)}`",
         f"- settings: burn-in {args.burnin_s} s, measurement {args.budget_s} s "
         "per sampler; target r ~ N(0, D K D^T + 2 I) restricted to r > 0, n = 50 "
         "designs, RBF lengthscale 0.25 on [0, 1]^2 (see the script's docstring)",
@@ -332,26 +329,32 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--chains", default="1,32", help="chain counts")
     parser.add_argument("--budget-s", type=float, default=None)
     parser.add_argument("--burnin-s", type=float, default=None)
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"the report (default {DEFAULT_OUTPUT.name} in benchmarks/results/, "
+        "with --quick in <tempdir>/prefbo-quick/)",
+    )
     parser.add_argument("--append", action="store_true")
     args = parser.parse_args(argv)
+    if args.output is None:
+        base = reports.scratch_dir() if args.quick else DEFAULT_OUTPUT.parent
+        args.output = base / DEFAULT_OUTPUT.name
     if args.budget_s is None:
         args.budget_s = 1.0 if args.quick else 10.0
     if args.burnin_s is None:
         args.burnin_s = 0.3 if args.quick else 2.0
-    load_start = os.getloadavg()[0]
+    load_start = environment.load_average()
     results = []
     for m in (int(s) for s in args.sizes.split(",")):
         chains = [int(c) for c in args.chains.split(",")]
         results.extend(run_size(m, chains, args.budget_s, args.burnin_s))
-    text = report(results, args, (load_start, os.getloadavg()[0]))
+    load = (load_start, environment.load_average())
+    text = report(results, args, load, sys.argv[1:] if argv is None else argv)
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     if args.append and args.output.exists():
         text = args.output.read_text() + "\n" + text
     args.output.write_text(text)
     return text
-
-
-if __name__ == "__main__":
-    main()

@@ -8,7 +8,10 @@ Procedure:
        fresh SQLite database;
     2. the server as a real process, ``python -m prefbo.cli serve study.json
        --db study.db --port PORT`` on a free loopback port, with
-       ``OMP_NUM_THREADS=1`` (it starts its own model worker process);
+       no thread variable set (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
+       ``PREFBO_THREADS`` removed: as users start it; it starts its own model
+       worker process and gives it its threads); ``--model-kind`` sets the
+       study's ``model.kind`` (default the demo's, ``population``);
     3. ``--participants`` (50) join through ``POST /api/join``; each then
        answers as fast as it can in its own thread, with its own HTTP
        connection, for ``--seconds`` (20): a simulated person who always takes
@@ -44,10 +47,10 @@ exited; any left behind is reported (and then killed by its pid).
 
 Usage::
 
-    python benchmarks/serve_load.py                 # 50 participants, 20 s
-    python benchmarks/serve_load.py --kill          # with a crash and restart
-    python benchmarks/serve_load.py --participants 20 --seconds 8 --seed 1
-    python benchmarks/serve_load.py --think 3 --seconds 60   # people's pace
+    python -m benchmarks serve_load                 # 50 participants, 20 s
+    python -m benchmarks serve_load --kill          # with a crash and restart
+    python -m benchmarks serve_load --participants 20 --seconds 8 --seed 1
+    python -m benchmarks serve_load --think 3 --seconds 60   # people's pace
 
 ``--leftover-wait`` (30 s) is how long the server's processes get to exit
 after it stopped. Prints a Markdown table; exits 1 if a check failed or a
@@ -63,7 +66,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import platform
 import random
 import signal
 import socket
@@ -79,17 +81,26 @@ from typing import Any
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import environment
+from benchmarks.harness.runner import REPO
+
 TARGET_HUE = 200.0
 START_TIMEOUT_S = 120.0
+#: Removed from the server's environment: it starts as users start it.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PREFBO_THREADS")
 
 
 # ------------------------------------------------------------------ study
-def write_study(folder: Path, answers: int = 400) -> Path:
-    r"""The demo study with ``answers`` per participant, shown as values, as
-    ``folder/study.json``."""
+def write_study(
+    folder: Path, answers: int = 400, model_kind: str | None = None
+) -> Path:
+    r"""The demo study with ``answers`` per participant, shown as values
+    (``model_kind``: its ``model.kind``, with that kind's default
+    inference), as ``folder/study.json``."""
     study = copy.deepcopy(demo_study())
     study["answers_per_participant"] = answers
+    if model_kind is not None:
+        study["model"] = {"kind": model_kind, "strategy": "eubo"}
     study["display"] = {"kind": "values"}
     path = folder / "study.json"
     path.write_text(json.dumps(study, indent=1))
@@ -205,7 +216,8 @@ class Server:
         self.generation += 1
         out = self.folder / f"server{self.generation}.out"
         err = self.folder / f"server{self.generation}.err"
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+        env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO), env.get("PYTHONPATH", "")) if p
         )
@@ -418,7 +430,15 @@ class Result:
     kill: bool
     seed: int
     think: float = 0.0
+    model_kind: str = "population"
+    kill_worker: bool = False
     load_s: float = 0.0
+    #: wall-clock (``time.time()``) at the start of the load
+    epoch0: float = 0.0
+    #: minute of the load -> origin -> questions shown in it
+    shown_by_minute: dict[int, dict[str, int]] = field(default_factory=dict)
+    worker_killed_at_s: float | None = None
+    worker_back_s: float | None = None
     acked: int = 0
     latencies: list[float] = field(default_factory=list)
     start_s: float = 0.0
@@ -618,6 +638,10 @@ def check_database(db: Path, people: list[Participant], result: Result) -> None:
             if r["shown_at"] is not None:
                 o = r["origin"]
                 result.origins_shown[o] = result.origins_shown.get(o, 0) + 1
+                if r["shown_at"] >= result.epoch0:
+                    minute = int((r["shown_at"] - result.epoch0) // 60)
+                    counts = result.shown_by_minute.setdefault(minute, {})
+                    counts[o] = counts.get(o, 0) + 1
             if r["answered_at"] is not None:
                 o = r["origin"]
                 result.origins_answered[o] = result.origins_answered.get(o, 0) + 1
@@ -632,6 +656,8 @@ def run(
     leftover_wait: float = 30.0,
     final_stop: str = "interrupt",
     think: float = 0.0,
+    model_kind: str | None = None,
+    kill_worker: bool = False,
 ) -> Result:
     r"""One run (see the module docstring) in ``folder`` (default: a fresh
     temporary one); the checks are in the result (:meth:`Result.problems`,
@@ -641,11 +667,13 @@ def run(
     it waits up to 10 s for its worker) or SIGKILL (``"kill"``: quicker; its
     worker is then normally among the leftovers)."""
     result = Result(participants, seconds, kill, seed, think)
+    result.model_kind = model_kind or demo_study()["model"]["kind"]
+    result.kill_worker = kill_worker
     own = folder is None
     tmp = tempfile.TemporaryDirectory(prefix="prefbo-serve-load-") if own else None
     work = Path(tmp.name) if tmp is not None else Path(folder)  # type: ignore[arg-type]
     try:
-        study = write_study(work)
+        study = write_study(work, model_kind=model_kind)
         db = work / "study.db"
         server = Server(study, db, free_port(), work)
         try:
@@ -692,11 +720,16 @@ def _drive(server: Server, db: Path, result: Result) -> None:
         for i, p in enumerate(people)
     ]
     t0 = time.monotonic()
+    result.epoch0 = time.time()
     for t in threads:
         t.start()
     down = 0.0
     try:
-        if result.kill:
+        if result.kill_worker:
+            time.sleep(rng.uniform(0.3, 0.6) * result.seconds)
+            result.worker_killed_at_s = time.monotonic() - t0
+            result.worker_back_s = kill_worker_process(server)
+        elif result.kill:
             kill_at = rng.uniform(0.3, 0.6) * result.seconds
             time.sleep(kill_at)
             result.kill_at_s = time.monotonic() - t0
@@ -726,6 +759,31 @@ def _drive(server: Server, db: Path, result: Result) -> None:
         result.transport_errors += p.transport_errors
 
 
+def worker_pids(server: Server) -> list[int]:
+    r"""The server's model worker processes (spawned children running
+    :mod:`multiprocessing`, not its resource tracker)."""
+    return [
+        pid
+        for pid, (_, cmd) in descendants(server.pid()).items()
+        if "multiprocessing" in cmd and "resource_tracker" not in cmd
+    ]
+
+
+def kill_worker_process(server: Server, timeout: float = 60.0) -> float | None:
+    r"""SIGKILL the server's (first) model worker; the seconds until a new
+    worker process runs (``None``: none within ``timeout``)."""
+    before = worker_pids(server)
+    if not before:
+        return None
+    os.kill(before[0], signal.SIGKILL)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if [p for p in worker_pids(server) if p not in before]:
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    return None
+
+
 # --------------------------------------------------------------- report
 def report(result: Result) -> str:
     r"""A Markdown table of ``result``'s figures and checks."""
@@ -736,6 +794,7 @@ def report(result: Result) -> str:
 
     rows = [
         ("participants", str(result.participants)),
+        ("model kind", result.model_kind),
         ("think time, mean (s)", f"{result.think:g}"),
         ("load time (s, without downtime)", f"{result.load_s:.1f}"),
         ("server start (s)", f"{result.start_s:.1f}"),
@@ -747,6 +806,24 @@ def report(result: Result) -> str:
         ("questions answered: origin", origins(result.origins_answered)),
         ("answered in the database", str(result.db_answered)),
     ]
+    for minute, counts in sorted(result.shown_by_minute.items()):
+        total = sum(counts.values())
+        share = counts.get("model", 0) / total if total else float("nan")
+        rows.append(
+            (
+                f"minute {minute + 1}: questions shown, from the model",
+                f"{total}, {share:.1%}",
+            )
+        )
+    if result.kill_worker:
+        back = result.worker_back_s
+        rows += [
+            ("worker SIGKILL at (s of load)", f"{result.worker_killed_at_s:.1f}"),
+            (
+                "a new worker running after (s)",
+                "never" if back is None else f"{back:.1f}",
+            ),
+        ]
     if result.kill:
         rows += [
             ("SIGKILL at (s of load)", f"{result.kill_at_s:.1f}"),
@@ -790,9 +867,13 @@ def report(result: Result) -> str:
 
 
 def machine() -> str:
+    r"""The machine, the library versions and the load (this process does not
+    import torch: :mod:`benchmarks.harness.environment` reads the versions
+    from the installed distributions)."""
+    load = environment.load_average()
     return (
-        f"{platform.platform()}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
+        f"{environment.machine()}; {environment.versions_text()}; load average "
+        f"{'n/a' if load is None else f'{load:.2f}'}"
     )
 
 
@@ -812,6 +893,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--participants", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--kill", action="store_true", help="SIGKILL and restart")
+    parser.add_argument(
+        "--kill-worker", action="store_true", help="SIGKILL the model worker once"
+    )
+    parser.add_argument(
+        "--model-kind",
+        choices=("population", "collaborative", "individual"),
+        default=None,
+        help="the study's model.kind (default: the demo study's)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--think", type=float, default=0.0, help="mean seconds a person looks"
@@ -830,12 +920,10 @@ def main(argv: list[str] | None = None) -> int:
         args.seed,
         leftover_wait=args.leftover_wait,
         think=args.think,
+        model_kind=args.model_kind,
+        kill_worker=args.kill_worker,
     )
     print(report(result))
     print(f"machine: {machine()}")
     print(f"server threads: {server_threads()}")
     return 1 if result.problems() or result.leftovers else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

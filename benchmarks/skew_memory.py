@@ -27,9 +27,12 @@ MKL's buffers):
 
 Usage::
 
-    python benchmarks/skew_memory.py              # 200, 400, 800, 1600 answers
-    python benchmarks/skew_memory.py --sizes 200 400
-    python benchmarks/skew_memory.py --sizes 300 1000 --designs 1000
+    python -m benchmarks skew_memory              # 200, 400, 800, 1600 answers
+    python -m benchmarks skew_memory --sizes 200 400
+    python -m benchmarks skew_memory --sizes 300 1000 --designs 1000
+
+It prints the machine, the threads (which the measuring processes inherit)
+and the versions, then the table.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import subprocess
 import sys
 import textwrap
 
-from prefbo.utils.threads import describe
+from benchmarks.harness import environment
 
 CHILD = textwrap.dedent(
     """
@@ -124,7 +127,8 @@ def measure(
     return int(out[-3]), int(out[-2]), int(out[-1])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    r"""Measure every size and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 400, 800, 1600])
     parser.add_argument(
@@ -133,8 +137,8 @@ def main() -> None:
     parser.add_argument(
         "--designs", type=int, default=2, help="probit: designs the answers are about"
     )
-    args = parser.parse_args()
-    print(f"threads (the measuring processes inherit them): {describe()}\n")
+    args = parser.parse_args(argv)
+    print("\n".join(environment.lines()) + "\n")
     print(
         "| noise | designs | size | threads | stated | cold | warm | warm, mmap "
         "| stated - warm |"
@@ -153,7 +157,3 @@ def main() -> None:
             f"| {(stated - warm) / 1e6:+.1f} |",
             flush=True,
         )
-
-
-if __name__ == "__main__":
-    main()

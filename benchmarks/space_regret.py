@@ -20,8 +20,8 @@ answer: the best utility in the space minus the utility of the loop's
 recommendation (``best()``), in the same units. Printed: mean regret ± s.e.
 per strategy after 10 / 20 / 30 answers, and the paired ratio EUBO / random.
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/space_regret.py`` (``--seeds``,
-``--answers``).
+Run: ``OMP_NUM_THREADS=1 python -m benchmarks space_regret`` (``--seeds``,
+``--answers``); it prints the machine, threads and versions first.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import time
 
 import torch
 
+from benchmarks.harness import environment
 from prefbo.loop import PreferentialOptimizer
 from prefbo.space import Categorical, Continuous, Integer, ItemPool, Ordinal, Space
-from prefbo.utils.threads import describe
 
 FONTS = ["serif", "sans", "mono", "slab"]
 WEIGHTS = ["light", "regular", "bold"]
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:  # noqa: D103
     p.add_argument("--sigma", type=float, default=0.1)
     args = p.parse_args(argv)
     checkpoints = [c for c in (10, 20, 30) if c <= args.answers] or [args.answers]
-    print(f"threads: {describe()}")
+    print("\n".join(environment.lines()))
     for study in args.studies:
         runs: dict[str, list] = {"eubo": [], "random": []}
         start = time.perf_counter()
@@ -151,7 +151,3 @@ def main(argv: list[str] | None = None) -> None:  # noqa: D103
                 f"eubo lower on {wins}/{len(e)} seeds",
                 flush=True,
             )
-
-
-if __name__ == "__main__":
-    main()

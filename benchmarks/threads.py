@@ -19,14 +19,16 @@ the end). Parts:
 - ``cvr``: ``ConditionalVarianceReduction`` against BoTorch's
   ``GreedyVarianceReduction`` (the same greedy), ``N`` candidates, 100
   inducing points;
-- ``loop``: ``benchmarks/pbo_regret.py`` (BoTorch's loop and the default,
+- ``loop``: ``pbo_regret`` (BoTorch's loop and the default,
   6 problems, σ = 0.1, 2 seeds of the tuning set, 60 answers), time per
   answer over answers 1-30 and 31-60.
 
 The page records the machine, the library versions and each setting's
-threads. Run: ``python benchmarks/threads.py`` (about an hour on 2 cores;
+threads. Run: ``python -m benchmarks threads`` (about an hour on 2 cores;
 ``--quick`` for a few minutes), the page goes to
-``benchmarks/results/threads.md``.
+``benchmarks/results/threads.md``; with ``--store`` every measurement is
+appended to a JSON-lines store, and ``--report`` writes the page from the
+stores alone.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -44,8 +45,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import environment, reports, stores
+from benchmarks.harness.runner import REPO, child_command
+
 RESULTS = Path(__file__).resolve().parent / "results"
-HERE = Path(__file__).resolve()
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PREFBO_THREADS")
 SETTINGS = {
     "users": {},
@@ -171,17 +174,21 @@ class Load:
             p.wait()
 
 
-def environment(setting: str) -> dict[str, str]:
+def thread_environment(setting: str) -> dict[str, str]:
     r"""This process's environment with only ``setting``'s thread variables."""
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
     return {**env, **SETTINGS[setting]}
 
 
 def measure(part: str, library: str, size: int, setting: str, repeats: int) -> dict:
-    cmd = [sys.executable, str(HERE), "--child", part, library, str(size)]
-    cmd += [str(repeats)]
+    cmd = child_command("threads", "--child", part, library, str(size), str(repeats))
     proc = subprocess.run(
-        cmd, env=environment(setting), capture_output=True, text=True, timeout=1800
+        cmd,
+        env=thread_environment(setting),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=REPO,
     )
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:160]}
@@ -189,13 +196,19 @@ def measure(part: str, library: str, size: int, setting: str, repeats: int) -> d
 
 
 def loop_times(setting: str, seeds: int, answers: int, store: Path) -> dict:
-    r"""Run ``pbo_regret.py`` (BoTorch's loop and the default) under
+    r"""Run ``pbo_regret`` (BoTorch's loop and the default) under
     ``setting``; mean seconds per answer over answers 1-30 and 31-60."""
-    cmd = [sys.executable, str(HERE.parent / "pbo_regret.py"), "--seed-set", "tuning"]
+    cmd = child_command("pbo_regret", "--seed-set", "tuning")
     cmd += ["--configs", "botorch", "default", "--seeds", str(seeds)]
     cmd += ["--sigmas", "0.1", "--answers", str(answers), "--budgets", str(answers)]
     cmd += ["--store", str(store)]
-    subprocess.run(cmd, env=environment(setting), check=True, capture_output=True)
+    subprocess.run(
+        cmd,
+        env=thread_environment(setting),
+        check=True,
+        capture_output=True,
+        cwd=REPO,
+    )
     out: dict[str, dict[str, list[float]]] = {}
     half = answers // 2
     for line in store.read_text().splitlines():
@@ -210,17 +223,17 @@ def loop_times(setting: str, seeds: int, answers: int, store: Path) -> dict:
     }
 
 
-def machine() -> str:
-    import importlib.metadata
+#: The versions the page records (threadpoolctl: prefbo's thread policy).
+VERSIONED = ("torch", "botorch", "gpytorch", "numpy", "scipy", "threadpoolctl")
 
+
+def machine() -> str:
+    r"""The machine, torch's default threads on it and the versions."""
     import torch
 
-    names = ("torch", "botorch", "gpytorch", "numpy", "scipy", "threadpoolctl")
-    versions = ", ".join(f"{n} {importlib.metadata.version(n)}" for n in names)
     return (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs "
-        f"(torch's default threads here: {torch.get_num_threads()}); Python "
-        f"{platform.python_version()}, {versions}"
+        f"{environment.machine()} (torch's default threads here: "
+        f"{torch.get_num_threads()}); {environment.versions_text(VERSIONED)}"
     )
 
 
@@ -241,22 +254,20 @@ def run(args: argparse.Namespace) -> str:
         results = load_results(args.store)
     else:
         results = measure_all(args)
-    return page(results, args)
+    return page(results, args, reports.hand_written(args.output))
 
 
 def _record(store: Path | None, key: tuple, value: Any) -> None:
     if store is not None:
-        with store.open("a") as f:
-            f.write(json.dumps({"key": list(key), "value": value}) + "\n")
+        stores.append(store, {"key": list(key), "value": value})
 
 
-def load_results(stores: list[Path]) -> dict[tuple, Any]:
+def load_results(paths: list[Path]) -> dict[tuple, Any]:
     r"""The results in JSON-lines ``stores`` (a later line replaces an
     earlier one of the same key)."""
     out: dict[tuple, Any] = {}
-    for store in stores:
-        for line in store.read_text().splitlines():
-            rec = json.loads(line)
+    for path in paths:
+        for rec in stores.read(path):
             out[tuple(rec["key"])] = rec["value"]
     return out
 
@@ -276,7 +287,7 @@ def measure_all(args: argparse.Namespace) -> dict[tuple, Any]:
     loop_settings = {"idle": args.loop_settings, "load": ["users"]}
     for condition in args.conditions:
         busy = args.load if condition == "load" else 0
-        keep((condition, "load average"), os.getloadavg()[0])
+        keep((condition, "load average"), environment.load_average())
         keep((condition, "busy processes"), busy)
         with Load(busy, limit=args.limit) if busy else _nothing():
             for part, sizes in (("fit", args.fit_sizes), ("cvr", args.cvr_sizes)):
@@ -305,8 +316,10 @@ def measure_all(args: argparse.Namespace) -> dict[tuple, Any]:
     return results
 
 
-def page(results: dict[tuple, Any], args: argparse.Namespace) -> str:
-    r"""The results page."""
+def page(results: dict[tuple, Any], args: argparse.Namespace, hand: str = "") -> str:
+    r"""The results page; ``hand``, the hand-written block of the page it
+    replaces (:func:`benchmarks.harness.reports.hand_written`), follows the
+    title."""
     conditions = [
         (c, results.get((c, "busy processes"), 0))
         for c in ("idle", "load")
@@ -316,9 +329,10 @@ def page(results: dict[tuple, Any], args: argparse.Namespace) -> str:
     lines = [
         "# prefbo's speed as users run it: threads, idle and under load",
         "",
+        *([hand, ""] if hand else []),
         f"Machine: {results.get(('machine',), machine())}. Command: "
-        "`python benchmarks/threads.py "
-        f"{' '.join(args.argv)}`. Settings (each in fresh interpreters): "
+        f"`{reports.command('threads', args.argv)}`. Settings (each in fresh "
+        "interpreters): "
         + "; ".join(
             f"**{TITLES[s]}**: `{SETTINGS[s] or 'no variable'}`" for s in SETTINGS
         )
@@ -427,9 +441,7 @@ class _nothing:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python benchmarks/threads.py", description=__doc__.splitlines()[0]
-    )
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--quick",
         action="store_true",
@@ -502,6 +514,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--report", action="store_true", help="write the page from --store alone"
     )
     args = p.parse_args(argv)
+    if args.report and not args.store:
+        p.error("--report needs --store")
     if args.quick:
         args.fit_sizes, args.cvr_sizes, args.loop, args.repeats = (
             [200, 800],
@@ -522,11 +536,6 @@ def main(argv: list[str] | None = None) -> str:
         return ""
     args = parse_args(argv)
     text = run(args)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
+    reports.write(args.output, text)
     print(text)
     return text
-
-
-if __name__ == "__main__":
-    main()

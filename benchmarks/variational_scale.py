@@ -1,6 +1,7 @@
 r"""Scaling of the variational preference GP with the number of answers.
 
-Data: ``n`` designs uniform on ``[0, 1]⁴``, the known utility
+Data (:func:`~benchmarks.harness.problems.smooth_pairwise_data`): ``n``
+designs uniform on ``[0, 1]⁴``, the known utility
 ``u(x) = Σ_i sin(3 x_i) − 3 Σ_i (x_i − 0.5)²`` (the test suite's, in
 ``d = 4``), and ``m`` answers about random pairs of distinct designs drawn
 from the probit model with ``σ = 1`` (``p(w ≻ l) = Φ((u_w − u_l)/√2)``).
@@ -38,8 +39,8 @@ only fits up to ~2,000 designs.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/variational_scale.py --quick  # ~2 min
-    OMP_NUM_THREADS=1 python benchmarks/variational_scale.py          # ~12 min
+    OMP_NUM_THREADS=1 python -m benchmarks variational_scale --quick  # ~2 min
+    OMP_NUM_THREADS=1 python -m benchmarks variational_scale          # ~12 min
 
 The markdown report is printed and written to
 ``benchmarks/results/variational_scale.md`` (``--output``).
@@ -51,49 +52,22 @@ import argparse
 import datetime
 import json
 import math
-import os
-import platform
-import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import botorch
 import torch
 
 import prefbo
-from prefbo.utils.threads import describe
+from benchmarks.harness import environment, reports
+from benchmarks.harness.problems import SMOOTH_DIM as DIM
+from benchmarks.harness.problems import random_pairs, smooth_pairwise_data
+from benchmarks.harness.problems import smooth_utility as utility
+from benchmarks.harness.runner import REPO, child_command
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "variational_scale.md"
-DIM = 4
 NUM_TEST_DESIGNS, NUM_TEST_PAIRS = 4000, 20_000
-
-
-def utility(X: torch.Tensor) -> torch.Tensor:
-    r"""The known utility at ``... x n x d`` designs, ``... x n``."""
-    return torch.sin(3 * X).sum(-1) - 3 * (X - 0.5).pow(2).sum(-1)
-
-
-def random_pairs(n: int, m: int, g: torch.Generator) -> torch.Tensor:
-    r"""``m x 2`` random pairs of distinct indices in ``[0, n)``."""
-    i = torch.randint(n, (m,), generator=g)
-    j = (i + torch.randint(1, n, (m,), generator=g)) % n
-    return torch.stack([i, j], -1)
-
-
-def make_data(m: int, n: int, seed: int = 0):
-    r"""Designs, probit answers (``σ = 1``) and the true utility."""
-    from prefbo.data import PairwiseComparisons
-
-    g = torch.Generator().manual_seed(seed)
-    X = torch.rand(n, DIM, generator=g, dtype=torch.float64)
-    u = utility(X)
-    pairs = random_pairs(n, m, g)
-    p = torch.special.ndtr((u[pairs[:, 0]] - u[pairs[:, 1]]) / math.sqrt(2.0))
-    first = torch.rand(m, generator=g, dtype=torch.float64) < p
-    comp = torch.where(first.unsqueeze(-1), pairs, pairs.flip(-1))
-    return PairwiseComparisons(X, comp), u
 
 
 def test_set(seed: int = 12345) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -137,7 +111,7 @@ def run_one(method: str, m: int, args: argparse.Namespace) -> dict:
     from prefbo.models.variational import VariationalPreferenceGP
 
     n = min(m // 10, args.max_designs)
-    data, _ = make_data(m, n, seed=args.seed)
+    data, _ = smooth_pairwise_data(m, n, seed=args.seed)
     X_test, u_test, test_pairs = test_set()
     data_mb = (data.datapoints.nbytes + data.comparisons.nbytes) / 2**20
     row = {"method": method, "m": m, "n": n, "data_mb": data_mb}
@@ -201,14 +175,14 @@ def _progress(epoch: int, info: dict) -> None:
 
 
 def run_in_subprocess(method: str, m: int, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", method, str(m)]
+    cmd = child_command("variational_scale", "--child", method, str(m))
     cmd += ["--steps", str(args.steps), "--batch-size", str(args.batch_size)]
     cmd += ["--num-inducing", str(args.num_inducing), "--lr", str(args.lr)]
     cmd += ["--final-lr", str(args.final_lr)]
     cmd += ["--max-designs", str(args.max_designs), "--seed", str(args.seed)]
     if args.verbose:
         cmd.append("--verbose")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO)
     if args.verbose:
         sys.stderr.write(out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -227,16 +201,18 @@ def _fmt(x: object) -> str:
     return str(x)
 
 
-def report(rows: list[dict], args: argparse.Namespace, load: tuple) -> str:
+def report(
+    rows: list[dict], args: argparse.Namespace, load: tuple, argv: list[str]
+) -> str:
     lines = [
         "# Variational preference GP: time, memory and accuracy vs answers",
         "",
         f"- date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
-        f"- versions: torch {torch.__version__}, botorch {botorch.__version__}, "
-        f"prefbo {prefbo.__version__}, python {platform.python_version()}",
-        f"- machine: {os.cpu_count()} CPUs; threads: {describe()}; load average "
-        f"{load[0]:.2f} at the start, {load[1]:.2f} at the end (shared machine)",
-        f"- command: `python {' '.join(shlex.quote(a) for a in sys.argv)}`",
+        f"- versions: {environment.versions_text()}, prefbo {prefbo.__version__}",
+        f"- machine: {environment.machine()}; threads: {environment.threads()}; "
+        f"load average {load[0]:.2f} at the start, {load[1]:.2f} at the end "
+        "(shared machine)",
+        f"- command: `{reports.command('variational_scale', argv)}`",
         f"- settings: d = {DIM}, n = min(m/10, {args.max_designs:,}), probit "
         f"answers σ = 1; M = {args.num_inducing} CVR inducing points, batch "
         f"{args.batch_size:,} answers, Adam lr {args.lr} decaying geometrically to "
@@ -325,7 +301,7 @@ def main(argv: list[str] | None = None) -> str:
     default_sizes = "10000,100000" if args.quick else "10000,100000,200000,1000000"
     sizes = [int(float(s)) for s in (args.sizes or default_sizes).split(",")]
     laplace_m = args.laplace_size if args.laplace_size is not None else min(sizes)
-    load = [os.getloadavg()[0]]
+    load = [environment.load_average()]
     runner = run_one if args.in_process else run_in_subprocess
     jobs = [("laplace", laplace_m)] if laplace_m > 0 else []
     jobs += [("vi", m) for m in sizes]
@@ -334,14 +310,9 @@ def main(argv: list[str] | None = None) -> str:
         print(f"running {method} at m = {m:,} ...", file=sys.stderr, flush=True)
         rows.append(runner(method, m, args))
         print(f"  {rows[-1]}", file=sys.stderr, flush=True)
-    load.append(os.getloadavg()[0])
-    text = report(rows, args, tuple(load))
+    load.append(environment.load_average())
+    text = report(rows, args, tuple(load), sys.argv[1:] if argv is None else argv)
     print(text)
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text)
+        reports.write(args.output, text)
     return text
-
-
-if __name__ == "__main__":
-    main()

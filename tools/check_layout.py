@@ -8,9 +8,12 @@ Rules (paths relative to the repository root):
    except ``__init__.py`` / ``__main__.py`` and the modules in
    :data:`UNTESTED_MODULES`.
 2. Every ``tests/**/test_*.py`` mirrors a module by rule 1, a top-level
-   script ``benchmarks/<name>.py`` as ``tests/benchmarks/test_<name>_script.py``
-   or ``tools/<name>.py`` as ``tests/tools/test_<name>.py``, or is listed in
-   :data:`UNMIRRORED_TESTS`.
+   script ``benchmarks/<name>.py`` as ``tests/benchmarks/test_<name>_script.py``,
+   a module of the benchmarks' packages ``benchmarks/<path>/<name>.py`` (the
+   harness) as ``tests/benchmarks/<path>/test_<name>.py``, or
+   ``tools/<name>.py`` as ``tests/tools/test_<name>.py``, or is listed in
+   :data:`UNMIRRORED_TESTS`. Every module of the benchmarks' packages has its
+   mirrored test file (rule 1 for them).
 3. No module of ``prefbo/`` is longer than ``--max-lines`` (500) lines, except
    those in :data:`LONG_MODULES`.
 
@@ -78,8 +81,12 @@ def count_lines(path: Path) -> int:
 
 
 def mirrored_test(module: str) -> str:
-    r"""``prefbo/a/b.py`` -> ``tests/a/test_b.py``."""
-    parts = Path(module).parts[1:]
+    r"""``prefbo/a/b.py`` -> ``tests/a/test_b.py``;
+    ``benchmarks/harness/b.py`` -> ``tests/benchmarks/harness/test_b.py``."""
+    parts = Path(module).parts
+    if parts[0] == BENCHMARKS:
+        return str(Path(TESTS, *parts[:-1], f"test_{parts[-1]}"))
+    parts = parts[1:]
     return str(Path(TESTS, *parts[:-1], f"test_{parts[-1]}"))
 
 
@@ -88,12 +95,15 @@ def mirrored_source(test: str) -> str:
 
     ``tests/a/test_b.py`` -> ``prefbo/a/b.py``;
     ``tests/benchmarks/test_b_script.py`` -> ``benchmarks/b.py``;
+    ``tests/benchmarks/harness/test_b.py`` -> ``benchmarks/harness/b.py``;
     ``tests/tools/test_b.py`` -> ``tools/b.py``.
     """
     parts = Path(test).parts[1:]
     name = parts[-1].removeprefix("test_")
     if parts[:-1] == (BENCHMARKS,) and name.endswith("_script.py"):
         return str(Path(BENCHMARKS, name.removesuffix("_script.py") + ".py"))
+    if parts[0] == BENCHMARKS and len(parts) > 2:
+        return str(Path(*parts[:-1], name))
     if parts[:-1] == (TOOLS,):
         return str(Path(TOOLS, name))
     return str(Path(PACKAGE, *parts[:-1], name))
@@ -111,6 +121,13 @@ def check(root: Path, max_lines: int) -> list[str]:
         for p in (root / TESTS).rglob("test_*.py")
         if "__pycache__" not in p.parts
     )
+    # the modules of the benchmarks' packages (benchmarks/<path>/<name>.py),
+    # not the top-level scripts
+    harness = sorted(
+        str(p.relative_to(root))
+        for p in (root / BENCHMARKS).glob("*/**/*.py")
+        if "__pycache__" not in p.parts
+    )
     exists = {*modules, *tests}
     problems: list[str] = []
 
@@ -119,7 +136,11 @@ def check(root: Path, max_lines: int) -> list[str]:
             problems.append(f"{title} ({len(lines)}):")
             problems.extend(f"  {line}" for line in lines)
 
-    plain = [m for m in modules if Path(m).name not in ("__init__.py", "__main__.py")]
+    plain = [
+        m
+        for m in (*modules, *harness)
+        if Path(m).name not in ("__init__.py", "__main__.py")
+    ]
     section(
         "modules without a mirrored test file",
         [

@@ -78,7 +78,7 @@ def test_thread_settings_remove_the_user_variables(load_benchmark, monkeypatch):
         ("PREFBO_THREADS", "off"),
     ):
         monkeypatch.setenv(name, value)
-    user, omp1 = bench.environment("user"), bench.environment("omp1")
+    user, omp1 = bench.thread_environment("user"), bench.thread_environment("omp1")
     assert not set(bench.THREAD_VARIABLES) & set(user)
     assert omp1["OMP_NUM_THREADS"] == "1"
     assert "MKL_NUM_THREADS" not in omp1 and "PREFBO_THREADS" not in omp1

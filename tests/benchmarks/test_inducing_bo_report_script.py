@@ -60,9 +60,3 @@ def test_report_keeps_the_hand_written_section(load_benchmark, tmp_path):
     )
     assert "| p | 4 | ent_0.5 − CVR | 3 | -0.5 ± 0 | 3/0/0 |" in text
     assert "| p | 4 | ent_0.5 | 0.5; 0.5 | 0.3 |" in text
-
-
-def test_the_median_of_an_even_count_is_the_mean_of_the_middle_two(load_benchmark):
-    bench = load_benchmark("inducing_bo_report")
-    assert bench._median([4.0, 1.0, 3.0, 2.0]) == 2.5
-    assert bench._median([3.0, 1.0, 2.0]) == 2.0

@@ -10,6 +10,7 @@ import tempfile
 import pytest
 import torch
 
+from benchmarks.harness import environment, stores
 from prefbo.utils.threads import describe
 
 TINY = (
@@ -107,12 +108,15 @@ def test_tiny_run_resumes_and_writes_its_report(load_benchmark, tmp_path):
     runs = [json.loads(x) for x in lines if '"kind": "run"' in x]
     assert len(runs) == 5  # every other of 2 seeds x 5 methods
     text = bench.main(TINY + paths)
-    records = bench.load_store(tmp_path / "runs.jsonl")
+    records = stores.read(tmp_path / "runs.jsonl")
     runs = [r for r in records if r["kind"] == "run"]
     assert len(runs) == 10 and len({(r["seed"], r["method"]) for r in runs}) == 10
     # every record says the thread settings it ran with, and so does the page
     assert {r["threads"] for r in records} == {describe()}
     assert f"the runs' threads: `{describe()}` (10 runs);" in text
+    # and their machine and versions
+    assert {r["machine"]["processor"] for r in runs} == {environment.machine()}
+    assert "the runs' versions: python " in text and " (10 runs);" in text
     panels = [r for r in records if r["kind"] == "panel"]
     assert sorted((p["seed"], p["round"]) for p in panels) == [
         (0, 0),

@@ -1,4 +1,4 @@
-"""``benchmarks/pbo_regret.py``: problems, a tiny stored run, the report's figures."""
+"""``benchmarks/pbo_regret.py``: a tiny stored run, the report's figures."""
 
 from __future__ import annotations
 
@@ -9,25 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.harness import environment, stores
 from prefbo.utils.threads import describe
-
-
-@pytest.mark.parametrize("name", ["Branin", "Hartmann6", "Rosenbrock4"])
-def test_utilities_are_standardised_over_the_box(load_benchmark, name):
-    bench = load_benchmark("pbo_regret")
-    u = bench.Utility(name)
-    # other uniform points than the standardisation's: mean 0, sd 1 (to
-    # the accuracy of 20,000 points on heavy-tailed Hartmann6, Rosenbrock4)
-    gen = torch.Generator().manual_seed(123)
-    U = torch.rand(20_000, u.dim, generator=gen, dtype=torch.float64)
-    v = u(u.from_unit(U))
-    assert v.mean().item() == pytest.approx(0.0, abs=0.05)
-    assert v.std().item() == pytest.approx(1.0, abs=0.1)
-    # BoTorch's optimisers reach the optimal value; nothing exceeds it
-    x_star = u.f.optimizers.to(torch.float64)
-    assert u.regret(x_star[0]) == pytest.approx(0.0, abs=1e-4)  # 6 digits
-    assert v.max().item() <= u.optimal_value + 1e-9
-    torch.testing.assert_close(u.to_unit(u.from_unit(U[:5])), U[:5])
 
 
 def test_tiny_run_stores_resumes_and_reports(load_benchmark, tmp_path):
@@ -37,7 +20,7 @@ def test_tiny_run_stores_resumes_and_reports(load_benchmark, tmp_path):
     argv += ["--sigmas", "0.1", "--answers", "6", "--budgets", "5", "6"]
     argv += ["--configs", "botorch", "default", "--store", str(store)]
     bench.main(argv)
-    records = bench.load(store)
+    records = stores.read(store)
     assert len(records) == 4
     for r in records:
         assert len(r["regret"]) == len(r["seconds"]) == 6
@@ -50,7 +33,7 @@ def test_tiny_run_stores_resumes_and_reports(load_benchmark, tmp_path):
             by[seed, "default"]["regret"][3], abs=0.35
         )
     bench.main(argv)  # resumed: nothing to do
-    assert len(bench.load(store)) == 4
+    assert len(stores.read(store)) == 4
     text = bench.main(argv + ["--report", "--output", str(tmp_path)])
     assert (tmp_path / "pbo_regret_tuning.png").stat().st_size > 1000
     rows = [r for r in text.splitlines() if r.startswith("| Branin | 0.1 |")]
@@ -172,6 +155,7 @@ def test_runs_record_and_the_report_names_the_library_versions(load_benchmark):
     assert rec["versions"]["numpy"] == np.__version__
     assert set(rec["versions"]) >= {"python", "scipy", "botorch", "gpytorch"}
     assert rec["threads"] == describe()  # and the thread settings
+    assert rec["machine"] == environment.machine()  # and the machine
     records = [_record("Branin", s, "botorch", 0.1) for s in range(2)]
     records += [
         dict(
@@ -183,7 +167,7 @@ def test_runs_record_and_the_report_names_the_library_versions(load_benchmark):
     ]
     text, _ = bench.report(records, "tuning", budgets=(4,))
     assert f"numpy {np.__version__}" in text and "torch" in text
-    assert "| botorch | 2 | not recorded | not recorded |" in text
+    assert "| botorch | 2 | not recorded | not recorded | not recorded |" in text
     assert "| default | 2 | " in text and f" | {describe()} |" in text
 
 
@@ -191,18 +175,61 @@ def test_a_later_store_replaces_an_earlier_ones_runs(load_benchmark, tmp_path):
     # the same problem, σ, seed and configuration in two stores: the report
     # uses the later store's run, in its cells and in its version table
     bench = load_benchmark("pbo_regret")
-    stores = [tmp_path / "old.jsonl", tmp_path / "new.jsonl"]
+    paths = [tmp_path / "old.jsonl", tmp_path / "new.jsonl"]
     ref = [_record("Branin", s, "botorch", 0.2) for s in range(3)]
     old = [_record("Branin", s, "default", 0.9) for s in range(3)]
     new = [
         dict(_record("Branin", s, "default", 0.1), versions={"numpy": "9"})
         for s in range(3)
     ]
-    for store, recs in zip(stores, [ref + old, new], strict=True):
+    for store, recs in zip(paths, [ref + old, new], strict=True):
         store.write_text("".join(json.dumps(r) + "\n" for r in recs))
     argv = ["--seed-set", "tuning", "--budgets", "4", "--report"]
-    text = bench.main(argv + ["--store", *map(str, stores), "--output", str(tmp_path)])
+    text = bench.main(argv + ["--store", *map(str, paths), "--output", str(tmp_path)])
     row = [r for r in text.splitlines() if "| 4 | default |" in r][0]
     assert "| 0.1000 ± 0.0000 |" in row
-    assert "| default | 3 | numpy 9 |" in text
-    assert "| default | 3 | not recorded |" not in text
+    assert "| default | 3 | not recorded | numpy 9 |" in text
+    assert "| default | 3 | not recorded | not recorded |" not in text
+
+
+def test_the_report_names_its_page_and_keeps_the_hand_written_block(
+    load_benchmark, tmp_path
+):
+    bench = load_benchmark("pbo_regret")
+    store = tmp_path / "runs.jsonl"
+    recs = [_record("Branin", s, c, 0.1) for s in range(2) for c in ("botorch", "x")]
+    store.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    page = tmp_path / "mine.md"
+    page.write_text("old\n<!-- hand -->\nWhy this rerun.\n<!-- /hand -->\nold\n")
+    argv = ["--seed-set", "tuning", "--budgets", "4", "--report", "--name", "mine"]
+    text = bench.main(argv + ["--store", str(store), "--output", str(tmp_path)])
+    assert page.read_text() == text and (tmp_path / "mine.png").is_file()
+    assert "<!-- hand -->\nWhy this rerun.\n<!-- /hand -->" in text
+    assert "old" not in text
+    assert "Page: `python -m benchmarks pbo_regret --seed-set tuning" in text
+
+
+def test_the_timing_table_gives_each_runs_seconds_per_answer(load_benchmark):
+    bench = load_benchmark("pbo_regret")
+    records = [
+        dict(_record("Branin", 0, "botorch", 0.1), seconds=[1.0, 2.0, 4.0, 6.0]),
+        dict(_record("Branin", 0, "default", 0.1), seconds=[0.5, 1.0, 1.5, 2.0]),
+        dict(_record("Levy4", 1, "botorch", 0.1), seconds=[1.0, 2.0, 3.0, 4.0]),
+        dict(_record("Levy4", 1, "default", 0.1), seconds=[1.0, 2.0, 2.0, 2.0]),
+    ]
+    lines = bench.timing_table(records, "tuning", budgets=(2, 4))
+    assert lines[0] == (
+        "| problem | seed | BoTorch, answers 1-2 | default, 1-2 | ratio "
+        "| BoTorch, 3-4 | default, 3-4 | ratio |"
+    )
+    assert lines[2] == (
+        "| Branin | 0 | 1.000 s | 0.500 s | 0.50 | 2.000 s | 0.500 s | 0.25 |"
+    )
+    assert lines[3] == (
+        "| Levy4 | 1 | 1.000 s | 1.000 s | 1.00 | 1.000 s | 0.000 s | 0.00 |"
+    )
+    assert lines[4] == (
+        "| all | | 1.000 s | 0.750 s | 0.75 | 1.500 s | 0.250 s | 0.17 |"
+    )
+    with pytest.raises(ValueError, match="one configuration; the store has"):
+        bench.timing_table(records[:1], "tuning", budgets=(2, 4))

@@ -26,7 +26,8 @@ def test_quick_run_prints_both_models(load_benchmark, capsys):
     bench = load_benchmark("population_scale")
     torch.manual_seed(0)
     bench.main(["--quick"])
-    threads, *rows = capsys.readouterr().out.strip().splitlines()
-    assert threads.startswith("threads: torch threads ")
+    machine, threads, versions, *rows = capsys.readouterr().out.strip().splitlines()
+    assert machine.startswith("- machine: ") and versions.startswith("- versions: ")
+    assert threads.startswith("- threads: torch threads ")
     assert rows[0].startswith("participants")
     assert [r.split()[0] for r in rows[1:]] == ["5", "20"]

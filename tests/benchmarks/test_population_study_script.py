@@ -30,9 +30,3 @@ def test_answers_needed_counts_from_the_first_answer(load_benchmark):
     bench = load_benchmark("population_study")
     assert bench._needed([None, 0.5, 0.2, 0.05, 0.01], 0.1) == 3
     assert bench._needed([0.0, 0.5, 0.4], 0.1) == 3  # never within: len
-
-
-def test_the_median_of_an_even_count_is_the_mean_of_the_middle_two(load_benchmark):
-    bench = load_benchmark("population_study")
-    assert bench._median([4.0, 1.0, 3.0, 2.0]) == 2.5
-    assert bench._median([3.0, 1.0, 2.0]) == 2.0

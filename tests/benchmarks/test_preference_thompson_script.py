@@ -52,9 +52,3 @@ def test_rerun_keeps_the_hand_written_section(load_benchmark, tmp_path):
     text = bench.main(["--quick", "--output", str(out)])
     assert "<!-- hand -->\n*Written by hand.*\n<!-- /hand -->" in text
     assert "old figures" not in text
-
-
-def test_the_median_of_an_even_count_is_the_mean_of_the_middle_two(load_benchmark):
-    bench = load_benchmark("preference_thompson")
-    assert bench._median([4.0, 1.0, 3.0, 2.0]) == 2.5
-    assert bench._median([3.0, 1.0, 2.0]) == 2.0

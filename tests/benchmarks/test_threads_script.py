@@ -25,9 +25,9 @@ def test_a_small_run_measures_every_setting_and_records_them(load_benchmark, tmp
 def test_each_setting_reaches_the_child_before_torch(load_benchmark):
     bench = load_benchmark("threads")
     assert bench.measure("cvr", "prefbo", 200, "one", 1)["torch_threads"] == 1
-    env = bench.environment("users")
+    env = bench.thread_environment("users")
     assert not any(v in env for v in bench.THREAD_VARIABLES)
-    assert bench.environment("default")["PREFBO_THREADS"] == "off"
+    assert bench.thread_environment("default")["PREFBO_THREADS"] == "off"
 
 
 def test_the_page_reports_slowdowns_as_users_run_it(load_benchmark):

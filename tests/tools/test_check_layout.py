@@ -10,6 +10,11 @@ MIRRORED = {
     "tests/a/conftest.py": "",
     "benchmarks/speed.py": "",
     "tests/benchmarks/test_speed_script.py": "",
+    "benchmarks/__init__.py": "",
+    "benchmarks/__main__.py": "",
+    "benchmarks/harness/__init__.py": "",
+    "benchmarks/harness/stores.py": "",
+    "tests/benchmarks/harness/test_stores.py": "",
     "tools/lint.py": "",
     "tests/tools/test_lint.py": "",
 }
@@ -62,6 +67,25 @@ def test_a_benchmark_test_needs_its_script(write_tree, run):
     assert (
         code == 1
         and "tests/benchmarks/test_gone_script.py: no benchmarks/gone.py" in out
+    )
+
+
+def test_the_benchmarks_harness_is_mirrored_module_by_module(write_tree, run):
+    root = write_tree(
+        {
+            **MIRRORED,
+            "benchmarks/harness/reports.py": "",
+            "tests/benchmarks/harness/test_gone.py": "",
+        }
+    )
+    code, out = run(root)
+    assert code == 1
+    assert (
+        "  benchmarks/harness/reports.py: expected "
+        "tests/benchmarks/harness/test_reports.py\n"
+    ) in out
+    assert "  tests/benchmarks/harness/test_gone.py: no benchmarks/harness/gone.py" in (
+        out
     )
 
 

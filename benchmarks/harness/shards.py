@@ -16,14 +16,14 @@ does::
     import os
     import sys
 
-    from _shard_threads import share_cores_for_shard
+    from benchmarks.harness.shards import share_cores_for_shard
 
     os.environ.update(share_cores_for_shard(sys.argv))  # before torch
 
     import torch
 
 This module imports only :mod:`os` and :mod:`sys` (not prefbo, which imports
-torch).
+torch), and :mod:`benchmarks` and :mod:`benchmarks.harness` import nothing.
 """
 
 from __future__ import annotations

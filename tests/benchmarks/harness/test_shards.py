@@ -1,4 +1,4 @@
-"""``benchmarks/_shard_threads.py``: each of ``k`` shards gets its share of
+"""``benchmarks/harness/shards.py``: each of ``k`` shards gets its share of
 the cores, set before torch is imported, unless the user set the threads."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import ast
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from benchmarks.harness import shards
+from benchmarks.harness.runner import BENCHMARKS, REPO
 
 #: No thread variables: the environment of a user who set none.
 BARE = {
@@ -29,12 +29,11 @@ def cores() -> int:
 
 
 @pytest.fixture
-def shard(load_benchmark, monkeypatch):
+def shard(monkeypatch):
     r"""The module on a machine of 8 usable cores, torch not yet imported."""
-    module = load_benchmark("_shard_threads")
-    monkeypatch.setattr(module, "usable_cores", lambda: 8)
+    monkeypatch.setattr(shards, "usable_cores", lambda: 8)
     monkeypatch.delitem(sys.modules, "torch")
-    return module
+    return shards
 
 
 @pytest.mark.parametrize(
@@ -78,8 +77,8 @@ def test_the_users_setting_wins(shard):
     assert shard.share_cores_for_shard(["x.py"], {}) == {}
 
 
-def test_too_late_once_torch_is_imported(load_benchmark):
-    shard = load_benchmark("_shard_threads")
+def test_too_late_once_torch_is_imported():
+    shard = shards
     assert "torch" in sys.modules  # this test process imported it
     with pytest.raises(RuntimeError, match=r"--shard i/2 gets its threads from "):
         shard.share_cores_for_shard(["x.py", "--shard", "0/2"], {})
@@ -90,9 +89,11 @@ def test_too_late_once_torch_is_imported(load_benchmark):
 def test_a_shard_of_pbo_regret_runs_on_its_share(tmp_path):
     # the script as users start it, two shards and no thread variables: its
     # torch has half the cores, and prefbo's policy stays on
-    cmd = [sys.executable, str(BENCHMARKS / "pbo_regret.py"), "--shard", "0/2"]
+    cmd = [sys.executable, "-m", "benchmarks", "pbo_regret", "--shard", "0/2"]
     cmd += ["--seeds", "0", "--store", str(tmp_path / "runs.jsonl")]
-    out = subprocess.run(cmd, env=BARE, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        cmd, env=BARE, capture_output=True, text=True, check=True, cwd=REPO
+    )
     n = max(1, cores() // 2)
     assert f"0 runs to do in shard 0/2 (torch threads {n}; " in out.stdout
     assert f"OMP_NUM_THREADS={n}, MKL_NUM_THREADS={n}, PREFBO_THREADS=auto" in (
@@ -103,7 +104,8 @@ def test_a_shard_of_pbo_regret_runs_on_its_share(tmp_path):
 
 
 def sharded_scripts() -> list[str]:
-    r"""The scripts (not the helper modules, ``_*.py``) that take ``--shard``."""
+    r"""The scripts (not the package's ``__init__`` / ``__main__``) that take
+    ``--shard``."""
     return sorted(
         p.name
         for p in BENCHMARKS.glob("[!_]*.py")
@@ -112,23 +114,13 @@ def sharded_scripts() -> list[str]:
 
 
 def test_the_sharded_scripts_are_the_known_ones():
-    assert sharded_scripts() == [
-        "inducing_bo.py",
-        "pbo_hyper_samples.py",
-        "pbo_lapse.py",
-        "pbo_lengthscale.py",
-        "pbo_quadratic.py",
-        "pbo_recommendation_rules.py",
-        "pbo_regret.py",
-        "pbo_soft_virtual.py",
-        "pbo_variants.py",
-    ]
+    assert sharded_scripts() == ["inducing_bo.py", "pbo_regret.py"]
 
 
 @pytest.mark.parametrize("name", sharded_scripts())
 def test_a_sharded_script_shares_the_cores_before_any_other_import(name):
     # every import before the call is of the standard library (which does
-    # not import torch) or of _shard_threads itself
+    # not import torch) or of the shards module itself
     body = ast.parse((BENCHMARKS / name).read_text()).body
     call = "os.environ.update(share_cores_for_shard(sys.argv))"
     at = [n for n, s in enumerate(body) if ast.unparse(s) == call]
@@ -138,7 +130,18 @@ def test_a_sharded_script_shares_the_cores_before_any_other_import(name):
         if isinstance(stmt, ast.Import):
             before |= {a.name.split(".")[0] for a in stmt.names}
         elif isinstance(stmt, ast.ImportFrom):
-            before.add((stmt.module or "").split(".")[0])
-    allowed = set(sys.stdlib_module_names) | {"__future__", "_shard_threads"}
+            module = stmt.module or ""
+            top = module.split(".")[0]
+            before.add(module if top == "benchmarks" else top)
+    allowed = set(sys.stdlib_module_names) | {"__future__", "benchmarks.harness.shards"}
     assert before <= allowed, f"{name} imports {before - allowed} first"
-    assert "_shard_threads" in before
+    assert "benchmarks.harness.shards" in before
+
+
+def test_importing_the_shards_module_imports_no_torch():
+    # the packages above it import nothing either
+    code = "import sys; import benchmarks.harness.shards; print('torch' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO
+    )
+    assert out.stdout.strip() == "False", out.stderr
