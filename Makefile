@@ -33,8 +33,11 @@ lint: venv
 	$(VENV)/bin/ruff check prefbo tests benchmarks tutorials tools
 	$(PY) tools/check_imports.py && $(PY) tools/check_layout.py
 
+# `make bench` runs the headline benchmark; `make bench BENCH="NAME [options]"`
+# any of `python -m benchmarks --help`'s (pages go to benchmarks/results/)
+BENCH ?= laplace_vs_botorch
 bench: venv
-	OMP_NUM_THREADS=1 $(PY) benchmarks/laplace_vs_botorch.py
+	OMP_NUM_THREADS=1 $(PY) -m benchmarks $(BENCH)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
