@@ -3,7 +3,7 @@ r"""Virtual comparisons at the box's faces: the utility rises into the box.
 With a stationary kernel and a constant prior mean the posterior variance is
 largest on the faces and corners of the box, and EUBO, which rewards
 variance, puts most of its options there (on Branin at σ = 0.1, 40-50 of
-52; ``benchmarks/results/pbo_regret_diagnosis.md``, section 4), where a
+52; ``benchmarks/decisions.md``), where a
 person's optimum rarely is. Siivola et al. (2018, "Correcting boundary
 over-exploration deficiencies in Bayesian optimization with virtual
 derivative sign observations") correct this with virtual observations, at
