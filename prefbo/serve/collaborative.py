@@ -43,7 +43,6 @@ from torch import Tensor
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.study_collaborative import (
-    FIT_STEPS,
     NUM_INDUCING,
     NUM_RESIDUAL,
     NUM_TASTES,
@@ -70,6 +69,10 @@ log = logging.getLogger("prefbo.serve")
 CANDIDATES = 128
 #: A space with at most this many designs offers every one as a candidate.
 LISTED = 512
+#: Gradient steps of the first fit. It comes at ``initial_random`` answers
+#: (a handful), and refits warm-started from it follow at every quarter's
+#: growth; participants get uniform questions until it is done.
+BUILD_STEPS = 100
 #: Designs the favourites are chosen among (a larger space: uniform ones).
 FAVOURITE_CANDIDATES = 512
 
@@ -225,7 +228,7 @@ class CollaborativeEngine:
                 seed=s,
                 inducing_points=inducing.to(torch.float64),
             )
-            model.fit(steps=FIT_STEPS, seed=s)
+            model.fit(steps=BUILD_STEPS, seed=s)
         return model, persons, m
 
     def _refit(

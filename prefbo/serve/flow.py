@@ -130,9 +130,39 @@ def _show(
     return _public(row, config, a, _previous(rows, a))
 
 
+#: Seconds a newcomer's first request waits for a worker's question, where
+#: the study's kind makes newcomers' questions from everyone's answers
+#: (population, collaborative) and a worker has made a question already.
+FIRST_QUESTION_WAIT = 0.5
+_FIRST_QUESTION_POLL = 0.02
+
+
+def _await_first_question(store: Store, config: StudyConfig, pid: int) -> None:
+    r"""Wait up to :data:`FIRST_QUESTION_WAIT` for a worker's question 0 of
+    a participant who has none: their first question then comes from the
+    population's posterior, not uniformly."""
+    if config.model_kind == "individual" or _has_question(store, pid):
+        return
+    with store.engine.connect() as conn:
+        made = select(questions.c.id).where(questions.c.origin == "model")
+        if conn.execute(made.limit(1)).first() is None:
+            return  # no model yet: nothing to wait for
+    deadline = time.monotonic() + FIRST_QUESTION_WAIT
+    while time.monotonic() < deadline and not _has_question(store, pid):
+        time.sleep(_FIRST_QUESTION_POLL)
+
+
+def _has_question(store: Store, pid: int) -> bool:
+    with store.engine.connect() as conn:
+        mine = select(questions.c.id).where(questions.c.participant_id == pid)
+        return conn.execute(mine.limit(1)).first() is not None
+
+
 def current(store: Store, config: StudyConfig, pid: int) -> dict[str, Any]:
     r"""The question participant ``pid`` is on (shown now if it was not),
-    or ``{"done": True, ...}``."""
+    or ``{"done": True, ...}``. A newcomer's first request may wait briefly
+    for a worker's question (:data:`FIRST_QUESTION_WAIT`)."""
+    _await_first_question(store, config, pid)
     for _ in range(3):  # a worker may insert question a at the same moment
         try:
             with store.transaction() as conn:
@@ -308,11 +338,14 @@ def replace(
                 and_(questions.c.participant_id == pid, questions.c.seq >= a)
             )
         )
-        salt = 1 + conn.execute(
-            select(func.count())
-            .select_from(events)
-            .where(and_(events.c.participant_id == pid, events.c.kind == "replace"))
-        ).scalar_one()
+        salt = (
+            1
+            + conn.execute(
+                select(func.count())
+                .select_from(events)
+                .where(and_(events.c.participant_id == pid, events.c.kind == "replace"))
+            ).scalar_one()
+        )
         log_event(
             conn,
             pid,

@@ -160,3 +160,37 @@ def test_without_a_worker_question_a_random_one_is_shown(store, make_config):
     assert row["origin"] == "random" and q0["options"][0] != q0["options"][1]
     # the same draw for the same participant, question and seed
     assert flow._random_options(config, pid, 0) == row["options"]
+
+
+def test_a_newcomer_waits_briefly_for_the_models_first_question(store, make_config):
+    import threading
+    import time
+
+    config = make_config(model={"kind": "collaborative"})
+    first = _join(store, "first")
+    # no model question in the study yet: no wait, a uniform question
+    started = time.monotonic()
+    flow.current(store, config, first)
+    assert time.monotonic() - started < flow.FIRST_QUESTION_WAIT / 2
+    assert store.questions_of(first)[0]["origin"] == "random"
+    flow.queue(store, first, 1, [[0.1, 0.2], [0.9, 0.8]], 0)  # a model exists
+    late = _join(store, "late")
+    worker = threading.Timer(
+        0.1, flow.queue, (store, late, 0, [[0.3, 0.2], [0.7, 0.8]], 0)
+    )
+    worker.start()
+    q0 = flow.current(store, config, late)
+    worker.join()
+    assert q0["options"][0]["sweetness"] == pytest.approx(3.0)
+    assert store.questions_of(late)[0]["origin"] == "model"
+    # no worker question within the wait: a uniform one
+    last = _join(store, "last")
+    started = time.monotonic()
+    flow.current(store, config, last)
+    assert time.monotonic() - started >= flow.FIRST_QUESTION_WAIT
+    assert store.questions_of(last)[0]["origin"] == "random"
+    # the individual kind does not wait: a newcomer's model knows nothing
+    solo = make_config(model={"kind": "individual"})
+    started = time.monotonic()
+    flow.current(store, solo, _join(store, "solo"))
+    assert time.monotonic() - started < flow.FIRST_QUESTION_WAIT / 2
