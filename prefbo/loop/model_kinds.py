@@ -45,7 +45,7 @@ from prefbo.models.variational import VariationalPreferenceGP
 # answers the exact Laplace evidence keeps rising with the outputscale, the
 # curvature of decisive answers then vanishes, their variance stops shrinking
 # and EUBO re-asks them; the lower cap reduces this (see
-# benchmarks/results/pbo_regret.md)
+# benchmarks/decisions.md)
 LAPLACE_OUTPUTSCALE_BOUNDS = (1e-2, 20.0)
 # site tolerance of the loop's EP posteriors (PairwiseEPGP's default: 1e-9):
 # the moments EUBO and best() read are then accurate far below what changes

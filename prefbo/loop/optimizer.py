@@ -106,7 +106,7 @@ class PreferentialOptimizer(Questions, FittedModels):
                 refitted under the fitted kernel at every answer;
                 ``model_options["fit"]`` overrides the settings of
                 :func:`~prefbo.fit.fit_variational`). How the kinds compare
-                in regret: ``benchmarks/results/pbo_regret.md``.
+                in regret: ``benchmarks/decisions.md``.
             strategy: A registered strategy (:mod:`prefbo.loop.strategies`):
                 ``"eubo"`` (analytic EUBO, ``q=2``), ``"qeubo"`` (MC qEUBO),
                 ``"bald"`` (pairwise BALD under the model's own answer
@@ -173,8 +173,7 @@ class PreferentialOptimizer(Questions, FittedModels):
                 scores every pair of ``raw_samples`` Sobol designs and
                 refines the best ``num_restarts`` by at most ``maxiter``
                 Newton steps: it finds higher EUBO values, which is not
-                better for regret, see
-                ``benchmarks/results/pbo_regret_eubo_torch_10seeds.md``).
+                better for regret, see ``benchmarks/decisions.md``).
             model_options: Keyword arguments of the model's constructor.
             metadata: JSON-serialisable data stored in the log header (e.g.
                 variable names), available as ``self.metadata``.
