@@ -153,4 +153,4 @@ fig.savefig(OUTPUT / "spaces_and_pools.png", dpi=120)
 
 # %% [markdown]
 # Regret against random questions on both kinds of space, over 10 seeds:
-# `OMP_NUM_THREADS=1 python benchmarks/space_regret.py`.
+# `OMP_NUM_THREADS=1 python -m benchmarks space_regret`.
