@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from botorch.test_functions import synthetic
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from prefbo.data import PairwiseComparisons
 
 PROBLEMS: dict[str, Callable[[], synthetic.SyntheticTestFunction]] = {
     "Branin": lambda: synthetic.Branin(),
@@ -82,7 +86,9 @@ def random_pairs(n: int, m: int, g: torch.Generator) -> Tensor:
     return torch.stack([i, j], -1)
 
 
-def smooth_pairwise_data(m: int, n: int, seed: int = 0):
+def smooth_pairwise_data(
+    m: int, n: int, seed: int = 0
+) -> tuple[PairwiseComparisons, Tensor]:
     r"""``n`` uniform designs in ``[0, 1]^4``, ``m`` random pairs of them
     answered with probit noise (``σ = 1``: ``P(w ≻ l) = Φ((u_w − u_l)/√2)``)
     about :func:`smooth_utility`.
