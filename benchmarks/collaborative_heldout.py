@@ -115,6 +115,8 @@ POPULATION_MAX_LATENTS = 1200
 #: The collaborative model's number of tastes: the model's default, not the
 #: synthetic world's planted 2 (unused tastes shrink away).
 TASTES = 3
+#: The ridge penalty of the features-only reference (fixed before its run).
+FEATURES_RIDGE = 1.0
 #: A held-out person's id in the population model (no training person's).
 NEW = 1_000_000
 
@@ -320,11 +322,33 @@ def fit_collaborative(fold: Fold, options: argparse.Namespace) -> tuple[Predict,
     return predict, {"tastes": options.tastes}
 
 
+def fit_features_only(fold: Fold, options: argparse.Namespace) -> tuple[Predict, dict]:
+    r"""What the person features alone tell: each item's utility linear in
+    them, ``f_p(i) = a_i + c_i^T u_p``, by ridge least squares
+    (:data:`FEATURES_RIDGE`) on the training answers' differences set to 1;
+    the revealed answers are ignored (the ceiling of features at ``k = 0``)."""
+    n, (e,) = fold.designs.shape[0], fold.features.shape[1:]
+    person, winners, losers = fold.answers.unbind(-1)
+    step = torch.zeros(len(person), n, dtype=fold.features.dtype)
+    rows = torch.arange(len(person))
+    step[rows, winners], step[rows, losers] = 1.0, -1.0
+    u = torch.cat([torch.ones(fold.num_people, 1), fold.features], -1)
+    X = (step.unsqueeze(-1) * u[person].unsqueeze(1)).reshape(len(person), -1)
+    gram = X.T @ X + FEATURES_RIDGE * torch.eye(X.shape[1], dtype=X.dtype)
+    coef = torch.linalg.solve(gram, X.sum(0)).reshape(n, e + 1)
+
+    def predict(features: Tensor, revealed: Tensor) -> Tensor:
+        return coef @ torch.cat([torch.ones(1), features])
+
+    return predict, {}
+
+
 MODELS: dict[str, Callable[[Fold, argparse.Namespace], tuple[Predict, dict]]] = {
     "per_person": fit_per_person,
     "pooled": fit_pooled,
     "population": fit_population,
     "collaborative": fit_collaborative,
+    "features_only": fit_features_only,
 }
 
 
@@ -496,6 +520,11 @@ PROTOCOL = (
     f"(`fit(seed={FIT_SEED})`) on the training people and their features; each "
     "held-out person added with their features and the revealed answers "
     "observed online, the shared part fixed.",
+    "- features_only: each item's utility linear in the person's features "
+    "(an intercept and a coefficient per feature and item), ridge least "
+    f"squares (penalty {FEATURES_RIDGE}) on the training answers; the revealed "
+    "answers are ignored. Its `k = 0` column is what the person features "
+    "alone can tell about a newcomer.",
     f"- Torch's global seed is {FIT_SEED} before every fit.",
 )
 

@@ -157,3 +157,25 @@ def test_page_pairs_the_collaborative_model_with_each_other(load_benchmark):
     assert "| game | 3 | pooled | +0.325 ± 0.032 | 0.12 | 4 |" in text
     assert "| game | pooled | 1 | 2.00 | 4 | 0.500 | 4 |" in text
     assert "(no finished run in the store)" in text
+
+
+def test_features_only_recovers_utilities_linear_in_the_features(load_benchmark):
+    # four items whose utility is a_i + c_i u_p, every pair answered by the
+    # truth: the ridge fit orders a newcomer's items as their true utility
+    bench = load_benchmark("collaborative_heldout")
+    a = torch.tensor([0.0, 1.0, 2.0, 3.0], dtype=torch.float64)
+    c = torch.tensor([3.0, 1.0, -1.0, -3.0], dtype=torch.float64)
+    features = torch.linspace(-1, 1, 9, dtype=torch.float64).unsqueeze(-1)
+    i, j = torch.triu_indices(4, 4, offset=1)
+    rows = []
+    for p, u in enumerate(features[:, 0].tolist()):
+        f = a + c * u
+        win = torch.where(f[i] > f[j], i, j)
+        rows.append(torch.stack([torch.full_like(i, p), win, i + j - win], -1))
+    fold = bench.Fold(
+        "toy", 0, torch.eye(4, dtype=torch.float64), torch.cat(rows), features, ()
+    )
+    predict, _ = bench.fit_features_only(fold, None)
+    for u in (-0.8, 0.3, 0.9):
+        mean = predict(torch.tensor([u], dtype=torch.float64), torch.zeros(0, 2))
+        assert torch.equal(mean.argsort(), (a + c * u).argsort())
