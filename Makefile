@@ -36,7 +36,7 @@ test: venv
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check prefbo tests benchmarks tutorials tools
+	$(VENV)/bin/ruff check prefbo tests benchmarks tutorials tools docs
 	$(PY) tools/check_imports.py && $(PY) tools/check_layout.py
 
 # a fresh build (-E) every time, so that every page's warnings are seen;

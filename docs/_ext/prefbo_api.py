@@ -374,7 +374,13 @@ def resolve_alias(
             new_node["reftarget"] = new_target
             new_node["refspecific"] = False
             resolved = domain.resolve_xref(
-                env, node["refdoc"], app.builder, reftype, new_target, new_node, contnode
+                env,
+                node["refdoc"],
+                app.builder,
+                reftype,
+                new_target,
+                new_node,
+                contnode,
             )
             if resolved is not None:
                 return resolved
