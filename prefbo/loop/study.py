@@ -471,11 +471,11 @@ class PopulationStudy:
         step_seed = (self.seed * 1_000_003 + k) * 1_009 + pid
         if k < self.initial_random or self.strategy == "random":
             return person._uniform(2, step_seed)
-        if self._collab is not None:
-            view = self._collab_view(name)
-            step_seed = self._collab.question_seed(pid, len(person._tells))
-        else:
-            view = ParticipantView(self.model, pid)
+        if self._collab is not None:  # from the model (fitted here if none)
+            self._collab.current(self._data, len(self._order), k)
+            own = len(person._tells)
+            return person._from_model(self._collab.question(pid, own, self.space))
+        view = ParticipantView(self.model, pid)
         rule = RepeatRule(view, [person._to_model(t.options) for t in person._tells])
         question = Question(
             model=view,

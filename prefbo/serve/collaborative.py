@@ -13,11 +13,12 @@ holds one :class:`CollaborativeEngine` for the life of its process:
 - The questions of every waiting participant come from one batched step
   (:meth:`CollaborativeEngine.propose`): EUBO (or Thompson sampling) over
   candidate designs (every design of a small space, else
-  :data:`CANDIDATES` uniform ones drawn for the round), each person at their
-  own posterior. A participant's next question is made while they look at
-  the current one, so it is made at the posterior after the answer their
-  model finds likelier ("kriging believer", Ginsbourger et al. 2010);
-  a newcomer's first question comes from the population's posterior.
+  :data:`~prefbo.loop.study_collaborative.CANDIDATES` uniform ones drawn
+  for the round), each person at their own posterior. A participant's next
+  question is made while they look at the current one, so it is made at the
+  posterior after the answer their model finds likelier ("kriging
+  believer", Ginsbourger et al. 2010); a newcomer's first question comes
+  from the population's posterior.
 - The shared part is fitted off the question path, on a thread
   (:meth:`CollaborativeEngine.maintain`): built once the study holds
   ``initial_random`` answers, refitted warm-started on a copy whenever the
@@ -43,32 +44,25 @@ from torch import Tensor
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.study_collaborative import (
+    CANDIDATES,
     NUM_INDUCING,
     NUM_RESIDUAL,
     NUM_TASTES,
     REFIT_GROWTH,
     REFIT_MIN_NEW,
     REFIT_STEPS,
+    ask_people,
+    candidates,
     fit_seed,
 )
 from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.people import PersonPosterior
-from prefbo.models.collaborative.questions import (
-    believed_answers,
-    imagined_posteriors,
-    next_questions,
-)
 from prefbo.serve.config import StudyConfig
 from prefbo.serve.engine import favourite, utility_slices
 from prefbo.utils.threads import limited
 
 log = logging.getLogger("prefbo.serve")
 
-#: Candidates of a round's questions where the space has more designs than
-#: :data:`LISTED`.
-CANDIDATES = 128
-#: A space with at most this many designs offers every one as a candidate.
-LISTED = 512
 #: Gradient steps of the first fit. It comes at ``initial_random`` answers
 #: (a handful), and refits warm-started from it follow at every quarter's
 #: growth; participants get uniform questions until it is done.
@@ -252,19 +246,17 @@ class CollaborativeEngine:
 
     # ------------------------------------------------------------ questions
     def candidates(self, seed: int, count: int = CANDIDATES) -> Tensor:
-        r"""Distinct designs to choose questions from: every design of a
-        space of at most :data:`LISTED`, else ``count`` uniform ones."""
+        r"""Distinct designs to choose questions from
+        (:func:`~prefbo.loop.study_collaborative.candidates`)."""
         space = self.config.space
-        size = space.size
-        X = space.grid() if size is not None and size <= LISTED else None
-        if X is None:
-            X = space.sample(count, seed=seed).unique(dim=0)
-        return X.to(torch.float64)
+        return candidates(space, space.dim, seed, count)
 
     def propose(self, shown: dict[int, list | None]) -> dict[int, Tensor]:
         r"""The next question (``2 x dim`` model points) of each participant
         in ``shown`` (id to the options of the question on screen, or
-        ``None``), from one batched step; empty before the first model."""
+        ``None``), from one batched step
+        (:func:`~prefbo.loop.study_collaborative.ask_people`); empty before
+        the first model."""
         if self.model is None or not shown:
             return {}
         pids = list(shown)
@@ -272,40 +264,20 @@ class CollaborativeEngine:
         seed = fit_seed(self.config.seed, self.answers + 1)
         X = self.candidates(seed)
         if self.config.strategy == "random" or X.shape[0] < 2:
+            space = self.config.space
             return {
-                pid: self.config.space.sample(2, seed=seed + i).double()
+                pid: space.sample(2, seed=seed + i).double()
                 for i, pid in enumerate(pids)
             }
-        latent = self._looking_ahead(pids, people, shown)
+        looking = [
+            None
+            if shown[pid] is None
+            else torch.tensor(shown[pid], dtype=torch.float64)
+            for pid in pids
+        ]
         strategy = "thompson" if self.config.strategy == "thompson" else "eubo"
-        pairs = next_questions(
-            self.model, people, X, strategy=strategy, seed=seed, latent=latent
-        )
-        return {pid: X[pair] for pid, pair in zip(pids, pairs, strict=True)}
-
-    def _looking_ahead(
-        self, pids: list[int], people: Tensor, shown: dict[int, list | None]
-    ) -> PersonPosterior:
-        r"""The people's posteriors, those looking at a question at the
-        answer to it that they more likely give."""
-        model = self.model
-        mean = model.latent_mean[people].clone()
-        chol = model.latent_precision_chol[people].clone()
-        looking = [i for i, pid in enumerate(pids) if shown[pid] is not None]
-        if looking:
-            options = torch.tensor(
-                [shown[pids[i]] for i in looking], dtype=model.designs.dtype
-            )  # B x 2 x d
-            at = torch.tensor(looking)
-            with torch.no_grad(), limited(16 * len(looking)):
-                rows = model.design_rows(options.reshape(-1, options.shape[-1]))
-                rows = rows.reshape(len(looking), 2)
-                choice = believed_answers(model, people[at], options)
-                win = rows.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
-                lose = rows.gather(-1, (1 - choice).unsqueeze(-1)).squeeze(-1)
-                post = imagined_posteriors(model, people[at], win, lose)
-            mean[at], chol[at] = post.mean.to(mean), post.precision_chol.to(chol)
-        return PersonPosterior(mean, chol)
+        asked = ask_people(self.model, people, X, looking, strategy, seed)
+        return dict(zip(pids, asked, strict=True))
 
     # ------------------------------------------------------------ favourites
     def utility(self, people: list[int | None], X: Tensor) -> tuple[Tensor, Tensor]:

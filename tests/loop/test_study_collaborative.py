@@ -3,7 +3,6 @@ import json
 import pytest
 import torch
 
-import prefbo.loop.study as study_module
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.loop import study_collaborative as sc
 from prefbo.loop.repeats import RepeatRule
@@ -39,15 +38,15 @@ def _round(study, people):
 
 
 def _spy(patch):
-    r"""Record the model of every model-based question the study asks."""
+    r"""Record the people of every model-based question the study asks."""
     calls = []
-    real = study_module.choose_options
+    real = sc.ask_people
 
-    def spy(name, strategy, question, space, exact):
-        calls.append(question.model)
-        return real(name, strategy, question, space, exact)
+    def spy(model, people, X, shown, strategy="eubo", seed=0):
+        calls.append(people.tolist())
+        return real(model, people, X, shown, strategy, seed)
 
-    patch.setattr(study_module, "choose_options", spy)
+    patch.setattr(sc, "ask_people", spy)
     return calls
 
 
@@ -99,10 +98,9 @@ def test_questions_after_initial_random_come_from_the_model(ran):
 def test_a_newcomer_s_first_question_comes_from_the_population(ran):
     study, _, _, _, model, first, calls = ran
     assert study.participants[-1] == "dee" and model.num_people == 9
-    (view,) = calls  # one model-based question, for person 8: added
-    assert isinstance(view, PersonModel) and view.person == 8
+    assert calls == [[8]]  # one model-based question, for person 8: added
     X = torch.rand(5, 2, 2, dtype=torch.float64)
-    a, b = view.posterior(X), model.posterior(X, person=None)
+    a, b = model.posterior(X, person=8), model.posterior(X, person=None)
     torch.testing.assert_close(a.mean, b.mean)
     torch.testing.assert_close(a.variance, b.variance)
     # everyone's utility peaks near (0.7, 0.3): EUBO sets a design near it
@@ -193,7 +191,7 @@ def test_a_tell_updates_only_the_teller_online(monkeypatch):
         assert torch.equal(study.ask(name), pending[name])
     assert len(calls) == n
     study.ask("p0")
-    assert len(calls) == n + 1 and calls[-1].person == 0
+    assert len(calls) == n + 1 and calls[-1] == [0]
     # the online path: the same model, and p0's posterior is the Laplace
     # posterior of all their answers at the shared part's means
     assert study.model is model and study.collaborative.fits == [3]
@@ -291,3 +289,32 @@ def test_no_model_before_the_first_answer():
     assert X.shape == (2, 2) and study.collaborative.model is None
     with pytest.raises(InputDataError, match=r"needs at least one answer"):
         study.participant_model("p0")
+
+
+def test_a_question_is_the_best_eubo_pair_of_the_candidates(ran):
+    from prefbo.models.collaborative.questions import pair_eubo
+
+    study, _, _, _, model, _, _ = ran
+    state = study.collaborative
+    question = state.question(2, 8, None)
+    seed = state.question_seed(2, 8) % sc.SEED_MOD
+    X = sc.candidates(None, 2, seed)
+    assert X.shape == (sc.CANDIDATES, 2)
+    with torch.no_grad():
+        post = model.posterior(X, person=2)
+        table = pair_eubo(post.mean.reshape(1, -1), post.mvn.covariance_matrix[None])
+    rows = (X.unsqueeze(0) == question.unsqueeze(1)).all(-1).long().argmax(-1)
+    best = float(table[0].triu(1).max())
+    assert float(table[0, rows[0], rows[1]]) == pytest.approx(best)
+
+
+def test_candidates_list_a_small_space_and_draw_from_a_large_one():
+    from prefbo.space import Categorical, Continuous, Space
+
+    small = Space([Categorical("c", ["a", "b", "c"]), Categorical("d", ["x", "y"])])
+    assert torch.equal(sc.candidates(small, small.dim, 0), small.grid().double())
+    large = Space([Continuous("x", 0.0, 1.0), Categorical("c", ["a", "b"])])
+    X = sc.candidates(large, large.dim, 5)
+    assert X.shape == (sc.CANDIDATES, 3) and torch.equal(X, sc.candidates(large, 3, 5))
+    assert len(small.decode(sc.candidates(small, small.dim, 0))) == 6
+    assert large.decode(X[:1])[0]["c"] in ("a", "b")
