@@ -51,6 +51,13 @@ its thread settings); a rerun skips what it holds. Run single-threaded::
         --timing 10x3:3 100x1:3 300x1:2 1000x1:1
     OMP_NUM_THREADS=1 python -m benchmarks population_study --report-only
 
+``--model collaborative`` runs the study on the collaborative model kind
+(its page and store are ``population_study_collaborative.*``), as users
+run it (no thread variable)::
+
+    python -m benchmarks population_study --model collaborative --seeds 6 \
+        --timing 10x3:3 100x1:3 1000x1:20
+
 ``--quick`` (2 participants x 3 answers, one seed, a small timing) writes to
 ``<tempdir>/prefbo-quick/`` and never over the published results.
 """
@@ -82,7 +89,12 @@ CENTRE, WIDTH = (0.7, 0.3), 0.25
 DEVIATION_SD, DEVIATION_LENGTHSCALE, FEATURES = 0.4, 0.3, 500
 SIGMA = 0.1
 PARTICIPANTS, ANSWERS = 8, 12
-KS = (1, 2, 4, 8, 12)
+# 3: the answers after which a newcomer's regret is compared (added to the
+# tables for the collaborative kind; the runs record every k)
+KS = (1, 2, 3, 4, 8, 12)
+#: The study's model kinds (``--model``); the default's results are
+#: ``population_study.*``, another kind's ``population_study_<kind>.*``.
+MODELS = ("ep", "laplace", "collaborative")
 TARGETS = (0.1, 0.3)  # the headline first
 SEEDS = tuple(range(10))
 GROUPS = {"early (1-4)": range(0, 4), "late (5-8)": range(4, 8)}
@@ -167,13 +179,13 @@ def _progress(arm: str, seed: int, p: int, r: list, s: list) -> None:
 
 
 def run_study(
-    pop: Population, seed: int, participants: int, answers: int
+    pop: Population, seed: int, participants: int, answers: int, model: str = "ep"
 ) -> dict[str, Any]:
     r"""One study: participants one after another; per participant the
     regret after ``k = 0..answers`` answers (``None`` at ``k = 0`` for the
     first, who has no recommendation) and the seconds of each answer (ask +
     tell + best)."""
-    study = PopulationStudy(BOUNDS, seed=seed)
+    study = PopulationStudy(BOUNDS, seed=seed, model=model)
     regret, seconds = [], []
     with torch.random.fork_rng(devices=[]), _quiet():
         torch.manual_seed(seed)
@@ -256,8 +268,10 @@ def run_regret(args: argparse.Namespace, pop: Population) -> None:
             if (seed, arm) in done:
                 continue
             t0 = time.perf_counter()
-            fn = run_study if arm == "study" else run_independent
-            rec = fn(pop, seed, args.participants, args.answers)
+            if arm == "study":
+                rec = run_study(pop, seed, args.participants, args.answers, args.model)
+            else:
+                rec = run_independent(pop, seed, args.participants, args.answers)
             rec["kind"] = "regret"
             rec["wall"] = time.perf_counter() - t0
             rec |= environment.record()
@@ -278,12 +292,17 @@ def _random_pair(gen: torch.Generator) -> Tensor:
 
 
 def time_study(
-    pop: Population, participants: int, per: int, timed: int, seed: int = 0
+    pop: Population,
+    participants: int,
+    per: int,
+    timed: int,
+    seed: int = 0,
+    model: str = "ep",
 ) -> dict[str, Any]:
     r"""A study of ``participants x per`` answers whose last ``timed``
     participants answer through ``ask`` + ``tell`` (timed, the fit in ``ask``)
     and the others through random questions told without a fit."""
-    study = PopulationStudy(BOUNDS, seed=seed)
+    study = PopulationStudy(BOUNDS, seed=seed, model=model)
     gen = torch.Generator().manual_seed(40_000 + participants)
     times = []
     with torch.random.fork_rng(devices=[]), _quiet():
@@ -339,7 +358,7 @@ def run_timing(args: argparse.Namespace, pop: Population) -> None:
     r"""The time-per-answer measurements, appended to the store."""
     for participants, per, timed in args.timing:
         t0 = time.perf_counter()
-        rec = time_study(pop, participants, per, timed)
+        rec = time_study(pop, participants, per, timed, model=args.model)
         rec["kind"] = "timing"
         # the independent loop at the same per-participant count (answer
         # ``per``) and at its first model-based question (answer 3)
@@ -617,6 +636,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--quick", action="store_true", help="a run of a minute or two")
     p.add_argument(
+        "--model", choices=MODELS, default="ep", help="the study's model kind"
+    )
+    p.add_argument(
         "--output",
         type=Path,
         default=None,
@@ -636,7 +658,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.output is None:
         args.output = RESULTS if published else reports.scratch_dir()
     args.output.mkdir(parents=True, exist_ok=True)
-    args.store = args.output / f"{NAME}.jsonl"
+    args.name = NAME if args.model == "ep" else f"{NAME}_{args.model}"
+    args.store = args.output / f"{args.name}.jsonl"
     args.argv = list(sys.argv[1:] if argv is None else argv)
     return args
 
@@ -652,7 +675,7 @@ def main(argv: Sequence[str] | None = None) -> str:
         if not args.no_timing:
             run_timing(args, pop)
     records = load(args.store)
-    text = report(records, args.output / f"{NAME}.png", pop)
+    text = report(records, args.output / f"{args.name}.png", pop)
     head = (
         f"Machine: {environment.machine()}; {environment.versions_text()}; "
         f"threads: {environment.threads()}; load average {load0:.2f} before, "
@@ -662,14 +685,15 @@ def main(argv: Sequence[str] | None = None) -> str:
         "machine, versions and threads: their records in the store (threads "
         "only, before these records held the others).\n\n"
     )
-    page = args.output / f"{NAME}.md"
+    page = args.output / f"{args.name}.md"
     kept = page.read_text().split(HAND, 1)[1] if page.exists() else ""
     kept = kept if kept.strip() else "\n(the reading of the results goes here)\n"
     page.write_text(
-        "# Population study: warm start against independent loops\n\n"
+        "# Population study: warm start against independent loops"
+        f"{'' if args.model == 'ep' else f' (model={args.model!r})'}\n\n"
         "Setting, seeds and protocol: the docstring of "
-        f"`benchmarks/population_study.py`. Figure: `{NAME}.png`; runs: "
-        f"`{NAME}.jsonl`.\n\n{head}{text}\n{HAND}{kept}"
+        f"`benchmarks/population_study.py`. Figure: `{args.name}.png`; runs: "
+        f"`{args.name}.jsonl`.\n\n{head}{text}\n{HAND}{kept}"
     )
     print(head + text)
     return text

@@ -30,3 +30,14 @@ def test_answers_needed_counts_from_the_first_answer(load_benchmark):
     bench = load_benchmark("population_study")
     assert bench._needed([None, 0.5, 0.2, 0.05, 0.01], 0.1) == 3
     assert bench._needed([0.0, 0.5, 0.4], 0.1) == 3  # never within: len
+
+
+def test_a_model_kind_has_its_own_store_and_page(load_benchmark, tmp_path):
+    bench = load_benchmark("population_study")
+    default = bench.parse_args(["--output", str(tmp_path)])
+    assert (
+        default.model == "ep" and default.store == tmp_path / "population_study.jsonl"
+    )
+    other = bench.parse_args(["--output", str(tmp_path), "--model", "collaborative"])
+    assert other.store == tmp_path / "population_study_collaborative.jsonl"
+    assert 3 in bench.KS  # the newcomer's regret after 3 answers is tabled
