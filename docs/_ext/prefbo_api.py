@@ -62,7 +62,8 @@ def modules_of(package: str) -> list[str]:
 
 
 def exported(module: ModuleType) -> list[str]:
-    r"""A module's ``__all__`` (its public names where it has none)."""
+    r"""A module's ``__all__`` but ``__version__`` (nothing where it has no
+    ``__all__``)."""
     names = getattr(module, "__all__", None)
     if names is None:
         return []
@@ -314,7 +315,7 @@ class Registry:
                 found.append(target)
                 break
         else:  # a path the reference reaches by import (a re-export)
-            path = self.path_of(_import(target)) if _import(target) else None
+            path = self.path_of(_import(target))
             if path is not None:
                 found.append(path)
         for path in list(found):
@@ -333,7 +334,7 @@ def _import(path: str) -> Any:
     for split in range(len(parts), 0, -1):
         try:
             obj: Any = importlib.import_module(".".join(parts[:split]))
-        except ImportError:
+        except (ImportError, ValueError, TypeError):  # not a module's name
             continue
         try:
             for attr in parts[split:]:
