@@ -22,6 +22,7 @@ from prefbo.exceptions import InputDataError
 from prefbo.loop.answers import Answer, check_designs, pairs_from
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.options import SEED_MOD
+from prefbo.utils.seeds import fit_seed
 from prefbo.utils.threads import limited
 
 
@@ -185,7 +186,7 @@ class FittedModels:
             # always rebuilt from the fitted kernel (and started at the fit's
             # approximation): never the fitted model itself, whose cached
             # state depends on the optimiser's path
-            with seeded(self.seed * 7919 + k), expected_fit_warnings():
+            with seeded(fit_seed(self.seed, k)), expected_fit_warnings():
                 self._model = self._kind.build(designs, comps, fitted.covar_module)
             if c > 0:  # the fit's data are a prefix of these
                 self._kind.warm_start(self._model, fitted)
@@ -211,7 +212,7 @@ class FittedModels:
         """
         if c == 0:
             if 0 not in self._fits:
-                with seeded(self.seed * 7919), expected_fit_warnings():
+                with seeded(fit_seed(self.seed)), expected_fit_warnings():
                     self._fits[0] = self._kind.build(*self._model_data(self._tells))
             return self._fits[0]
         if c in self._fits:
@@ -223,7 +224,7 @@ class FittedModels:
             previous = None
             if self.warm_start_fits and count > step:
                 previous = self._fits[count - step]
-            with seeded(self.seed * 7919 + count), expected_fit_warnings():
+            with seeded(fit_seed(self.seed, count)), expected_fit_warnings():
                 designs, comps = self._model_data(self._tells[:count])
                 start = None if previous is None else previous.covar_module
                 fitted = self._kind.build_for_fit(designs, comps, start)

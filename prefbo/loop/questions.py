@@ -26,6 +26,7 @@ from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.spaces import choose_options, random_designs, takes_exact
 from prefbo.loop.strategies import Question
 from prefbo.space import Space
+from prefbo.utils.seeds import question_seed
 from prefbo.utils.threads import limited
 
 
@@ -138,7 +139,7 @@ class Questions:
         r"""The strategy's question under the current model, and whether it
         is a random one because the strategy found nothing worth asking."""
         k = len(self._tells)
-        step_seed = self.seed * 1_000_003 + k
+        step_seed = question_seed(self.seed, k)
         fixed = self._fixed_option()
         n_new = self.q - (fixed is not None)
         fallback = False

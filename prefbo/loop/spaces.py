@@ -43,6 +43,7 @@ from prefbo.exceptions import InputDataError
 from prefbo.loop.answers import check_new_options
 from prefbo.loop.repeats import RepeatRule
 from prefbo.space import Space
+from prefbo.utils.seeds import retry_seed
 
 #: The largest finite space whose pairs are all scored (a measured ~3 s).
 EXACT_MAX = 3000
@@ -128,7 +129,7 @@ def random_designs(
     picked: list[Tensor] = []
     taken = [] if avoid is None else [avoid.to(torch.float64)]
     for attempt in range(1000):
-        for x in space.sample(k, seed=(seed + attempt * 7919) % 2**63):
+        for x in space.sample(k, seed=retry_seed(seed, attempt) % 2**63):
             if not any(bool((x == y).all()) for y in picked + taken):
                 picked.append(x)
             if len(picked) == k:

@@ -62,6 +62,7 @@ from prefbo.loop.study_collaborative import (
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models.population import disagreement, population_model
 from prefbo.utils.checks import check_int, check_seed, describe
+from prefbo.utils.seeds import fit_seed, participant_question_seed
 from prefbo.utils.threads import limited
 
 try:  # POSIX
@@ -364,7 +365,7 @@ class PopulationStudy:
                 model.load_state_dict(self._fixed, strict=False)
             self._model = model.eval()
         if self._model is None:
-            with seeded(self.seed * 7919 + k), expected_fit_warnings():
+            with seeded(fit_seed(self.seed, k)), expected_fit_warnings():
                 model = population_model(self._data(), model=self.model_name)
                 with torch.enable_grad():
                     try:
@@ -468,7 +469,7 @@ class PopulationStudy:
     # ------------------------------------------------------------ questions
     def _question(self, name: str, person: PreferentialOptimizer) -> Tensor:
         k, pid = self._answers(), self._order.index(name)
-        step_seed = (self.seed * 1_000_003 + k) * 1_009 + pid
+        step_seed = participant_question_seed(self.seed, k, pid)
         if k < self.initial_random or self.strategy == "random":
             return person._uniform(2, step_seed)
         if self._collab is not None:  # from the model (fitted here if none)

@@ -81,6 +81,7 @@ from prefbo.models.collaborative.questions import (
     imagined_posteriors,
     next_questions,
 )
+from prefbo.utils import seeds
 from prefbo.utils.threads import limited
 
 #: The study's name of this kind (``model=``).
@@ -169,13 +170,13 @@ def ask_people(
 def fit_seed(seed: int, answers: int) -> int:
     r"""Seed of the fit at ``answers`` answers (the model's start, inducing
     points, minibatches and the RNG), in ``[0, SEED_MOD)``."""
-    return (seed * 7919 + answers) % SEED_MOD
+    return seeds.fit_seed(seed, answers) % SEED_MOD
 
 
 def question_seed(seed: int, fitted_at: int, own: int, person: int) -> int:
     r"""Seed of ``person``'s question, from the answers at the last fit and
     the ``own`` answers of the person."""
-    return ((seed * 1_000_003 + fitted_at) * 1_009 + own) * 1_009 + person
+    return seeds.person_question_seed(seed, fitted_at, own, person)
 
 
 def unavailable(method: str) -> UnsupportedError:

@@ -32,6 +32,7 @@ from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import PopulationStudy, PreferentialOptimizer
 from prefbo.serve.config import StudyConfig
 from prefbo.space import Integer, ItemPool
+from prefbo.utils.seeds import participant_seed
 
 
 def _told(question: dict[str, Any]) -> bool:
@@ -110,7 +111,7 @@ class QuestionEngine:
                 model=c.inference,
                 strategy=c.strategy,
                 q=c.q,
-                seed=c.seed * 100_003 + pid,
+                seed=participant_seed(c.seed, pid),
                 initial_random=c.initial_random,
                 boundary_step=c.boundary_step,
             )

@@ -29,6 +29,7 @@ from sqlalchemy.exc import IntegrityError
 
 from prefbo.serve.config import StudyConfig
 from prefbo.serve.store import Store, events, log_event, participants, questions
+from prefbo.utils.seeds import uniform_question_seed
 
 
 class Conflict(Exception):
@@ -94,7 +95,7 @@ def _done(config: StudyConfig, answers: int, previous: str | None) -> dict[str, 
 
 
 def _random_options(config: StudyConfig, pid: int, seq: int, salt: int = 0) -> list:
-    seed = ((config.seed * 1_000_003 + pid) * 10_007 + seq) * 101 + salt
+    seed = uniform_question_seed(config.seed, pid, seq, salt)
     X = config.space.sample(config.q, seed=seed % (2**31))
     tries = 0
     while len({tuple(r) for r in X.tolist()}) < config.q and tries < 20:
