@@ -24,7 +24,7 @@ import uuid
 from typing import Any
 
 import torch
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import and_, delete, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from prefbo.serve.config import StudyConfig
@@ -397,36 +397,55 @@ def needing_questions(
     r"""Participants (of ``only``, default all) without a waiting question:
     id to ``(seq, shown options or None, answers, shown at, shown virtual
     comparisons or None)`` of the question a worker should make (``shown
-    at``: when the question on screen was shown, ``inf`` for none)."""
-    out: dict[int, tuple] = {}
+    at``: when the question on screen was shown, ``inf`` for none).
+
+    Two queries whatever the study's size: each active participant's answer
+    count and last ``seq``, then the rows on screen of those whose last
+    question is the one they look at."""
     query = select(participants.c.id).where(participants.c.finished_at.is_(None))
     if only is not None:
         query = query.where(participants.c.id.in_(only))
     with store.engine.connect() as conn:
         active = conn.execute(query).scalars().all()
-        rows = (
+        counts = (
             conn.execute(
-                select(questions).where(questions.c.participant_id.in_(active))
+                select(
+                    questions.c.participant_id,
+                    func.count(questions.c.answered_at),
+                    func.max(questions.c.seq),
+                )
+                .where(questions.c.participant_id.in_(active))
+                .group_by(questions.c.participant_id)
             ).all()
             if active
             else []
         )
-    by_pid: dict[int, list] = {pid: [] for pid in active}
-    for r in rows:
-        by_pid[r.participant_id].append(dict(r._mapping))
-    for pid, qs in by_pid.items():
-        a = _answered(qs)
-        seqs = {r["seq"]: r for r in qs}
-        shown = seqs.get(a)
-        virtual = None
-        if shown is not None and shown["shown_at"] is not None:
-            target, options = a + 1, json.loads(shown["options"])
-            since = shown["shown_at"]
-            if shown["virtual_comparisons"] is not None:
-                virtual = json.loads(shown["virtual_comparisons"])
+        last = {pid: (int(a), int(top)) for pid, a, top in counts}
+        # a participant's last question is the one at seq = answers: on screen
+        # (then the next one is needed) or queued unshown (nothing is)
+        at = [(pid, a) for pid, (a, top) in last.items() if top == a]
+        rows = (
+            conn.execute(
+                select(questions).where(
+                    tuple_(questions.c.participant_id, questions.c.seq).in_(at)
+                )
+            ).all()
+            if at
+            else []
+        )
+    on_screen = {r.participant_id: dict(r._mapping) for r in rows}
+    out: dict[int, tuple] = {}
+    for pid in active:
+        a, top = last.get(pid, (0, -1))
+        shown = on_screen.get(pid)
+        if top > a or (shown is not None and shown["shown_at"] is None):
+            continue  # question a + 1, or an unshown question a, waits
+        if shown is None:
+            target, options, since, virtual = a, None, float("inf"), None
         else:
-            target, options, since = a, None, float("inf")
-        if target in seqs or target >= config.answers_per_participant:
-            continue
-        out[pid] = (target, options, a, since, virtual)
+            target, options = a + 1, json.loads(shown["options"])
+            since, virtual = shown["shown_at"], shown["virtual_comparisons"]
+            virtual = None if virtual is None else json.loads(virtual)
+        if target < config.answers_per_participant:
+            out[pid] = (target, options, a, since, virtual)
     return out

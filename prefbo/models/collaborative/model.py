@@ -223,19 +223,37 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         return pid
 
     def design_rows(self, designs: Tensor) -> Tensor:
-        r"""Rows of the design table for ``k x d`` designs: an equal row's
-        (so a pool's item keeps its effect), else a new row appended."""
+        r"""Rows of the design table for ``k x d`` designs: the first equal
+        row's (so a pool's item keeps its effect), else a new row appended
+        (once for equal new designs). Found through a hash index of the
+        table, kept as rows are added: ``O(k)``, not ``O(k n)``."""
         designs = designs.to(self.designs)
-        same = (designs.unsqueeze(1) == self.designs.unsqueeze(0)).all(-1)  # k x n
-        found, row = same.any(-1), same.long().argmax(-1)
-        new = designs[~found]
-        n = self.designs.shape[0]
-        self.designs = torch.cat([self.designs, new])
-        self.items = torch.cat(
-            [self.items, torch.full((new.shape[0],), -1, device=self.items.device)]
-        )
-        added = torch.arange(n, n + new.shape[0], device=self.designs.device)
-        return row.masked_scatter(~found, added)
+        index = self._design_index()
+        n, rows, new = self.designs.shape[0], [], []
+        for key, x in zip(_keys(designs), designs, strict=True):
+            row = index.get(key)
+            if row is None:
+                row = index[key] = n + len(new)
+                new.append(x)
+            rows.append(row)
+        if new:
+            self.designs = torch.cat([self.designs, torch.stack(new)])
+            self.items = torch.cat(
+                [self.items, torch.full((len(new),), -1, device=self.items.device)]
+            )
+            self._index = (self.designs.data_ptr(), self.designs.shape[0], index)
+        return torch.tensor(rows, dtype=torch.long, device=self.designs.device)
+
+    def _design_index(self) -> dict[bytes, int]:
+        r"""Design (its bytes) to its first row, rebuilt where the table is
+        not the one indexed (moved, cast, loaded, or a copy's)."""
+        ptr, n, index = getattr(self, "_index", (None, 0, {}))
+        if ptr != self.designs.data_ptr() or n != self.designs.shape[0]:
+            index = {}
+            for row, key in enumerate(_keys(self.designs)):
+                index.setdefault(key, row)
+            self._index = (self.designs.data_ptr(), self.designs.shape[0], index)
+        return index
 
     def observe(self, person: int, winners: Tensor, losers: Tensor) -> PersonPosterior:
         r"""Add a person's answers and update their posterior at once (the
@@ -443,6 +461,12 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         person's posterior; see
         :func:`~prefbo.models.collaborative.training.fit_collaborative`."""
         return fit_collaborative(self, **kwargs)
+
+
+def _keys(X: Tensor) -> list[bytes]:
+    r"""Hashable keys of ``n x d`` designs, equal for equal rows (``-0.0``
+    as ``0.0``)."""
+    return [row.tobytes() for row in (X.detach() + 0.0).cpu().numpy()]
 
 
 class PersonModel(Model):

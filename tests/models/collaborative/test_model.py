@@ -334,3 +334,20 @@ def test_forget_withdraws_a_persons_answers(population):
     assert model.answers.counts()[others].tolist() == [6] * 11
     with pytest.raises(InputDataError, match="person"):
         model.forget(12)
+
+
+def test_design_rows_find_equal_designs_and_append_new_ones_once(population):
+    X, answers, _, _ = population(P=4, n=6, answers=3)
+    model = CollaborativePreferenceGP(X, answers, num_inducing=4, num_residual=2)
+    new = torch.tensor([[0.25, 0.5], [0.25, 0.5]], dtype=X.dtype)
+    rows = model.design_rows(torch.cat([X[[4, 1]], new, X[:1]]))
+    assert rows.tolist() == [4, 1, 6, 6, 0]  # the new design once
+    assert model.designs.shape[0] == 7 and model.items.tolist()[-1] == -1
+    zero = torch.zeros(1, 2, dtype=X.dtype)
+    assert model.design_rows(zero).tolist() == [7]
+    assert model.design_rows(-zero).tolist() == [7]  # -0.0 equals 0.0
+    copy_ = copy.deepcopy(model)  # a copy keeps finding rows, not the original's
+    assert copy_.design_rows(new[:1]).tolist() == [6]
+    assert copy_.design_rows(torch.ones(1, 2, dtype=X.dtype)).tolist() == [8]
+    assert model.design_rows(torch.ones(1, 2, dtype=X.dtype)).tolist() == [8]
+    assert model.designs.shape[0] == copy_.designs.shape[0] == 9
