@@ -39,7 +39,8 @@ from prefbo.serve.demo import DEMO_STUDY
 from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.export import export_csv, export_json
 from prefbo.serve.render import Renderer
-from prefbo.serve.store import Store, database_url, one_line
+from prefbo.serve.schema import database_url
+from prefbo.serve.store import Store, one_line
 from prefbo.serve.supervisor import WorkerSupervisor, health_report
 from prefbo.serve.worker import config_from_store
 

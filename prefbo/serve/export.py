@@ -24,7 +24,8 @@ from typing import Any
 
 from prefbo.serve.config import StudyConfig
 from prefbo.serve.flow import option_values
-from prefbo.serve.store import SCHEMA_VERSION, Store
+from prefbo.serve.schema import SCHEMA_VERSION
+from prefbo.serve.store import Store
 
 
 def export_csv(store: Store, config: StudyConfig) -> str:

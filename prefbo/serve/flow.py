@@ -28,7 +28,8 @@ from sqlalchemy import and_, delete, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from prefbo.serve.config import StudyConfig
-from prefbo.serve.store import Store, events, log_event, participants, questions
+from prefbo.serve.schema import events, participants, questions
+from prefbo.serve.store import Store, log_event
 from prefbo.utils.seeds import uniform_question_seed
 
 

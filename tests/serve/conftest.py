@@ -4,7 +4,8 @@ import pytest
 from sqlalchemy import create_engine
 
 from prefbo.serve.config import study_from_dict
-from prefbo.serve.store import Store, metadata
+from prefbo.serve.schema import metadata
+from prefbo.serve.store import Store
 
 SPACE = [
     {"name": "sweetness", "type": "continuous", "lower": 0.0, "upper": 10.0},

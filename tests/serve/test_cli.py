@@ -15,7 +15,8 @@ from prefbo.cli import main as prefbo_main
 from prefbo.serve import cli, flow, render
 from prefbo.serve.cli import main, open_study, replay
 from prefbo.serve.config import StudyFileError, study_from_dict
-from prefbo.serve.store import Store, database_url
+from prefbo.serve.schema import database_url
+from prefbo.serve.store import Store
 
 
 def _study_db(tmp_path, make_config, answers=3):
@@ -206,8 +207,7 @@ def test_a_display_callable_that_fails_or_hangs_is_named(tmp_path, capsys, monke
     )
     _refused(
         started,
-        "study.toml: display.function 'cli_hangs:f' did not return within 0.2 s "
-        "on",
+        "study.toml: display.function 'cli_hangs:f' did not return within 0.2 s on",
     )
 
 
@@ -288,6 +288,7 @@ def test_a_port_out_of_range_is_one_line(tmp_path, capsys, port):
 
 def test_port_0_prints_the_port_it_got(tmp_path, capsys, monkeypatch):
     served = []
+
     def run(app, sock):
         served.append(sock.getsockname()[1])
 

@@ -1,0 +1,53 @@
+import pytest
+from sqlalchemy import text
+
+from prefbo.exceptions import InputDataError
+from prefbo.serve.schema import (
+    SCHEMA_VERSION,
+    database_url,
+    migrate,
+    open_engine,
+    schema_version,
+)
+from prefbo.serve.store import Store
+
+
+def test_a_new_database_gets_the_schema_in_wal_mode(tmp_path):
+    url = database_url(str(tmp_path / "s.db"))
+    assert url == f"sqlite:///{tmp_path / 's.db'}"
+    assert database_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    store = Store(url)
+    with store.engine.connect() as conn:
+        assert schema_version(conn) == SCHEMA_VERSION
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    # opening it again migrates nothing
+    assert migrate(store.engine) == SCHEMA_VERSION
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    with store.transaction() as conn:
+        conn.execute(text("UPDATE meta SET value = '99' WHERE key = 'schema_version'"))
+    with pytest.raises(InputDataError, match="schema version 99.*upgrade prefbo"):
+        migrate(open_engine(store.url))
+
+
+def test_a_version_1_database_gains_the_virtual_comparisons_column(store):
+    # version 1 kept no virtual comparisons: its questions get none (null)
+    pid = store.add_participant("t", "Ann")
+    with store.transaction() as conn:
+        conn.execute(text("ALTER TABLE questions DROP COLUMN virtual_comparisons"))
+        conn.execute(text("UPDATE meta SET value = '1' WHERE key = 'schema_version'"))
+        conn.execute(
+            text(
+                "INSERT INTO questions (id, participant_id, seq, options, origin, "
+                "based_on, created_at, answered_at, choice, no_preference) VALUES "
+                "('q0', :pid, 0, '[[0.5], [0.7]]', 'model', 0, 1.0, 2.0, 1, false)"
+            ),
+            {"pid": pid},
+        )
+    assert migrate(store.engine) == 1
+    with store.engine.connect() as conn:
+        assert schema_version(conn) == SCHEMA_VERSION == 2
+    (q,) = store.answered()
+    assert q["options"] == [[0.5], [0.7]] and q["virtual_comparisons"] is None
