@@ -392,6 +392,55 @@ def queue(
         return False
 
 
+def queue_many(store: Store, made: list[tuple[int, int, list, int]]) -> int:
+    r"""Store a round's worker questions ``(participant, seq, options,
+    answers they were made at)`` in one transaction: each unless the
+    participant has answered or undone since (their answer count is no
+    longer the one it was made at) or a question ``seq`` is there already;
+    returns how many were stored."""
+    if not made:
+        return 0
+    pids = sorted({m[0] for m in made})
+    stored = 0
+    with store.transaction() as conn:
+        counts = dict(
+            conn.execute(
+                select(questions.c.participant_id, func.count(questions.c.answered_at))
+                .where(questions.c.participant_id.in_(pids))
+                .group_by(questions.c.participant_id)
+            ).all()
+        )
+        wanted = [(pid, seq) for pid, seq, _, _ in made]
+        taken = set(
+            conn.execute(
+                select(questions.c.participant_id, questions.c.seq).where(
+                    tuple_(questions.c.participant_id, questions.c.seq).in_(wanted)
+                )
+            ).all()
+        )
+        for pid, seq, options, based_on in made:
+            if counts.get(pid, 0) != based_on or (pid, seq) in taken:
+                continue
+            try:
+                with conn.begin_nested():  # another process's insert first
+                    conn.execute(
+                        insert(questions).values(
+                            id=uuid.uuid4().hex,
+                            participant_id=pid,
+                            seq=seq,
+                            options=json.dumps(options),
+                            origin="model",
+                            based_on=based_on,
+                            created_at=time.time(),
+                            no_preference=False,
+                        )
+                    )
+                stored += 1
+            except IntegrityError:
+                pass
+    return stored
+
+
 def needing_questions(
     store: Store, config: StudyConfig, only: list[int] | None = None
 ) -> dict[int, tuple]:

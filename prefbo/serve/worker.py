@@ -25,7 +25,7 @@ from typing import Any
 from prefbo.serve.collaborative import CollaborativeEngine
 from prefbo.serve.config import StudyConfig, StudyFileError, study_from_dict
 from prefbo.serve.engine import QuestionEngine
-from prefbo.serve.flow import needing_questions, queue
+from prefbo.serve.flow import needing_questions, queue, queue_many
 from prefbo.serve.store import Store
 
 log = logging.getLogger("prefbo.serve")
@@ -134,7 +134,8 @@ def collaborative_round(
     each participant whose progress (:meth:`~prefbo.serve.store.Store.
     answer_progress`) moved since ``seen``, swap in or start its fits, then
     store the questions of this worker's waiting participants from one
-    batched step. Returns how many were stored and the progress now."""
+    batched step, in one transaction (:func:`~prefbo.serve.flow.queue_many`).
+    Returns how many were stored and the progress now."""
     progress = store.answer_progress()
     changed = sorted(
         pid for pid in set(progress) | set(seen) if progress.get(pid) != seen.get(pid)
@@ -151,12 +152,12 @@ def collaborative_round(
         for pid, v in needing_questions(store, config).items()
         if pid % workers == index and progress.get(pid, (0, 0.0))[0] == v[2]
     }
-    stored = 0
-    for pid, options in engine.propose({p: v[1] for p, v in needing.items()}).items():
-        now = needing_questions(store, config, [pid]).get(pid)
-        if now is not None and now[2] == needing[pid][2]:
-            stored += queue(store, pid, now[0], options.tolist(), now[2])
-    return stored, progress
+    asked = engine.propose({p: v[1] for p, v in needing.items()})
+    made = [
+        (pid, needing[pid][0], options.tolist(), needing[pid][2])
+        for pid, options in asked.items()
+    ]
+    return queue_many(store, made), progress
 
 
 def snapshot_once(

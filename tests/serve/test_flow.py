@@ -194,3 +194,25 @@ def test_a_newcomer_waits_briefly_for_the_models_first_question(store, make_conf
     started = time.monotonic()
     flow.current(store, solo, _join(store, "solo"))
     assert time.monotonic() - started < flow.FIRST_QUESTION_WAIT / 2
+
+
+def test_a_rounds_questions_are_stored_in_one_go_where_still_wanted(store, make_config):
+    config = make_config()
+    a, b, c = (_join(store, n) for n in "abc")
+    qa = flow.current(store, config, a)  # a looks at question 0
+    flow.current(store, config, b)
+    X = [[0.1, 0.2], [0.9, 0.8]]
+    made = [
+        (a, 1, X, 0),  # still wanted
+        (b, 1, X, 1),  # made at 1 answer, but b has none: stale
+        (c, 0, X, 0),  # a newcomer's first
+        (a, 1, X, 0),  # the same seq twice: stored once
+    ]
+    assert flow.queue_many(store, made) == 2
+    assert [r["origin"] for r in store.questions_of(a)] == ["random", "model"]
+    assert [r["seq"] for r in store.questions_of(b)] == [0]
+    assert [r["origin"] for r in store.questions_of(c)] == ["model"]
+    assert flow.queue_many(store, []) == 0
+    # the stored question is what a's answer shows next
+    nxt = flow.answer(store, config, a, qa["question_id"], 0)
+    assert nxt["options"][0]["sweetness"] == pytest.approx(1.0)
