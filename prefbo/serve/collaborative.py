@@ -70,6 +70,10 @@ BUILD_STEPS = 100
 #: Designs the favourites are chosen among (a larger space: uniform ones).
 FAVOURITE_CANDIDATES = 512
 
+#: The state-dict prefixes of the saved shared part.
+SHARED = "shared."
+SAVED_PREFIXES = (SHARED, "likelihood.")
+
 #: One told answer: the question's id, the winner's and the loser's design.
 Told = tuple[str, Tensor, Tensor]
 
@@ -114,6 +118,7 @@ class CollaborativeEngine:
         self._job_counts: dict[int, int] = {}
         self._changed_during_job: set[int] = set()
         self._job_answers = 0
+        self._saved: dict[str, Tensor] | None = None
         self._failed_at: int | None = None
 
     @property
@@ -210,7 +215,10 @@ class CollaborativeEngine:
                 designs += [w, lo]
                 rows.append((persons[pid], n, n + 1))
         s = fit_seed(self.config.seed, m)
-        inducing = self.config.space.sample(NUM_INDUCING, seed=s)
+        saved, self._saved = self._saved, None  # used once
+        inducing = self.config.space.sample(NUM_INDUCING, seed=s).to(torch.float64)
+        if saved is not None:
+            inducing = saved[SHARED + "Z"]
         with seeded(s), expected_fit_warnings(), torch.enable_grad():
             model = CollaborativePreferenceGP(
                 torch.stack(designs),
@@ -220,9 +228,12 @@ class CollaborativeEngine:
                 num_inducing=NUM_INDUCING,
                 num_residual=NUM_RESIDUAL,
                 seed=s,
-                inducing_points=inducing.to(torch.float64),
+                inducing_points=inducing,
             )
-            model.fit(steps=BUILD_STEPS, seed=s)
+            if saved is None or not _load_shared(model, saved):
+                model.fit(steps=BUILD_STEPS, seed=s)
+            else:  # the saved fit: only the people's posteriors to make
+                model.fit(steps=0, seed=s)
         return model, persons, m
 
     def _refit(
@@ -243,6 +254,26 @@ class CollaborativeEngine:
             else:
                 self._observe(pid, answers[self._job_counts.get(pid, 0) :])
         log.info("collaborative model fitted at %d answers", m)
+
+    # ------------------------------------------------------------ saved fits
+    def shared_state(self) -> dict[str, Tensor] | None:
+        r"""The fitted shared part (the shared functions, the likelihood)
+        of the model, for a later engine's :meth:`restore`; ``None``
+        before the first fit."""
+        if self.model is None:
+            return None
+        return {
+            k: v.detach().clone()
+            for k, v in self.model.state_dict().items()
+            if k.startswith(SAVED_PREFIXES)
+        }
+
+    def restore(self, state: dict[str, Tensor]) -> None:
+        r"""Start the first build from ``state`` (:meth:`shared_state` of an
+        engine of the same study, e.g. a worker that died): no fit, only the
+        people's posteriors at its shared functions. A state that does not
+        fit the model is logged and a fit made instead."""
+        self._saved = dict(state)
 
     # ------------------------------------------------------------ questions
     def candidates(self, seed: int, count: int = CANDIDATES) -> Tensor:
@@ -325,3 +356,22 @@ class CollaborativeEngine:
         r"""Stop the fitting thread (a running fit finishes first)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _load_shared(model: CollaborativePreferenceGP, state: dict[str, Tensor]) -> bool:
+    r"""Load a saved shared part into ``model``; ``False`` (logged) where it
+    does not fit (another study's, another version's)."""
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except (RuntimeError, KeyError, ValueError) as e:
+        log.warning("the saved collaborative model does not fit: %s; fitting", e)
+        return False
+    lost = [k for k in missing if k.startswith(SAVED_PREFIXES)]
+    if lost or unexpected:
+        log.warning(
+            "the saved collaborative model lacks %s, has extra %s; fitting",
+            lost[:3],
+            list(unexpected)[:3],
+        )
+        return False
+    return True

@@ -33,6 +33,8 @@ from prefbo.serve.schema import (
 
 #: Seconds the health probe waits for a lock held elsewhere.
 PROBE_SECONDS = 2.0
+#: The ``meta`` row of the collaborative model's fitted shared part.
+MODEL_KEY = "collaborative_model"
 
 
 def token_hash(token: str) -> str:
@@ -93,6 +95,24 @@ class Store:
         r"""Store the study (once: a database serves one study)."""
         with self.transaction() as conn:
             conn.execute(insert(meta).values(key="study", value=json.dumps(source)))
+
+    def model_state(self) -> str | None:
+        r"""The collaborative model's fitted shared part as a worker saved it
+        (:meth:`set_model_state`), or ``None``."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(meta.c.value).where(meta.c.key == MODEL_KEY)
+            ).scalar()
+
+    def set_model_state(self, value: str) -> None:
+        r"""Save the collaborative model's fitted shared part (text), so a
+        restarted worker starts from it instead of fitting from scratch."""
+        with self.transaction() as conn:
+            done = conn.execute(
+                update(meta).where(meta.c.key == MODEL_KEY).values(value=value)
+            )
+            if not done.rowcount:
+                conn.execute(insert(meta).values(key=MODEL_KEY, value=value))
 
     def secret(self, key: str, make: Any) -> str:
         r"""The secret ``key`` of ``meta`` (the join code, the researcher's

@@ -15,12 +15,16 @@ The server starts, watches and restarts its worker processes with
 
 from __future__ import annotations
 
+import base64
+import io
 import logging
 import os
 import threading
 import time
 from collections import Counter
 from typing import Any
+
+import torch
 
 from prefbo.serve.collaborative import CollaborativeEngine
 from prefbo.serve.config import StudyConfig, StudyFileError, study_from_dict
@@ -160,6 +164,21 @@ def collaborative_round(
     return queue_many(store, made), progress
 
 
+def encode_state(state: dict[str, Any]) -> str:
+    r"""A model's saved shared part as text for the database."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def decode_state(text: str) -> dict[str, Any]:
+    r"""The inverse of :func:`encode_state` (tensors only: nothing else is
+    unpickled)."""
+    return torch.load(
+        io.BytesIO(base64.b64decode(text)), map_location="cpu", weights_only=True
+    )
+
+
 def snapshot_once(
     store: Store,
     config: StudyConfig,
@@ -266,11 +285,19 @@ class _CollaborativeRounds:
         self.engine = CollaborativeEngine(config)
         self.seen: dict[int, tuple[int, float]] = {}
         self.last = -1
+        saved = store.model_state()
+        if saved is not None:  # a worker before this one fitted it
+            self.engine.restore(decode_state(saved))
+        self.saved_fits = 0
 
     def round(self) -> int:
         made, self.seen = collaborative_round(
             self.store, self.config, self.engine, self.seen, self.index, self.workers
         )
+        fits = len(self.engine.fits)
+        if self.index == 0 and fits > self.saved_fits:
+            self.store.set_model_state(encode_state(self.engine.shared_state()))
+            self.saved_fits = fits
         return made
 
     def snapshot(self) -> None:

@@ -241,3 +241,59 @@ def test_a_failed_fit_is_logged_and_tried_again_with_more_answers(
         e.update(pid, rows_of(pid, 12))
     e.maintain()
     assert calls == [4, 24] and e.model is not None and e.fits == [24]
+
+
+def test_a_restored_engine_starts_from_the_saved_fit_without_fitting(
+    engine, config, monkeypatch
+):
+    state = engine.shared_state()
+    assert state and all(k.startswith(("shared.", "likelihood.")) for k in state)
+    fresh = CollaborativeEngine(config, background=False)
+    fresh.restore(state)
+    steps = []
+    real_fit = type(engine.model).fit
+
+    def counting_fit(model, **kwargs):
+        steps.append(kwargs.get("steps"))
+        return real_fit(model, **kwargs)
+
+    monkeypatch.setattr(type(engine.model), "fit", counting_fit)
+    for pid in range(6):
+        fresh.update(pid, rows_of(pid, 5))
+    fresh.maintain()
+    assert steps == [0] and fresh.fits == [30]  # no gradient step
+    for k, v in state.items():
+        torch.testing.assert_close(fresh.model.state_dict()[k], v)
+    # each person's posterior: the saved fit's, as the first engine has it
+    torch.testing.assert_close(
+        fresh.model.latent_mean, engine.model.latent_mean, atol=1e-5, rtol=0
+    )
+    # a state of another study's shape is refused, and a fit made instead
+    other = CollaborativeEngine(config, background=False)
+    other.restore({**state, "shared.mean": state["shared.mean"][:, :3]})
+    for pid in range(6):
+        other.update(pid, rows_of(pid, 5))
+    other.maintain()
+    assert steps[-1] == 100 and other.model is not None
+
+
+def test_a_worker_saves_its_fits_and_a_new_worker_resumes_from_them(store, make_config):
+    from prefbo.serve.worker import _CollaborativeRounds, decode_state
+
+    config = make_config(
+        space=BOX, model={"kind": "collaborative", "initial_random": 3}
+    )
+    rounds = _CollaborativeRounds(store, config, 0, 1)
+    rounds.engine.close()
+    rounds.engine = CollaborativeEngine(config, background=False)
+    for i in range(3):
+        pid = store.add_participant(f"t{i}", f"p{i}")
+        q = flow.current(store, config, pid)
+        flow.answer(store, config, pid, q["question_id"], 0)
+    rounds.round()
+    saved = decode_state(store.model_state())
+    for k, v in rounds.engine.shared_state().items():
+        assert torch.equal(saved[k], v)
+    again = _CollaborativeRounds(store, config, 0, 1)
+    assert again.engine._saved is not None
+    again.engine.close()

@@ -117,3 +117,10 @@ def test_answers_of_some_participants_and_the_progress_of_each(store, tmp_path):
     flow.answer(store, config, a, qa1["question_id"], 1)
     again = store.answer_progress()[a]
     assert again[0] == 2 and again != progress[a]
+
+
+def test_the_model_state_is_saved_and_replaced(store):
+    assert store.model_state() is None
+    store.set_model_state("first")
+    store.set_model_state("second")
+    assert store.model_state() == "second"
