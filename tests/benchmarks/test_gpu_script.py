@@ -16,9 +16,10 @@ def test_quick_run_reports_every_part(tmp_path, load_benchmark, capsys):
     row = next(line for line in text.splitlines() if line.startswith("| cpu | 100,000"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert float(cells[4]) > 0 and float(cells[5]) > 0
-    # the Laplace rows report an efficiency in (0, 1]
+    # the Laplace rows report an efficiency in [0, 1] (two decimals: on a
+    # loaded machine a small solve's rounds to 0.00)
     effs = [float(m) for m in re.findall(r"\| (0\.\d+|1\.00) \|$", text, re.M)]
-    assert effs and all(0 < e <= 1 for e in effs)
+    assert effs and all(0 <= e <= 1 for e in effs)
     # Thompson sampling: designs per second, positive
     lines = text.splitlines()
     row = next(line for line in lines if line.startswith("| cpu | 6 | 100 |"))
