@@ -372,24 +372,27 @@ def queue(
     returns whether it was stored."""
     try:
         with store.transaction() as conn:
-            conn.execute(
-                insert(questions).values(
-                    id=uuid.uuid4().hex,
-                    participant_id=pid,
-                    seq=seq,
-                    options=json.dumps(options),
-                    origin="model",
-                    based_on=based_on,
-                    created_at=time.time(),
-                    no_preference=False,
-                    virtual_comparisons=None
-                    if virtual is None
-                    else json.dumps(virtual),
-                )
-            )
+            conn.execute(_model_question(pid, seq, options, based_on, virtual))
         return True
     except IntegrityError:
         return False
+
+
+def _model_question(
+    pid: int, seq: int, options: list, based_on: int, virtual: list | None = None
+) -> Any:
+    r"""The insert of a worker's question."""
+    return insert(questions).values(
+        id=uuid.uuid4().hex,
+        participant_id=pid,
+        seq=seq,
+        options=json.dumps(options),
+        origin="model",
+        based_on=based_on,
+        created_at=time.time(),
+        no_preference=False,
+        virtual_comparisons=None if virtual is None else json.dumps(virtual),
+    )
 
 
 def queue_many(store: Store, made: list[tuple[int, int, list, int]]) -> int:
@@ -423,18 +426,7 @@ def queue_many(store: Store, made: list[tuple[int, int, list, int]]) -> int:
                 continue
             try:
                 with conn.begin_nested():  # another process's insert first
-                    conn.execute(
-                        insert(questions).values(
-                            id=uuid.uuid4().hex,
-                            participant_id=pid,
-                            seq=seq,
-                            options=json.dumps(options),
-                            origin="model",
-                            based_on=based_on,
-                            created_at=time.time(),
-                            no_preference=False,
-                        )
-                    )
+                    conn.execute(_model_question(pid, seq, options, based_on))
                 stored += 1
             except IntegrityError:
                 pass
