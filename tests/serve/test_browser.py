@@ -84,9 +84,10 @@ def _lower(headers) -> dict[str, str]:
 
 
 class Server:
-    r"""``prefbo serve --demo`` in its own process group."""
+    r"""``prefbo serve --demo`` (or ``prefbo serve STUDY``) in its own
+    process group."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, study: Path | None = None) -> None:
         self.port = _free_port()
         self.log = tmp_path / "server.log"
         env = {
@@ -95,7 +96,8 @@ class Server:
             "PYTHONUNBUFFERED": "1",
             "TMPDIR": str(tmp_path),  # the demo's study folder goes here
         }
-        cmd = [sys.executable, "-m", "prefbo.cli", "serve", "--demo"]
+        what = ["--demo"] if study is None else [str(study)]
+        cmd = [sys.executable, "-m", "prefbo.cli", "serve", *what]
         cmd += ["--port", str(self.port), "--db", str(tmp_path / "demo.db")]
         self._stderr = self.log.open("w")
         self.proc = subprocess.Popen(
@@ -414,5 +416,158 @@ def test_a_participant_takes_the_demo_study_in_a_browser(tmp_path):
         assert not TRACE.search(server.output()), server.output()
     finally:
         if driver is not None:
+            driver.quit()
+        server.stop()
+
+
+#: The collaborative test: simulated participants answering through the API
+#: meanwhile, and the answers each browser participant gives.
+LOAD_PARTICIPANTS, BROWSER_ANSWERS = 12, 8
+
+
+def _simulated_load(base: str, join_code: str, stop: threading.Event) -> list:
+    r"""Participants who answer through the JSON API every 0.3-0.6 s until
+    ``stop``, preferring the hue nearer 200 degrees; their threads."""
+    import httpx
+
+    def person(i: int) -> None:
+        with httpx.Client(base_url=base, timeout=20) as client:
+            joined = client.post(
+                "/api/join", json={"join": join_code, "label": f"load {i}"}
+            )
+            token = joined.json()["token"]
+            q = client.get(f"/api/p/{token}/question").json()
+            while not stop.wait(0.3 + 0.3 * ((i * 7919) % 10) / 10):
+                if q.get("done"):
+                    return
+                hues = [abs(float(o["hue"]) - 200) % 360 for o in q["options"]]
+                choice = min(range(2), key=lambda k: min(hues[k], 360 - hues[k]))
+                q = client.post(
+                    f"/api/p/{token}/answer",
+                    json={"question_id": q["question_id"], "choice": choice},
+                ).json()
+
+    threads = [
+        threading.Thread(target=person, args=(i,), daemon=True)
+        for i in range(LOAD_PARTICIPANTS)
+    ]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def test_three_browsers_answer_a_collaborative_study_under_load(tmp_path):
+    # three people in real browsers take a collaborative study while
+    # simulated participants answer through the API: joining once the model
+    # is fitted, their questions are the model's, and the researcher's page
+    # moves its favourites as the answers come
+    _require_browser()
+    import sqlite3
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from prefbo.serve.demo import DEMO_STUDY
+
+    study = {
+        **DEMO_STUDY,
+        "answers_per_participant": 200,
+        "model": {"kind": "collaborative", "initial_random": 4},
+    }
+    path = tmp_path / "study.json"
+    path.write_text(json.dumps(study))
+    server = Server(tmp_path, study=path)
+    drivers: list = []
+    stop = threading.Event()
+    try:
+        for i in range(3):
+            (tmp_path / f"b{i}").mkdir()
+            drivers.append(_driver(tmp_path / f"b{i}"))
+        join, researcher = server.links()
+        base = f"http://127.0.0.1:{server.port}"
+        load = _simulated_load(base, join.rsplit("/join/", 1)[1], stop)
+
+        def model_questions() -> int:
+            con = sqlite3.connect(tmp_path / "demo.db")
+            try:
+                query = "SELECT COUNT(*) FROM questions WHERE origin = 'model'"
+                return con.execute(query).fetchone()[0]
+            finally:
+                con.close()
+
+        deadline = time.monotonic() + 60  # the worker starts and fits first
+        while model_questions() == 0:
+            assert time.monotonic() < deadline, server.output()
+            time.sleep(0.5)
+        for driver in drivers:
+            driver.get(join)
+            WebDriverWait(driver, 15).until(
+                lambda d: d.find_element(By.ID, "start")
+            ).click()
+            WebDriverWait(driver, 15).until(lambda d: "/p/" in d.current_url)
+
+        def answered(driver) -> int:
+            return int(driver.find_element(By.ID, "count").text.split()[0])
+
+        for n in range(BROWSER_ANSWERS):
+            for driver in drivers:  # in turns, as people at one time
+                wait = WebDriverWait(driver, 20, poll_frequency=0.05)
+                wait.until(
+                    lambda d, count=n: (
+                        len(d.find_elements(By.CSS_SELECTOR, "button.option")) == Q
+                        and answered(d) == count
+                    )
+                )
+                driver.find_elements(By.CSS_SELECTOR, "button.option")[n % Q].click()
+            time.sleep(0.8)  # about a person's pace for three of them
+        for driver in drivers:
+            WebDriverWait(driver, 20).until(
+                lambda d: answered(d) == BROWSER_ANSWERS, "the last answer"
+            )
+            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            assert errors == [], errors
+
+        # the researcher's page: the population's favourite is refitted on
+        # more answers while they keep coming
+        page = drivers[0]
+        page.get(researcher)
+
+        def population_answers() -> int | None:
+            text = page.execute_script(
+                "const p = document.getElementById('population');"
+                "return p ? p.innerText : '';"
+            )
+            found = re.search(r"after (\d+) answers", text)
+            return int(found.group(1)) if found else None
+
+        deadline = time.monotonic() + 30
+        seen = []
+        while time.monotonic() < deadline and len(set(seen) - {None}) < 2:
+            seen.append(population_answers())
+            time.sleep(1)
+        counts = sorted(set(seen) - {None})
+        assert len(counts) >= 2, (seen, server.output())
+        stop.set()
+        for t in load:
+            t.join(timeout=30)
+
+        # the browser participants joined once the model had been fitted:
+        # their questions came from it, the first ones included
+        con = sqlite3.connect(tmp_path / "demo.db")
+        rows = con.execute(
+            "SELECT p.label, q.seq, q.origin FROM questions q JOIN participants p "
+            "ON p.id = q.participant_id WHERE q.shown_at IS NOT NULL "
+            "AND (p.label IS NULL OR p.label NOT LIKE 'load %') ORDER BY p.id, q.seq"
+        ).fetchall()
+        con.close()
+        later = [origin for _, seq, origin in rows]
+        assert len(later) == 3 * (BROWSER_ANSWERS + 1), rows
+        assert later.count("model") >= len(later) - 2, rows
+        assert server.proc.poll() is None, server.output()
+        server.stop()
+        assert not TRACE.search(server.output()), server.output()
+    finally:
+        stop.set()
+        for driver in drivers:
             driver.quit()
         server.stop()
