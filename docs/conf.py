@@ -88,14 +88,11 @@ nitpick_ignore = [
         "BaseProcess",
     )
 ] + [("py:exc", "HTTPException")]
-# References in modules that others are rebuilding (prefbo.serve), left as
-# they are there: an attribute set in __init__ (no entry of its own), and a
-# role broken over two lines.
+# An attribute set in __init__ (no entry of its own).
 nitpick_ignore += [
     ("py:attr", "carried"),
     ("py:attr", "QuestionEngine.carried"),
 ]
-nitpick_ignore_regex += [(r"py:meth", r"prefbo\.serve\.store\.Store\.\s.*")]
 
 # -- pages ----------------------------------------------------------------------
 myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]

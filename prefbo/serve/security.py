@@ -141,9 +141,7 @@ async def read_json(request: Request) -> dict[str, Any]:
     """
     raw = await read_body(request)
     if _depth(raw) > MAX_DEPTH:
-        raise HTTPException(
-            400, f"the body is nested deeper than {MAX_DEPTH} levels."
-        )
+        raise HTTPException(400, f"the body is nested deeper than {MAX_DEPTH} levels.")
     try:
         data = json.loads(raw or b"{}")
     except (ValueError, RecursionError):

@@ -135,8 +135,9 @@ def collaborative_round(
     workers: int = 1,
 ) -> tuple[int, dict[int, tuple[int, float]]]:
     r"""One round of the collaborative kind: tell ``engine`` the answers of
-    each participant whose progress (:meth:`~prefbo.serve.store.Store.
-    answer_progress`) moved since ``seen``, swap in or start its fits, then
+    each participant whose progress
+    (:meth:`~prefbo.serve.store.Store.answer_progress`) moved since ``seen``,
+    swap in or start its fits, then
     store the questions of this worker's waiting participants from one
     batched step, in one transaction (:func:`~prefbo.serve.flow.queue_many`).
     Returns how many were stored and the progress now."""
