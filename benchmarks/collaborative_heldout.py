@@ -58,24 +58,22 @@ held-out person × ``k`` × model appends one JSON record to ``--store`` (with
 one record per fit and one per invocation: command, threads, machine), so
 ``--report`` writes the page from the store alone (a later record of the
 same person, ``k`` and model replaces an earlier one; do not mix ``--quick``
-and full runs in one store).
+and full runs in one store). A run made to another store and then copied
+to the one a page is written from is shown with its options as recorded,
+the copy, and the commands that make it in place and write the page again.
 
 Usage::
 
-    python benchmarks/collaborative_heldout.py --store runs.jsonl
-    python benchmarks/collaborative_heldout.py --report --store runs.jsonl
-    python benchmarks/collaborative_heldout.py --models per_person pooled \
+    python -m benchmarks collaborative_heldout --store runs.jsonl
+    python -m benchmarks collaborative_heldout --report --store runs.jsonl
+    python -m benchmarks collaborative_heldout --models per_person pooled \
         --datasets game --output /tmp/page.md     # the baselines only
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import json
 import math
-import os
-import platform
 import sys
 import time
 import warnings
@@ -89,12 +87,19 @@ from botorch.fit import fit_gpytorch_mll
 from scipy.stats import wilcoxon
 from torch import Tensor
 
+from benchmarks.harness import environment, reports, stores
+from benchmarks.harness.runner import REPO
 from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
 from prefbo.datasets import Population, game_rankings, planted_population
 from prefbo.models.population import population_model, utility_posterior
-from prefbo.utils.threads import describe
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The script's name in the suite (``python -m benchmarks NAME``).
+NAME = "collaborative_heldout"
+#: The page written where ``--output`` is not given.
+PAGE = RESULTS / f"{NAME}.md"
+#: The versions a run records (after the machine, in its ``machine`` text).
+VERSIONED = ("torch", "botorch", "gpytorch", "scipy")
 DATASETS = ("game", "synthetic")
 KS = (0, 3, 5, 10)
 REFERENCE = "collaborative"
@@ -406,16 +411,6 @@ def run_fold(
             emit(rec | {"seconds": seconds})
 
 
-def machine() -> str:
-    r"""The machine and library versions, for the page."""
-    names = ("torch", "botorch", "gpytorch", "scipy")
-    versions = ", ".join(f"{n} {importlib.metadata.version(n)}" for n in names)
-    return (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
-        f"Python {platform.python_version()}, {versions}"
-    )
-
-
 def measure(options: argparse.Namespace) -> list[dict]:
     r"""Run every data set, fold and model; the records, each also appended to
     ``options.store`` where given."""
@@ -424,10 +419,9 @@ def measure(options: argparse.Namespace) -> list[dict]:
     def emit(rec: dict) -> None:
         records.append(rec)
         if options.store is not None:
-            with options.store.open("a") as f:
-                f.write(json.dumps(rec) + "\n")
+            stores.append(options.store, rec)
 
-    start, load = time.perf_counter(), os.getloadavg()[0]
+    start, load = time.perf_counter(), environment.load_average()
     makers = {"game": game_folds, "synthetic": synthetic_folds}
     for dataset in options.datasets:
         for fold in makers[dataset](options.quick):
@@ -458,9 +452,9 @@ def measure(options: argparse.Namespace) -> list[dict]:
         {
             "kind": "run",
             "argv": options.argv,
-            "threads": describe(),
-            "machine": machine(),
-            "load": [load, os.getloadavg()[0]],
+            "threads": environment.threads(),
+            "machine": environment.machine_and_versions(VERSIONED),
+            "load": [load, environment.load_average()],
             "seconds": time.perf_counter() - start,
             "settings": settings,
         }
@@ -468,16 +462,11 @@ def measure(options: argparse.Namespace) -> list[dict]:
     return records
 
 
-def load(store: Path) -> list[dict]:
-    r"""The records of a JSON-lines store, in order."""
-    return [json.loads(line) for line in store.read_text().splitlines() if line]
-
-
 def main(argv: list[str] | None = None) -> str:
     r"""Run (or, with ``--report``, read the store) and write the page."""
     options = parse_args(argv)
     if options.report:
-        records = load(options.store)
+        records = stores.read(options.store)
     else:
         if REFERENCE in options.models and not collaborative_available():
             sys.exit(
@@ -485,7 +474,7 @@ def main(argv: list[str] | None = None) -> str:
                 "(--models per_person pooled population)."
             )
         records = measure(options)
-    text = page(records)
+    text = page(records, options.store, options.output)
     options.output.parent.mkdir(parents=True, exist_ok=True)
     options.output.write_text(text)
     print(f"wrote {options.output}")
@@ -567,9 +556,87 @@ def _p(p: float) -> str:
     return "–" if math.isnan(p) else f"{p:.2g}" if p < 0.01 else f"{p:.2f}"
 
 
-def page(records: list[dict]) -> str:
+def _shown(path: Path) -> str:
+    r"""``path`` as a command writes it: relative to the repository root
+    where it lies inside it (the runner runs from there)."""
+    path = path.resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    r"""The value of option ``name`` in ``argv`` (``name v`` or ``name=v``);
+    ``None`` where it is not given."""
+    for i, word in enumerate(argv):
+        if word == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith(f"{name}="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def _without(argv: list[str], *names: str) -> list[str]:
+    r"""``argv`` without the options ``names`` and their values."""
+    out, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in names:
+            skip = True
+        elif not word.startswith(tuple(f"{n}=" for n in names)):
+            out.append(word)
+    return out
+
+
+def _load(value: float | None) -> str:
+    return "not recorded" if value is None else f"{value:.2f}"
+
+
+def run_line(run: dict, store: Path | None = None, output: Path | None = None) -> str:
+    r"""The page's line of a ``run`` record: its command (the recorded options,
+    in the runner's form), settings, threads, machine and load.
+
+    Args:
+        run: A ``"run"`` record.
+        store: The store the page is written from; where the run wrote to
+            another one (a scratch path, its store copied here), the line says
+            so and gives the commands that make the run in place and write the
+            page again from ``store``.
+        output: The page's path (given in those commands unless it is
+            :data:`PAGE`).
+
+    Returns:
+        One markdown bullet.
+    """
+    s, argv = run["settings"], list(run["argv"])
+    line = (
+        f"- `{reports.command(NAME, argv, {})}`: {run['seconds']:.0f} s; data "
+        f"{', '.join(s['datasets'])}; models {', '.join(s['models'])}; k "
+        f"{s['ks']}; population model up to {s['population_max_latents']} "
+        f"latent values; {s['tastes']} tastes{'; quick sizes' if s['quick'] else ''}"
+        f". Threads: {run['threads']}. Machine: {run['machine']}; load average "
+        f"{_load(run['load'][0])} at the start, {_load(run['load'][1])} at the end."
+    )
+    ran = _option(argv, "--store")
+    if store is None or ran is None or Path(ran).resolve() == store.resolve():
+        return line
+    where = ["--store", _shown(store)]
+    if output is not None and output.resolve() != PAGE.resolve():
+        where += ["--output", _shown(output)]
+    in_place = [*_without(argv, "--store", "--output"), *where]
+    return (
+        f"{line} This run wrote to a scratch path (`{ran}`); its store was then "
+        f"copied to `{_shown(store)}`. The same run in place: "
+        f"`{reports.command(NAME, in_place, {})}`; this page again from the store "
+        f"alone: `{reports.command(NAME, ['--report', *where], {})}`."
+    )
+
+
+def page(
+    records: list[dict], store: Path | None = None, output: Path | None = None
+) -> str:
     r"""The markdown page of ``records`` (as :func:`measure` returns them or
-    :func:`load` reads them)."""
+    :func:`benchmarks.harness.stores.read` reads them), read from ``store``
+    and written to ``output`` where given (see :func:`run_line`)."""
     people: dict[tuple, dict] = {}
     for r in records:
         if r["kind"] == "person":
@@ -594,17 +661,7 @@ def page(records: list[dict]) -> str:
         "## Runs",
         "",
     ]
-    for run in runs:
-        s = run["settings"]
-        lines.append(
-            f"- `python benchmarks/collaborative_heldout.py {' '.join(run['argv'])}`"
-            f": {run['seconds']:.0f} s; data {', '.join(s['datasets'])}; models "
-            f"{', '.join(s['models'])}; k {s['ks']}; population model up to "
-            f"{s['population_max_latents']} latent values; {s['tastes']} tastes"
-            f"{'; quick sizes' if s['quick'] else ''}. Threads: {run['threads']}. "
-            f"Machine: {run['machine']}; load average {run['load'][0]:.2f} at the "
-            f"start, {run['load'][1]:.2f} at the end."
-        )
+    lines += [run_line(run, store, output) for run in runs]
     if not runs:
         lines.append("(no finished run in the store)")
     for title, field in (
@@ -711,7 +768,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--report", action="store_true", help="write the page from --store alone"
     )
-    p.add_argument("--output", type=Path, default=RESULTS / "collaborative_heldout.md")
+    p.add_argument("--output", type=Path, default=PAGE)
     p.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     p.add_argument("--population-max-latents", type=int, default=POPULATION_MAX_LATENTS)
     p.add_argument("--tastes", type=int, default=TASTES)
@@ -722,7 +779,3 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--ks must be >= 0; got {options.ks}")
     options.argv = list(sys.argv[1:] if argv is None else argv)
     return options
-
-
-if __name__ == "__main__":
-    main()

@@ -159,6 +159,45 @@ def test_page_pairs_the_collaborative_model_with_each_other(load_benchmark):
     assert "(no finished run in the store)" in text
 
 
+def test_run_line_gives_the_runner_command_and_says_where_a_copied_store_ran(
+    load_benchmark, tmp_path
+):
+    bench = load_benchmark("collaborative_heldout")
+    settings = {"ks": [0, 3], "models": ["pooled"], "datasets": ["game"]}
+    settings |= {"quick": False, "population_max_latents": 1200, "tastes": 3}
+    run = {"kind": "run", "threads": "torch threads 2", "seconds": 700.0}
+    run |= {"machine": "x86_64, 2 CPUs; Python 3.11.7", "load": [2.0, None]}
+    run |= {"settings": settings}
+    scratch = ["--store", "/tmp/lead/runs.jsonl", "--output", "/tmp/lead/p.md"]
+    published = bench.RESULTS / "collaborative_heldout.jsonl"
+    line = bench.run_line(run | {"argv": ["--ks", "0", "3", *scratch]}, published)
+    assert line.startswith(
+        "- `python -m benchmarks collaborative_heldout --ks 0 3 --store "
+        "/tmp/lead/runs.jsonl --output /tmp/lead/p.md`: 700 s; data game;"
+    )
+    assert "load average 2.00 at the start, not recorded at the end." in line
+    assert line.endswith(
+        "This run wrote to a scratch path (`/tmp/lead/runs.jsonl`); its store "
+        "was then copied to `benchmarks/results/collaborative_heldout.jsonl`. "
+        "The same run in place: `python -m benchmarks collaborative_heldout --ks "
+        "0 3 --store benchmarks/results/collaborative_heldout.jsonl`; this page "
+        "again from the store alone: `python -m benchmarks collaborative_heldout "
+        "--report --store benchmarks/results/collaborative_heldout.jsonl`."
+    )
+    # a page written elsewhere names its output in both commands
+    elsewhere = bench.run_line(
+        run | {"argv": [*scratch]}, published, tmp_path / "page.md"
+    )
+    assert elsewhere.endswith(
+        "`python -m benchmarks collaborative_heldout --report --store "
+        f"benchmarks/results/collaborative_heldout.jsonl --output {tmp_path}/page.md`."
+    )
+    # a run made in the store the page is written from: its command alone
+    here = run | {"argv": ["--store=" + str(published)]}
+    assert bench.run_line(here, published).endswith("at the end.")
+    assert bench.run_line(here).endswith("at the end.")
+
+
 def test_features_only_recovers_utilities_linear_in_the_features(load_benchmark):
     # four items whose utility is a_i + c_i u_p, every pair answered by the
     # truth: the ridge fit orders a newcomer's items as their true utility

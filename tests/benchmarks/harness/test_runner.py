@@ -19,9 +19,7 @@ HELPERS = {
 }
 #: Scripts that keep their own ``if __name__ == "__main__"`` (runnable as
 #: files too) until they join the harness, and why.
-OWN_ENTRY = {
-    "collaborative_heldout": "being edited elsewhere; joins the harness next",
-}
+OWN_ENTRY: dict[str, str] = {}
 
 
 def _guards(name: str) -> list[ast.If]:
