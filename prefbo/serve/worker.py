@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -219,10 +220,11 @@ def run_worker(
     config = config_from_store(store, root)
     parent = os.getppid() if parent is None else parent
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
+    seat = Seat(store, config, index, workers)
     if config.model_kind == "collaborative":
-        step = _CollaborativeRounds(store, config, index, workers)
+        step: _ExactRounds | _CollaborativeRounds = _CollaborativeRounds(seat)
     else:
-        step = _ExactRounds(store, config, index, workers)
+        step = _ExactRounds(seat)
     next_snapshot = 0.0
     try:
         while not stop.is_set() and os.getppid() == parent:
@@ -241,32 +243,36 @@ def run_worker(
         store.engine.dispose()
 
 
+@dataclass(frozen=True)
+class Seat:
+    r"""Where a worker works: the study's database and settings, and which
+    of ``workers`` it is (it takes the participants whose id is ``index``
+    modulo ``workers``)."""
+
+    store: Store
+    config: StudyConfig
+    index: int = 0
+    workers: int = 1
+
+
 class _ExactRounds:
     r"""A worker's rounds for the population and individual kinds."""
 
-    def __init__(self, store: Store, config: StudyConfig, index: int, workers: int):
-        self.store, self.config, self.index, self.workers = (
-            store,
-            config,
-            index,
-            workers,
-        )
+    def __init__(self, seat: Seat) -> None:
+        self.seat = seat
         self.last, self.hyper = -1, Hyperparameters()
         self.optimizers: dict = {}  # individual participants', round to round
 
     def round(self) -> int:
+        s = self.seat
         return work_once(
-            self.store,
-            self.config,
-            self.index,
-            self.workers,
-            self.hyper,
-            self.optimizers,
+            s.store, s.config, s.index, s.workers, self.hyper, self.optimizers
         )
 
     def snapshot(self) -> None:
+        s = self.seat
         self.last = snapshot_once(
-            self.store, self.config, self.last, self.hyper, self.optimizers
+            s.store, s.config, self.last, self.hyper, self.optimizers
         )
 
     def close(self) -> None:
@@ -276,36 +282,32 @@ class _ExactRounds:
 class _CollaborativeRounds:
     r"""A worker's rounds for the collaborative kind: one engine kept."""
 
-    def __init__(self, store: Store, config: StudyConfig, index: int, workers: int):
-        self.store, self.config, self.index, self.workers = (
-            store,
-            config,
-            index,
-            workers,
-        )
-        self.engine = CollaborativeEngine(config)
+    def __init__(self, seat: Seat) -> None:
+        self.seat = seat
+        self.engine = CollaborativeEngine(seat.config)
         self.seen: dict[int, tuple[int, float]] = {}
         self.last = -1
-        saved = store.model_state()
+        saved = seat.store.model_state()
         if saved is not None:  # a worker before this one fitted it
             self.engine.restore(decode_state(saved))
         self.saved_fits = 0
 
     def round(self) -> int:
+        s = self.seat
         made, self.seen = collaborative_round(
-            self.store, self.config, self.engine, self.seen, self.index, self.workers
+            s.store, s.config, self.engine, self.seen, s.index, s.workers
         )
         fits = len(self.engine.fits)
-        if self.index == 0 and fits > self.saved_fits:
-            self.store.set_model_state(encode_state(self.engine.shared_state()))
+        if s.index == 0 and fits > self.saved_fits:
+            s.store.set_model_state(encode_state(self.engine.shared_state()))
             self.saved_fits = fits
         return made
 
     def snapshot(self) -> None:
         answers = sum(n for n, _ in self.seen.values())
         if answers != self.last and self.engine.model is not None:
-            pids = [p["id"] for p in self.store.participants()]
-            self.store.add_snapshot(answers, self.engine.favourites(pids))
+            pids = [p["id"] for p in self.seat.store.participants()]
+            self.seat.store.add_snapshot(answers, self.engine.favourites(pids))
             self.last = answers
 
     def close(self) -> None:

@@ -278,12 +278,12 @@ def test_a_restored_engine_starts_from_the_saved_fit_without_fitting(
 
 
 def test_a_worker_saves_its_fits_and_a_new_worker_resumes_from_them(store, make_config):
-    from prefbo.serve.worker import _CollaborativeRounds, decode_state
+    from prefbo.serve.worker import Seat, _CollaborativeRounds, decode_state
 
     config = make_config(
         space=BOX, model={"kind": "collaborative", "initial_random": 3}
     )
-    rounds = _CollaborativeRounds(store, config, 0, 1)
+    rounds = _CollaborativeRounds(Seat(store, config))
     rounds.engine.close()
     rounds.engine = CollaborativeEngine(config, background=False)
     for i in range(3):
@@ -294,6 +294,6 @@ def test_a_worker_saves_its_fits_and_a_new_worker_resumes_from_them(store, make_
     saved = decode_state(store.model_state())
     for k, v in rounds.engine.shared_state().items():
         assert torch.equal(saved[k], v)
-    again = _CollaborativeRounds(store, config, 0, 1)
+    again = _CollaborativeRounds(Seat(store, config))
     assert again.engine._saved is not None
     again.engine.close()
