@@ -331,8 +331,8 @@ class PopulationStudy:
         self._pending.clear()
 
     # ------------------------------------------------------------ the model
-    def _answers(self) -> int:
-        return sum(len(p.history) for p in self._people.values())
+    def _answers(self) -> int:  # the count, without history's copies
+        return sum(len(p._tells) for p in self._people.values())
 
     def _data(self) -> dict[int, tuple[Tensor, Tensor]]:
         data = {}
