@@ -35,17 +35,18 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from prefbo.data.minibatch import AnswerLoader, Minibatch, PreferenceData
-from prefbo.exceptions import InputTypeError, NumericalError
+from prefbo.data.minibatch import AnswerLoader, PreferenceData
+from prefbo.exceptions import InputTypeError
 from prefbo.fit.distributed import (
     DistributedContext,
     ShardedAnswerLoader,
     agree_on_seed,
-    all_reduce_gradients,
     broadcast_module,
     check_replicas,
     resolve_context,
 )
+from prefbo.fit.epoch import log_prior as log_prior
+from prefbo.fit.epoch import run_epoch
 from prefbo.models.variational import VariationalPreferenceGP
 from prefbo.utils.checks import (
     check_float,
@@ -87,14 +88,6 @@ class VariationalFitResult:
     def num_epochs(self) -> int:
         r"""Epochs run."""
         return len(self.elbo)
-
-
-def log_prior(model: torch.nn.Module) -> Tensor:
-    r"""``Σ log p(θ)`` over the priors registered on ``model``'s modules (0-d)."""
-    total = torch.zeros(())
-    for _, module, prior, closure, _ in model.named_priors():
-        total = total + prior.log_prob(closure(module)).sum()
-    return total
 
 
 def _check_args(
@@ -271,81 +264,42 @@ def fit_variational(
     if data is not None:
         model.set_data(data)
     data = model._data_or_raise(None)
-    if learn_hyperparameters:
-        params = [p for p in model.parameters() if p.requires_grad]
-    else:
-        q_u = model.base_variational_strategy._variational_distribution
-        params = list(q_u.parameters())
+    params = _trained_parameters(model, learn_hyperparameters)
     if ctx is not None:
-        seed = agree_on_seed(seed, model, ctx)
-        check_replicas(
+        seed = _synchronise_replicas(
             model,
             params,
             ctx,
-            **{
-                "number of answers": data.num_answers,
-                "batch_size": batch_size,
-                "epochs": epochs,
-                "seed": seed,
-                "learn_hyperparameters": int(learn_hyperparameters),
-                "use_priors": int(use_priors),
-            },
-        )
-        broadcast_module(model, ctx)
-    optimizer = torch.optim.Adam(params, lr=float(lr))
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
-    if ctx is None:
-        loader = AnswerLoader(data, batch_size, shuffle=True, generator=generator)
-    else:
-        loader = ShardedAnswerLoader(
             data,
+            seed,
             batch_size,
-            rank=ctx.rank,
-            world_size=ctx.world_size,
-            generator=generator,
+            epochs,
+            learn_hyperparameters,
+            use_priors,
         )
+    optimizer = torch.optim.Adam(params, lr=float(lr))
+    loader = _answer_loader(data, batch_size, seed, ctx)
     total = data.num_answers
-    scheduler = None
-    if final_lr is not None:
-        gamma = (final_lr / lr) ** (1.0 / max(1, epochs * len(loader) - 1))
-        scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=gamma)
+    scheduler = _lr_schedule(optimizer, lr, final_lr, epochs * len(loader))
     result = VariationalFitResult(world_size=1 if ctx is None else ctx.world_size)
     report = ctx is None or ctx.rank == 0
-    best, waited = -math.inf, 0
-    on_host = model.base_variational_strategy.inducing_points.device.type == "cpu"
-    bar = None
-    if progress is True and report:
-        bar = tqdm(total=epochs, desc="fit_variational", unit="epoch", file=sys.stderr)
+    stopping = _EarlyStopping(early_stopping_patience, min_delta * total)
+    bar = _progress_bar(progress, report, epochs)
     model.train()
     try:
         for epoch in range(epochs):
-            start, sums = time.perf_counter(), 0.0
-            for batch in loader:
-                optimizer.zero_grad(set_to_none=True)
-                if ctx is not None:
-                    sums += _sharded_step(
-                        model, batch, params, ctx, total, epoch, use_priors, num_samples
-                    )
-                    optimizer.step()
-                    if scheduler is not None:
-                        scheduler.step()
-                    continue
-                ell = model.expected_log_likelihood(batch.data, num_samples).sum()
-                elbo = batch.scale * ell - model.kl_divergence()
-                objective = elbo + log_prior(model).to(elbo) if use_priors else elbo
-                loss = objective.neg() / total
-                if on_host and not torch.isfinite(loss):
-                    _raise_non_finite(float(elbo.detach()), epoch)
-                loss.backward()
-                optimizer.step()
-                if scheduler is not None:
-                    scheduler.step()
-                # on an accelerator the sum stays on the device (no host sync
-                # per step); a non-finite ELBO is then caught at the epoch's end
-                sums = sums + (float(elbo.detach()) if on_host else elbo.detach())
-            sums = float(sums)
-            if not math.isfinite(sums):
-                _raise_non_finite(sums, epoch)
+            start = time.perf_counter()
+            sums = run_epoch(
+                model,
+                loader,
+                optimizer,
+                scheduler,
+                params,
+                ctx,
+                epoch,
+                use_priors,
+                num_samples,
+            )
             mean_elbo = sums / len(loader)
             seconds = time.perf_counter() - start
             result.elbo.append(mean_elbo)
@@ -357,16 +311,9 @@ def fit_variational(
             }
             if report:
                 _report(progress, bar, epoch, info)
-            if mean_elbo > best + min_delta * total:
-                best, waited = mean_elbo, 0
-            else:
-                waited += 1
-                if (
-                    early_stopping_patience is not None
-                    and waited >= early_stopping_patience
-                ):
-                    result.stopped_early = True
-                    break
+            if stopping.should_stop(mean_elbo):
+                result.stopped_early = True
+                break
     finally:
         model.eval()
         if bar is not None:
@@ -375,53 +322,105 @@ def fit_variational(
     return result
 
 
-def _raise_non_finite(elbo: float, epoch: int) -> None:
-    raise NumericalError(
-        f"the ELBO became non-finite ({elbo}) at epoch {epoch}; lower lr or check "
-        "the data and the likelihood's noise_std."
+def _trained_parameters(
+    model: VariationalPreferenceGP, learn_hyperparameters: bool
+) -> list[Tensor]:
+    r"""What Adam moves: every trainable parameter, or ``q(u)``'s alone."""
+    if learn_hyperparameters:
+        return [p for p in model.parameters() if p.requires_grad]
+    q_u = model.base_variational_strategy._variational_distribution
+    return list(q_u.parameters())
+
+
+def _synchronise_replicas(
+    model: VariationalPreferenceGP,
+    params: list[Tensor],
+    ctx: DistributedContext,
+    data: PreferenceData,
+    seed: int | None,
+    batch_size: int,
+    epochs: int,
+    learn_hyperparameters: bool,
+    use_priors: bool,
+) -> int:
+    r"""Make the ranks start alike: one seed, the same model, data size and
+    settings (checked), rank 0's parameters and buffers everywhere; the
+    agreed seed."""
+    seed = agree_on_seed(seed, model, ctx)
+    check_replicas(
+        model,
+        params,
+        ctx,
+        **{
+            "number of answers": data.num_answers,
+            "batch_size": batch_size,
+            "epochs": epochs,
+            "seed": seed,
+            "learn_hyperparameters": int(learn_hyperparameters),
+            "use_priors": int(use_priors),
+        },
+    )
+    broadcast_module(model, ctx)
+    return seed
+
+
+def _answer_loader(
+    data: PreferenceData,
+    batch_size: int,
+    seed: int | None,
+    ctx: DistributedContext | None,
+) -> AnswerLoader | ShardedAnswerLoader:
+    r"""Shuffled minibatches of answers (this rank's shards of them when
+    distributed), permuted by a generator seeded with ``seed`` (``None``:
+    torch's global RNG)."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    if ctx is None:
+        return AnswerLoader(data, batch_size, shuffle=True, generator=generator)
+    return ShardedAnswerLoader(
+        data,
+        batch_size,
+        rank=ctx.rank,
+        world_size=ctx.world_size,
+        generator=generator,
     )
 
 
-def _sharded_step(
-    model: VariationalPreferenceGP,
-    batch: Minibatch | None,
-    params: list[Tensor],
-    ctx: DistributedContext,
-    total: int,
-    epoch: int,
-    use_priors: bool,
-    num_samples: int | None,
-) -> float:
-    r"""Back-propagate this rank's part of a minibatch and sum the gradients.
+def _lr_schedule(
+    optimizer: torch.optim.Optimizer,
+    lr: float,
+    final_lr: float | None,
+    num_steps: int,
+) -> torch.optim.lr_scheduler.ExponentialLR | None:
+    r"""The geometric decay from ``lr`` to ``final_lr`` at the last of
+    ``num_steps`` steps; ``None`` (constant) without ``final_lr``."""
+    if final_lr is None:
+        return None
+    gamma = (final_lr / lr) ** (1.0 / max(1, num_steps - 1))
+    return torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=gamma)
 
-    Rank ``r``'s objective is ``scale · Σ_{k ∈ B_r} E_q[log p(answer_k | f)]``,
-    minus ``KL(q(u) ‖ p(u))`` and plus ``log p(θ)`` on rank 0 only; its
-    gradient (of ``−objective / N``, as in one process) and its ELBO part are
-    summed over the ranks in one all-reduce. Every rank then holds the
-    minibatch's full gradient in ``p.grad`` and raises alike if the summed
-    ELBO is non-finite.
 
-    Returns:
-        The minibatch's ELBO estimate (summed over the ranks).
-    """
-    elbo = None
-    if batch is not None:
-        ell = model.expected_log_likelihood(batch.data, num_samples).sum()
-        elbo = batch.scale * ell
-    objective = elbo
-    if ctx.rank == 0:
-        kl = model.kl_divergence()
-        elbo = kl.neg() if elbo is None else elbo - kl
-        objective = elbo + log_prior(model).to(elbo) if use_priors else elbo
-    if objective is not None:
-        # a non-finite part only poisons the gradients: every rank raises below
-        (objective.neg() / total).backward()
-        stats = torch.stack([elbo.detach(), objective.detach()])
-    else:  # an empty shard off rank 0: no graph, nothing to add
-        Z = model.base_variational_strategy.inducing_points
-        stats = torch.zeros(2, dtype=Z.dtype, device=Z.device)
-    stats = all_reduce_gradients(params, stats, ctx)
-    elbo_sum, objective_sum = stats.tolist()
-    if not math.isfinite(objective_sum):
-        _raise_non_finite(elbo_sum, epoch)
-    return elbo_sum
+def _progress_bar(progress: bool | ProgressCallback, report: bool, epochs: int) -> Any:
+    r"""A tqdm bar over the epochs where ``progress is True`` on the reporting
+    rank; else ``None``."""
+    if progress is True and report:
+        return tqdm(total=epochs, desc="fit_variational", unit="epoch", file=sys.stderr)
+    return None
+
+
+class _EarlyStopping:
+    r"""Stop after ``patience`` epochs whose ELBO does not beat the best by
+    more than ``min_improvement`` nats (``patience=None``: never)."""
+
+    def __init__(self, patience: int | None, min_improvement: float) -> None:
+        self.patience = patience
+        self.min_improvement = min_improvement
+        self.best = -math.inf
+        self.waited = 0
+
+    def should_stop(self, elbo: float) -> bool:
+        r"""Record an epoch's ``elbo``; whether to stop now."""
+        if elbo > self.best + self.min_improvement:
+            self.best, self.waited = elbo, 0
+            return False
+        self.waited += 1
+        return self.patience is not None and self.waited >= self.patience
