@@ -27,7 +27,7 @@ unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -112,22 +112,16 @@ def gen_candidates_eubo(
         candidates and their ``b`` acquisition values.
     """
     options = dict(options or {})
-    minimize_options = {k: v for k, v in options.items() if k not in _NOT_LBFGSB}
-    minimize_options["maxiter"] = options.get("maxiter", 2000)
-    direct = (
-        fmin_l_bfgs_b_batched is not None
-        and isinstance(acquisition_function, FastAnalyticEUBO)
-        and acquisition_function.closed_form_gradient
-        and initial_conditions.ndim in (2, 3)
-        and not fixed_features
-        and all(c is None for c in constraints.values())
-        and use_parallel_mode is not False
-        and not get_reasons_against_fast_path(
-            method=options.get("method", "L-BFGS-B"),
-            with_grad=options.get("with_grad", True),
-            minimize_options=minimize_options,
-            timeout_sec=timeout_sec,
-        )
+    minimize_options = _lbfgsb_options(options)
+    direct = _takes_the_direct_path(
+        initial_conditions,
+        acquisition_function,
+        options,
+        minimize_options,
+        fixed_features,
+        timeout_sec,
+        use_parallel_mode,
+        constraints,
     )
     if not direct:  # it needs autograd, also in a caller's torch.no_grad()
         with torch.enable_grad():
@@ -142,6 +136,64 @@ def gen_candidates_eubo(
                 use_parallel_mode=use_parallel_mode,
                 **constraints,
             )
+    return _minimize_directly(
+        initial_conditions,
+        acquisition_function,
+        lower_bounds,
+        upper_bounds,
+        options,
+        minimize_options,
+    )
+
+
+def _lbfgsb_options(options: dict[str, Any]) -> dict[str, Any]:
+    r"""The options passed on to L-BFGS-B, ``maxiter`` (default 2000) included."""
+    minimize_options = {k: v for k, v in options.items() if k not in _NOT_LBFGSB}
+    minimize_options["maxiter"] = options.get("maxiter", 2000)
+    return minimize_options
+
+
+def _takes_the_direct_path(
+    initial_conditions: Tensor,
+    acquisition_function: AcquisitionFunction,
+    options: dict[str, Any],
+    minimize_options: dict[str, Any],
+    fixed_features: Mapping[int, float | Tensor] | None,
+    timeout_sec: float | None,
+    use_parallel_mode: bool | None,
+    constraints: dict[str, Any],
+) -> bool:
+    r"""Whether the written-out gradient and BoTorch's batched L-BFGS-B serve
+    the call: a closed-form EUBO, no fixed features or constraints, and
+    nothing that takes BoTorch off its batched path."""
+    return bool(
+        fmin_l_bfgs_b_batched is not None
+        and isinstance(acquisition_function, FastAnalyticEUBO)
+        and acquisition_function.closed_form_gradient
+        and initial_conditions.ndim in (2, 3)
+        and not fixed_features
+        and all(c is None for c in constraints.values())
+        and use_parallel_mode is not False
+        and not get_reasons_against_fast_path(
+            method=options.get("method", "L-BFGS-B"),
+            with_grad=options.get("with_grad", True),
+            minimize_options=minimize_options,
+            timeout_sec=timeout_sec,
+        )
+    )
+
+
+def _minimize_directly(
+    initial_conditions: Tensor,
+    acquisition_function: FastAnalyticEUBO,
+    lower_bounds: float | Tensor | None,
+    upper_bounds: float | Tensor | None,
+    options: dict[str, Any],
+    minimize_options: dict[str, Any],
+) -> tuple[Tensor, Tensor]:
+    r"""``gen_candidates_scipy``'s batched L-BFGS-B on the written-out value
+    and gradient: clamp the starts, minimise, process the results as BoTorch
+    does, clamp the candidates and evaluate them."""
     shape = initial_conditions.shape
     ics = (
         initial_conditions if initial_conditions.ndim == 3 else initial_conditions[None]
@@ -149,9 +201,48 @@ def gen_candidates_eubo(
     clamped = columnwise_clamp(
         ics, lower=lower_bounds, upper=upper_bounds, raise_on_violation=True
     )
-    b, q, d = clamped.shape
-    dtype, device = clamped.dtype, clamped.device
-    # float64 on the CPU: evaluated in NumPy, where L-BFGS-B works anyway
+    b, q, d = clamped.shape  # b x q x d
+    value_and_grad = _negated_value_and_grad(
+        acquisition_function, q, d, clamped.dtype, clamped.device
+    )
+    x0 = clamped.detach().cpu().double().numpy().reshape(b, -1)  # b x q·d
+    # (BoTorch also caps numpy's BLAS threads here, which scans the loaded
+    # libraries on every call; L-BFGS-B's products are far too small to be
+    # threaded, so the iterates are the same without it)
+    xs, _, results = fmin_l_bfgs_b_batched(
+        func=value_and_grad,
+        x0=x0,
+        bounds=translate_bounds_for_lbfgsb(
+            lower_bounds=lower_bounds,
+            upper_bounds=upper_bounds,
+            num_features=d,
+            q=q,
+        ),
+        callback=options.get("callback"),
+        pass_batch_indices=True,
+        **minimize_options,
+    )
+    for res in results:
+        _process_scipy_result(res=res, options=options)
+    candidates = torch.from_numpy(xs).view_as(clamped).to(ics)
+    candidates = columnwise_clamp(
+        candidates, lower=lower_bounds, upper=upper_bounds, raise_on_violation=True
+    ).reshape(shape)
+    with torch.no_grad():
+        values = acquisition_function(candidates)
+    return candidates, values
+
+
+def _negated_value_and_grad(
+    acquisition_function: FastAnalyticEUBO,
+    q: int,
+    d: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    r"""L-BFGS-B's objective: the negative EUBO and its gradient at the
+    restarts still running, in NumPy for float64 on the CPU (where L-BFGS-B
+    works anyway), else in torch."""
     numpy = acquisition_function.numpy_ready and dtype == torch.float64
 
     def value_and_grad(x: np.ndarray, batch_indices: list[int] | None = None):
@@ -180,29 +271,4 @@ def gen_candidates_eubo(
             )
         return values, g
 
-    x0 = clamped.detach().cpu().double().numpy().reshape(b, -1)
-    # (BoTorch also caps numpy's BLAS threads here, which scans the loaded
-    # libraries on every call; L-BFGS-B's products are far too small to be
-    # threaded, so the iterates are the same without it)
-    xs, _, results = fmin_l_bfgs_b_batched(
-        func=value_and_grad,
-        x0=x0,
-        bounds=translate_bounds_for_lbfgsb(
-            lower_bounds=lower_bounds,
-            upper_bounds=upper_bounds,
-            num_features=d,
-            q=q,
-        ),
-        callback=options.get("callback"),
-        pass_batch_indices=True,
-        **minimize_options,
-    )
-    for res in results:
-        _process_scipy_result(res=res, options=options)
-    candidates = torch.from_numpy(xs).view_as(clamped).to(ics)
-    candidates = columnwise_clamp(
-        candidates, lower=lower_bounds, upper=upper_bounds, raise_on_violation=True
-    ).reshape(shape)
-    with torch.no_grad():
-        values = acquisition_function(candidates)
-    return candidates, values
+    return value_and_grad
