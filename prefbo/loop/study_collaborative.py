@@ -71,6 +71,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from prefbo.exceptions import InputDataError, UnsupportedError
+from prefbo.loop.boundary import DEFAULT_STEP, face_columns
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.options import SEED_MOD
@@ -117,14 +118,26 @@ def candidates(space, dim: int, seed: int, count: int = CANDIDATES) -> Tensor:
     r"""Distinct designs (model points, ``C x dim``) to choose questions
     from: every design of a space of at most :data:`LISTED`, else ``count``
     uniform ones of the space (a box without a space: scrambled Sobol
-    points of the unit cube), drawn with ``seed``."""
+    points of the unit cube), drawn with ``seed``, their continuous columns
+    a step (:data:`~prefbo.loop.boundary.DEFAULT_STEP`) inside the faces.
+
+    A model fitted on a few dozen answers extrapolates towards the faces and
+    corners, and EUBO, which rewards that and the variance there, would ask
+    there (the loop answers this with virtual comparisons at the faces,
+    :mod:`prefbo.loop.boundary`; a candidate seldom lies on a face for that
+    rule). The price is the loop's: a person whose best design lies on a
+    face is brought to within a step of it."""
     if space is None:
         sobol = SobolEngine(dim, scramble=True, seed=seed)
-        return sobol.draw(count, dtype=torch.float64)
-    size = space.size
-    if size is not None and size <= LISTED:
-        return space.grid().to(torch.float64)
-    return space.sample(count, seed=seed).unique(dim=0).to(torch.float64)
+        X = sobol.draw(count, dtype=torch.float64)
+    else:
+        size = space.size
+        if size is not None and size <= LISTED:
+            return space.grid().to(torch.float64)
+        X = space.sample(count, seed=seed).unique(dim=0).to(torch.float64)
+    columns = face_columns(space, dim)
+    X[:, columns] = DEFAULT_STEP + (1 - 2 * DEFAULT_STEP) * X[:, columns]
+    return X
 
 
 def ask_people(

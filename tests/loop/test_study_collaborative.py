@@ -318,3 +318,16 @@ def test_candidates_list_a_small_space_and_draw_from_a_large_one():
     assert X.shape == (sc.CANDIDATES, 3) and torch.equal(X, sc.candidates(large, 3, 5))
     assert len(small.decode(sc.candidates(small, small.dim, 0))) == 6
     assert large.decode(X[:1])[0]["c"] in ("a", "b")
+
+
+def test_candidates_keep_a_step_inside_the_faces_of_continuous_variables():
+    from prefbo.loop.boundary import DEFAULT_STEP
+    from prefbo.space import Categorical, Continuous, Space
+
+    box = sc.candidates(None, 3, 0)
+    assert bool((box >= DEFAULT_STEP).all()) and bool((box <= 1 - DEFAULT_STEP).all())
+    space = Space([Continuous("x", 0.0, 2.0), Categorical("c", ["a", "b", "c"])])
+    X = sc.candidates(space, space.dim, 1)
+    assert X[:, 0].min() >= DEFAULT_STEP and X[:, 0].max() <= 1 - DEFAULT_STEP
+    assert set(X[:, 1:].sum(-1).tolist()) == {1.0}  # one-hot columns kept
+    assert all(0.2 <= d["x"] <= 1.8 for d in space.decode(X))
