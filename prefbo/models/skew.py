@@ -42,11 +42,6 @@ from botorch.models.transforms.input import InputTransform
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from prefbo.data.validation import (
-    validate_comparisons,
-    validate_datapoints,
-    validate_pairwise_data,
-)
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.inference.cholesky import jittered_cholesky
 from prefbo.kernels.defaults import default_preference_covar_module
@@ -55,18 +50,49 @@ from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models.ep import PairwiseEPGP
 from prefbo.models.laplace import PairwiseLaplaceGP
 from prefbo.models.prediction import check_finite_points
-from prefbo.models.skew_checks import check_consistent, check_skew_size, progress_hook
+from prefbo.models.skew_checks import (
+    check_consistent,
+    check_jnd,
+    check_progress,
+    check_skew_data,
+    check_skew_size,
+    progress_hook,
+    sampler_options,
+)
 from prefbo.models.training_data import warn_outside_unit_cube
 from prefbo.posteriors.samples import SkewGPPosterior
 from prefbo.sampling import GibbsSampler, LinESS
 from prefbo.utils.checks import (
     check_int,
     check_nonneg_float,
-    check_positive_float,
     check_seed,
 )
 
 NOISE_MODELS = ("probit", "none", "jnd", "shared")
+
+
+def _preference_kernel(
+    covar_module: Kernel | None,
+    datapoints: Tensor,
+    input_transform: InputTransform | None,
+) -> Kernel:
+    r"""``covar_module`` (checked) or BoTorch ``PairwiseGP``'s default kernel
+    over the (transformed) designs' dimension, in ``datapoints``' dtype and
+    device."""
+    if covar_module is None:
+        d = datapoints.shape[-1]
+        if input_transform is not None:
+            with torch.no_grad():
+                d = input_transform.preprocess_transform(datapoints).shape[-1]
+        covar_module = default_preference_covar_module(d, dtype=datapoints.dtype)
+        if input_transform is None:
+            warn_outside_unit_cube(datapoints, None)
+    if not isinstance(covar_module, Kernel):
+        raise InputTypeError(
+            "covar_module must be a gpytorch Kernel; got "
+            f"{type(covar_module).__name__}."
+        )
+    return covar_module.to(datapoints)
 
 
 class SkewGP(Model):
@@ -152,29 +178,10 @@ class SkewGP(Model):
         super().__init__()
         if noise not in NOISE_MODELS:
             raise InputDataError(f"noise must be one of {NOISE_MODELS}; got {noise!r}.")
-        datapoints = validate_datapoints(datapoints)
-        datapoints, comparisons = validate_pairwise_data(datapoints, comparisons)
-        if datapoints.ndim != 2:
-            raise UnsupportedError(
-                "SkewGP takes unbatched data (n x d designs, m x 2 comparisons); got "
-                f"datapoints of shape {tuple(datapoints.shape)}."
-            )
-        if noise == "jnd":
-            if jnd_threshold is None:
-                raise InputDataError(
-                    "noise='jnd' needs jnd_threshold > 0 (finite, the "
-                    "just-noticeable difference δ); got None."
-                )
-            jnd_threshold = check_positive_float("jnd_threshold", jnd_threshold)
-        elif jnd_threshold is not None or indiscernible is not None:
-            raise InputDataError(
-                "jnd_threshold and indiscernible apply to noise='jnd' only; got "
-                f"noise={noise!r}."
-            )
-        if indiscernible is not None:
-            indiscernible = validate_comparisons(
-                indiscernible, n=datapoints.shape[-2], name="indiscernible"
-            )
+        datapoints, comparisons = check_skew_data(datapoints, comparisons)
+        jnd_threshold, indiscernible = check_jnd(
+            noise, jnd_threshold, indiscernible, datapoints.shape[-2]
+        )
         if noise == "none":
             check_consistent(comparisons, datapoints.shape[-2])
         self.noise = noise
@@ -185,36 +192,13 @@ class SkewGP(Model):
         if input_transform is not None:
             input_transform.to(datapoints)
             self.input_transform = input_transform
-        if covar_module is None:
-            d = datapoints.shape[-1]
-            if input_transform is not None:
-                with torch.no_grad():
-                    d = input_transform.preprocess_transform(datapoints).shape[-1]
-            covar_module = default_preference_covar_module(d, dtype=datapoints.dtype)
-            if input_transform is None:
-                warn_outside_unit_cube(datapoints, None)
-        if not isinstance(covar_module, Kernel):
-            raise InputTypeError(
-                "covar_module must be a gpytorch Kernel; got "
-                f"{type(covar_module).__name__}."
-            )
-        self.covar_module = covar_module.to(datapoints)
-        if sampler not in ("gibbs", "lin_ess"):
-            raise InputDataError(
-                f"sampler must be 'gibbs' or 'lin_ess'; got {sampler!r}."
-            )
-        gibbs = sampler == "gibbs"
-        self._sampler_cls = GibbsSampler if gibbs else LinESS
-        if burnin is None:
-            burnin = 200 if gibbs else 1000
-        if thinning is None:
-            thinning = 8 if gibbs else 4
-        self._sampler_options = {
-            "num_chains": check_int("num_chains", num_chains, 1),
-            "burnin": check_int("burnin", burnin, 0),
-            "thinning": check_int("thinning", thinning, 0),
-            "seed": check_seed("seed", seed, allow_none=True),
-        }
+        self.covar_module = _preference_kernel(
+            covar_module, datapoints, input_transform
+        )
+        self._sampler_options = sampler_options(
+            sampler, num_chains, burnin, thinning, seed
+        )
+        self._sampler_cls = GibbsSampler if sampler == "gibbs" else LinESS
         self.num_samples = check_int("num_samples", num_samples, 1)
         if nugget is not None:
             nugget = check_nonneg_float("nugget", nugget)
@@ -222,11 +206,7 @@ class SkewGP(Model):
         if max_dimension is not None:
             max_dimension = check_int("max_dimension", max_dimension, 1)
         self.max_dimension = max_dimension
-        if not (progress is None or isinstance(progress, bool) or callable(progress)):
-            raise InputTypeError(
-                "progress must be a bool, a callable progress(done, total) or "
-                f"None; got {type(progress).__name__}."
-            )
+        check_progress(progress)
         self.progress = progress
         self.weights: Tensor | None = None  # S x n
         self.Q: Tensor | None = None  # n x n

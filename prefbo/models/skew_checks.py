@@ -26,6 +26,10 @@ Consistency. ``noise="none"`` needs answers without a cycle
 Progress. :func:`progress_hook` turns ``SkewGP``'s ``progress`` argument
 into the samplers' ``progress`` hook (a tqdm bar, or a callable told
 ``(done, total)``).
+
+Arguments. :func:`check_skew_data`, :func:`check_jnd`,
+:func:`sampler_options` and :func:`check_progress` check the constructor's
+data, just-noticeable-difference, sampler and progress arguments.
 """
 
 from __future__ import annotations
@@ -37,7 +41,18 @@ from typing import Any
 from torch import Tensor
 from tqdm import tqdm
 
-from prefbo.exceptions import InfeasibleConstraintsError, UnsupportedError
+from prefbo.data.validation import (
+    validate_comparisons,
+    validate_datapoints,
+    validate_pairwise_data,
+)
+from prefbo.exceptions import (
+    InfeasibleConstraintsError,
+    InputDataError,
+    InputTypeError,
+    UnsupportedError,
+)
+from prefbo.utils.checks import check_int, check_positive_float, check_seed
 
 AUTO_PROGRESS_DIM = 500  # progress=None shows a bar from this sampled dimension
 
@@ -255,4 +270,104 @@ def check_consistent(comparisons: Tensor, n: int) -> None:
             "noise='none' (consistent preferences) cannot hold: the answers "
             f"contain the cycle {' ≻ '.join(map(str, cycle))}. Use a noisy "
             "model (noise='probit' or 'shared')."
+        )
+
+
+def check_skew_data(datapoints: Tensor, comparisons: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Validate SkewGP's data: ``n x d`` designs and ``m x 2`` ``[winner,
+    loser]`` rows into them, unbatched.
+
+    Returns:
+        The validated ``(datapoints, comparisons)``.
+
+    Raises:
+        InputDataError: Malformed data.
+        UnsupportedError: Batched data.
+    """
+    datapoints = validate_datapoints(datapoints)
+    datapoints, comparisons = validate_pairwise_data(datapoints, comparisons)
+    if datapoints.ndim != 2:
+        raise UnsupportedError(
+            "SkewGP takes unbatched data (n x d designs, m x 2 comparisons); got "
+            f"datapoints of shape {tuple(datapoints.shape)}."
+        )
+    return datapoints, comparisons
+
+
+def check_jnd(
+    noise: str, jnd_threshold: object, indiscernible: Tensor | None, n: int
+) -> tuple[float | None, Tensor | None]:
+    r"""Check the just-noticeable-difference arguments: a finite
+    ``jnd_threshold > 0`` with ``noise="jnd"``, neither argument otherwise,
+    and ``indiscernible`` ``m_b x 2`` pairs of ``n`` designs.
+
+    Returns:
+        The checked ``(jnd_threshold, indiscernible)``.
+
+    Raises:
+        InputDataError: A missing, non-positive or non-finite threshold, an
+            argument given with another ``noise``, or malformed pairs.
+        InputTypeError: A non-numeric threshold.
+    """
+    if noise == "jnd":
+        if jnd_threshold is None:
+            raise InputDataError(
+                "noise='jnd' needs jnd_threshold > 0 (finite, the "
+                "just-noticeable difference δ); got None."
+            )
+        jnd_threshold = check_positive_float("jnd_threshold", jnd_threshold)
+    elif jnd_threshold is not None or indiscernible is not None:
+        raise InputDataError(
+            "jnd_threshold and indiscernible apply to noise='jnd' only; got "
+            f"noise={noise!r}."
+        )
+    if indiscernible is not None:
+        indiscernible = validate_comparisons(indiscernible, n=n, name="indiscernible")
+    return jnd_threshold, indiscernible
+
+
+def sampler_options(
+    sampler: str,
+    num_chains: object,
+    burnin: object,
+    thinning: object,
+    seed: object,
+) -> dict[str, Any]:
+    r"""Check ``sampler`` (``"gibbs"`` or ``"lin_ess"``) and its options;
+    ``burnin`` and ``thinning`` default to 200 and 8 Gibbs sweeps or 1000 and
+    4 LinESS steps.
+
+    Returns:
+        The sampler's ``num_chains``, ``burnin``, ``thinning`` and ``seed``.
+
+    Raises:
+        InputDataError: An unknown ``sampler`` or a count below its minimum.
+        InputTypeError: A count or ``seed`` that is not an integer.
+    """
+    if sampler not in ("gibbs", "lin_ess"):
+        raise InputDataError(f"sampler must be 'gibbs' or 'lin_ess'; got {sampler!r}.")
+    gibbs = sampler == "gibbs"
+    if burnin is None:
+        burnin = 200 if gibbs else 1000
+    if thinning is None:
+        thinning = 8 if gibbs else 4
+    return {
+        "num_chains": check_int("num_chains", num_chains, 1),
+        "burnin": check_int("burnin", burnin, 0),
+        "thinning": check_int("thinning", thinning, 0),
+        "seed": check_seed("seed", seed, allow_none=True),
+    }
+
+
+def check_progress(progress: object) -> None:
+    r"""``progress`` must be a bool, a callable ``progress(done, total)`` or
+    ``None``.
+
+    Raises:
+        InputTypeError: Naming the type that came.
+    """
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise InputTypeError(
+            "progress must be a bool, a callable progress(done, total) or "
+            f"None; got {type(progress).__name__}."
         )
