@@ -74,8 +74,10 @@ FAVOURITE_CANDIDATES = 512
 SHARED = "shared."
 SAVED_PREFIXES = (SHARED, "likelihood.")
 
-#: One told answer: the question's id, the winner's and the loser's design.
-Told = tuple[str, Tensor, Tensor]
+#: One told answer: the question's id with the time it was answered (an undo
+#: and a new answer to the same question is another answer), the winner's
+#: and the loser's design.
+Told = tuple[tuple[str, float], Tensor, Tensor]
 
 
 def told_answers(rows: list[dict[str, Any]]) -> list[Told]:
@@ -87,7 +89,8 @@ def told_answers(rows: list[dict[str, Any]]) -> list[Told]:
         if r["no_preference"] or r["choice"] is None:
             continue
         X = torch.tensor(r["options"], dtype=torch.float64)
-        out.append((r["id"], X[r["choice"]], X[1 - r["choice"]]))
+        key = (r["id"], r["answered_at"])
+        out.append((key, X[r["choice"]], X[1 - r["choice"]]))
     return out
 
 

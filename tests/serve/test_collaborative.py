@@ -36,6 +36,7 @@ def rows_of(pid, count, seed=0, start=0):
                 "options": X.tolist(),
                 "choice": int(utility(X, pid).argmax()),
                 "no_preference": False,
+                "answered_at": float(seq),
             }
         )
     return out
@@ -72,7 +73,7 @@ def test_no_preference_answers_are_not_told():
     rows = rows_of(0, 3)
     rows[1] = {**rows[1], "no_preference": True, "choice": None}
     told = told_answers(rows)
-    assert [t[0] for t in told] == ["0-0", "0-2"]
+    assert [t[0] for t in told] == [("0-0", 0.0), ("0-2", 2.0)]
     X = torch.tensor(rows[2]["options"], dtype=torch.float64)
     assert torch.equal(told[1][1], X[rows[2]["choice"]])
 
@@ -297,3 +298,19 @@ def test_a_worker_saves_its_fits_and_a_new_worker_resumes_from_them(store, make_
     again = _CollaborativeRounds(Seat(store, config))
     assert again.engine._saved is not None
     again.engine.close()
+
+
+def test_a_question_answered_again_differently_is_observed_again(engine):
+    # an undo and a new answer to the same question between two rounds:
+    # the same question ids, but the answer in force changed
+    rows = rows_of(1, 5)
+    again = [dict(r) for r in rows]
+    again[-1] = {**again[-1], "choice": 1 - again[-1]["choice"], "answered_at": 9.0}
+    engine.update(1, again)
+    fresh = copy.deepcopy(engine.model)
+    fresh.forget(1)
+    for _, w, lo in told_answers(again):
+        fresh.observe(1, w.unsqueeze(0), lo.unsqueeze(0))
+    torch.testing.assert_close(
+        engine.model.latent_mean[1], fresh.latent_mean[1], atol=1e-6, rtol=0
+    )
