@@ -437,6 +437,10 @@ class Result:
     epoch0: float = 0.0
     #: minute of the load -> origin -> questions shown in it
     shown_by_minute: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: per snapshot of the favourites during the load: seconds from the
+    #: newest answer it includes to the next snapshot (how far behind the
+    #: researcher's page could be)
+    favourites_behind_s: list[float] = field(default_factory=list)
     worker_killed_at_s: float | None = None
     worker_back_s: float | None = None
     acked: int = 0
@@ -513,6 +517,32 @@ def _answers_by_pid(db: Path) -> tuple[dict[str, int], dict[int, list[dict]], di
     finally:
         conn.close()
     return pids, rows, events
+
+
+def favourites_behind(db: Path, result: Result) -> list[float]:
+    r"""For each snapshot of the favourites written during the load: the
+    seconds from the time its newest answer (its answer count's) was
+    committed to the next snapshot (or the end of the load): the most the
+    researcher's page lagged the answers while it showed that snapshot."""
+    conn = sqlite3.connect(str(db), timeout=30)
+    try:
+        times = sorted(
+            t
+            for (t,) in conn.execute(
+                "SELECT answered_at FROM questions WHERE answered_at IS NOT NULL"
+            )
+        )
+        snaps = conn.execute("SELECT at, answers FROM snapshots ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    end = result.epoch0 + result.load_s
+    snaps = [(at, n) for at, n in snaps if result.epoch0 <= at <= end and n > 0]
+    out = []
+    for k, (_, n) in enumerate(snaps):
+        following = snaps[k + 1][0] if k + 1 < len(snaps) else end
+        newest = times[min(n, len(times)) - 1]
+        out.append(max(0.0, following - newest))
+    return out
 
 
 def _hash(token: str) -> str:
@@ -630,6 +660,7 @@ def check_database(db: Path, people: list[Participant], result: Result) -> None:
             result.invariant.append(f"{tag}: a question beyond seq {a} was shown")
         if any(r["seq"] > a + 1 for r in qs):
             result.invariant.append(f"{tag}: a question beyond seq {a + 1} exists")
+    result.favourites_behind_s = favourites_behind(db, result)
     result.db_answered = sum(
         r["answered_at"] is not None for qs in rows.values() for r in qs
     )
@@ -806,6 +837,15 @@ def report(result: Result) -> str:
         ("questions answered: origin", origins(result.origins_answered)),
         ("answered in the database", str(result.db_answered)),
     ]
+    if result.favourites_behind_s:
+        behind = sorted(result.favourites_behind_s)
+        rows.append(
+            (
+                "favourites behind the answers, median / max (s)",
+                f"{behind[len(behind) // 2]:.1f} / {behind[-1]:.1f} "
+                f"({len(behind)} snapshots)",
+            )
+        )
     for minute, counts in sorted(result.shown_by_minute.items()):
         total = sum(counts.values())
         share = counts.get("model", 0) / total if total else float("nan")

@@ -67,8 +67,6 @@ log = logging.getLogger("prefbo.serve")
 #: (a handful), and refits warm-started from it follow at every quarter's
 #: growth; participants get uniform questions until it is done.
 BUILD_STEPS = 100
-#: Designs the favourites are chosen among (a larger space: uniform ones).
-FAVOURITE_CANDIDATES = 512
 
 #: The state-dict prefixes of the saved shared part.
 SHARED = "shared."
@@ -329,31 +327,42 @@ class CollaborativeEngine:
 
     def favourites(self, pids: list[int]) -> dict[str, Any]:
         r"""The population's favourite with its utility slices, and each
-        participant's (those with answers) among the candidates, as
-        :meth:`~prefbo.serve.engine.QuestionEngine.favourites` gives them."""
+        participant's (those with answers), as
+        :meth:`~prefbo.serve.engine.QuestionEngine.favourites` gives them:
+        the told design of highest posterior mean (the population's among
+        everyone's, a participant's among their own)."""
         out: dict[str, Any] = {"population": None, "participants": {}}
         if self.model is None:
             return out
         space = self.config.space
         answered = [pid for pid in pids if self.told.get(pid)]
-        people = [None] + [self._person(pid) for pid in answered]
-        X = self.candidates(self.config.seed, FAVOURITE_CANDIDATES)
-        mean, sd = self.utility(people, X)
-        best = mean.argmax(-1).tolist()
-        found = [
-            favourite(space, X[i : i + 1], float(mean[b, i]), float(sd[b, i]))
-            for b, i in enumerate(best)
-        ]
-        out["population"] = found[0]
+        everyone = [self._designs(pid) for pid in answered]
+        pooled = torch.cat(everyone).unique(dim=0) if everyone else None
+        if pooled is None:
+            return out
+        out["population"] = self._best(None, pooled)
         out["slices"] = utility_slices(
             space,
-            found[0]["values"],
+            out["population"]["values"],
             lambda Z: tuple(t[0] for t in self.utility([None], Z)),
         )
         out["participants"] = {
-            str(p): f for p, f in zip(answered, found[1:], strict=True)
+            str(pid): self._best(self._person(pid), X)
+            for pid, X in zip(answered, everyone, strict=True)
         }
         return out
+
+    def _designs(self, pid: int) -> Tensor:
+        r"""The distinct designs participant ``pid`` was shown and answered."""
+        told = self.told[pid]
+        return torch.stack([x for t in told for x in t[1:]]).unique(dim=0)
+
+    def _best(self, person: int | None, X: Tensor) -> dict[str, Any]:
+        mean, sd = self.utility([person], X)
+        i = int(mean[0].argmax())
+        return favourite(
+            self.config.space, X[i : i + 1], float(mean[0, i]), float(sd[0, i])
+        )
 
     def close(self) -> None:
         r"""Stop the fitting thread (a running fit finishes first)."""

@@ -186,6 +186,13 @@ def test_favourites_of_the_population_and_each_participant(engine):
     assert [s["name"] for s in fav["slices"]] == ["x", "y"]
     mean, sd = engine.utility([None, 0], engine.candidates(0, 16))
     assert mean.shape == sd.shape == (2, 16) and bool((sd > 0).all())
+    # a favourite is the told design of highest posterior mean
+    shown = torch.tensor([r["options"] for r in rows_of(1, 5)]).reshape(-1, 2)
+    got = fav["participants"]["1"]["values"]
+    assert min(abs(got["x"] - a) + abs(got["y"] - b) for a, b in shown.tolist()) < 1e-6
+    with torch.no_grad():
+        means = engine.model.posterior(shown, person=engine.persons[1]).mean.reshape(-1)
+    assert fav["participants"]["1"]["mean"] == pytest.approx(float(means.max()))
 
 
 def test_a_worker_round_queues_model_questions(store, make_config):
