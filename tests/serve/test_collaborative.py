@@ -124,13 +124,7 @@ def test_an_undo_observes_the_answers_in_force_again(engine):
     rows = rows_of(1, 5)
     changed = rows[:3] + rows_of(1, 1, seed=9, start=3)  # the 4th redone
     engine.update(1, changed)
-    fresh = copy.deepcopy(engine.model)
-    fresh.forget(1)
-    for _, w, lo in told_answers(changed):
-        fresh.observe(1, w.unsqueeze(0), lo.unsqueeze(0))
-    torch.testing.assert_close(
-        engine.model.latent_mean[1], fresh.latent_mean[1], atol=1e-6, rtol=0
-    )
+    _assert_observed_afresh(engine, 1, changed)
     assert int(engine.model.answers.counts()[1]) == 4
 
 
@@ -218,6 +212,18 @@ def test_a_worker_round_queues_model_questions(store, make_config):
         assert row["origin"] == "model"
     made, seen = collaborative_round(store, config, engine, seen)
     assert made == 3 and engine.answers == 6
+
+
+def _assert_observed_afresh(engine, pid, rows):
+    r"""``pid``'s posterior in ``engine`` is that of a copy of its model told
+    only ``rows`` (answered questions), one at a time."""
+    fresh = copy.deepcopy(engine.model)
+    fresh.forget(pid)
+    for _, w, lo in told_answers(rows):
+        fresh.observe(pid, w.unsqueeze(0), lo.unsqueeze(0))
+    torch.testing.assert_close(
+        engine.model.latent_mean[pid], fresh.latent_mean[pid], atol=1e-6, rtol=0
+    )
 
 
 def _round_seed(engine):
@@ -314,10 +320,4 @@ def test_a_question_answered_again_differently_is_observed_again(engine):
     again = [dict(r) for r in rows]
     again[-1] = {**again[-1], "choice": 1 - again[-1]["choice"], "answered_at": 9.0}
     engine.update(1, again)
-    fresh = copy.deepcopy(engine.model)
-    fresh.forget(1)
-    for _, w, lo in told_answers(again):
-        fresh.observe(1, w.unsqueeze(0), lo.unsqueeze(0))
-    torch.testing.assert_close(
-        engine.model.latent_mean[1], fresh.latent_mean[1], atol=1e-6, rtol=0
-    )
+    _assert_observed_afresh(engine, 1, again)
