@@ -56,7 +56,7 @@ from prefbo.loop.repeats import (
     repeats,
 )
 from prefbo.test_functions import Branin, SimulatedPerson, UtilityProblem
-from prefbo.utils.threads import usable_cores
+from prefbo.utils.threads import child_threads, children_with_threads, usable_cores
 
 MODELS = ("ep", "laplace")
 STRATEGIES = ("eubo", "random")
@@ -202,7 +202,10 @@ def run_seeds(
     else:  # spawn: fresh interpreters, no fork of torch's thread pools
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = [pool.submit(run_seed, s, settings) for s in seeds]
+            # the processes start at the submits: each with its share of
+            # the cores (threads x workers <= cores, unless the user chose)
+            with children_with_threads(child_threads(workers)):
+                futures = [pool.submit(run_seed, s, settings) for s in seeds]
             for future in as_completed(futures):
                 done(future.result())
     return [runs[s] for s in seeds]

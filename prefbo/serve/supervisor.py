@@ -27,7 +27,7 @@ from typing import Any
 
 from prefbo.serve.store import Store
 from prefbo.serve.worker import run_worker
-from prefbo.utils.threads import usable_cores
+from prefbo.utils.threads import child_threads, children_with_threads
 
 log = logging.getLogger("prefbo.serve")
 
@@ -64,29 +64,10 @@ def stop_workers(procs: list, timeout: float = 10.0) -> None:
             p.join(timeout=1.0)
 
 
-#: The variables by which a user gives a process its thread count (OpenMP,
-#: MKL): where either is set, the workers inherit the environment as it is.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-#: The one prefbo sets for its workers. Not MKL's: MKL without a count of
-#: its own follows the calling thread's OpenMP count, which prefbo's policy
-#: lowers to one for small work; an MKL count overrides it (a worker's
-#: 2-answer fit took 40 s under load with ``MKL_NUM_THREADS=2``, 4 s without).
-SET_VARIABLE = "OMP_NUM_THREADS"
-#: Set beside them: the count is prefbo's, so its thread policy still applies.
-POLICY_VARIABLE = ("PREFBO_THREADS", "auto")
-_environ_lock = threading.Lock()
-
-
 def worker_threads(workers: int) -> int | None:
-    r"""The thread count of each of ``workers`` worker processes: the cores
-    this process may run on, shared out, at least 1; ``None`` where the user
-    chose (``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` set, or
-    ``PREFBO_THREADS=off``): the workers inherit the environment as it is."""
-    if any(os.environ.get(key) for key in THREAD_VARIABLES):
-        return None
-    if os.environ.get(POLICY_VARIABLE[0], "").strip().lower() == "off":
-        return None
-    return max(1, usable_cores() // workers)
+    r"""The thread count of each of ``workers`` worker processes
+    (:func:`~prefbo.utils.threads.child_threads`)."""
+    return child_threads(workers)
 
 
 def start_process(
@@ -97,15 +78,9 @@ def start_process(
     threads: int | None = None,
 ) -> BaseProcess:
     r"""Start ``target(*args, **kwargs)`` in a new (spawned, daemonic)
-    process whose environment sets :data:`SET_VARIABLE` to ``threads``
-    and :data:`POLICY_VARIABLE` (``None``: this process's environment as it
-    is).
-
-    A spawned process imports torch (with prefbo) before it runs
-    ``target``, and torch reads its thread count then, so the count must be
-    in the process's environment from its start: it is set in this
-    process's environment for the moment of the start, under a lock, and
-    restored (library code never calls ``torch.set_num_threads``).
+    process with ``threads`` in its environment
+    (:func:`~prefbo.utils.threads.children_with_threads`; ``None``: this
+    process's environment as it is).
 
     Returns:
         The started process.
@@ -114,21 +89,8 @@ def start_process(
     process = ctx.Process(
         target=target, args=args, kwargs=kwargs or {}, name=name, daemon=True
     )
-    if threads is None:
+    with children_with_threads(threads):
         process.start()
-        return process
-    variables = {SET_VARIABLE: str(threads), POLICY_VARIABLE[0]: POLICY_VARIABLE[1]}
-    with _environ_lock:
-        saved = {key: os.environ.get(key) for key in variables}
-        os.environ.update(variables)
-        try:
-            process.start()
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
     return process
 
 

@@ -226,3 +226,53 @@ def describe() -> str:
         f"torch threads {torch.get_num_threads()}; {variables}; prefbo's policy "
         f"{policy}; {usable_cores()} usable cores"
     )
+
+
+#: Set in the environment of a process prefbo starts (with
+#: :data:`POLICY_VARIABLE`). Not ``MKL_NUM_THREADS``: MKL without a count of
+#: its own follows the calling thread's OpenMP count, which :func:`limited`
+#: lowers to one for small work; an MKL count overrides it (a served
+#: model's 2-answer fit took 40 s under load with ``MKL_NUM_THREADS=2``, 4 s
+#: without).
+CHILD_VARIABLE = "OMP_NUM_THREADS"
+#: Set beside it: the count is prefbo's, so its thread policy still applies.
+POLICY_VARIABLE = ("PREFBO_THREADS", "auto")
+_environ_lock = threading.Lock()
+
+
+def child_threads(processes: int) -> int | None:
+    r"""The thread count of each of ``processes`` processes prefbo starts
+    side by side: the cores this process may run on, shared out, at least 1;
+    ``None`` where the user chose (:data:`USER_VARIABLES` set, or
+    ``PREFBO_THREADS=off``): the processes inherit the environment as it is."""
+    if any(os.environ.get(key) for key in USER_VARIABLES):
+        return None
+    if os.environ.get(POLICY_VARIABLE[0], "").strip().lower() == "off":
+        return None
+    return max(1, usable_cores() // max(1, processes))
+
+
+@contextlib.contextmanager
+def children_with_threads(threads: int | None) -> Iterator[None]:
+    r"""Processes started in the block get ``threads`` in their environment
+    (:data:`CHILD_VARIABLE`, with :data:`POLICY_VARIABLE`; ``None``: this
+    process's environment as it is). A spawned process imports torch before
+    it runs its target, and torch reads its thread count then, so the count
+    must be in the environment from its start: it is set in this process's
+    environment for the block, under a lock, and restored (torch's own count
+    here is left alone)."""
+    if threads is None:
+        yield
+        return
+    variables = {CHILD_VARIABLE: str(threads), POLICY_VARIABLE[0]: POLICY_VARIABLE[1]}
+    with _environ_lock:
+        saved = {key: os.environ.get(key) for key in variables}
+        os.environ.update(variables)
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

@@ -1,3 +1,4 @@
+import os
 import threading
 
 import pytest
@@ -44,9 +45,7 @@ def test_a_users_variable_wins(policy, monkeypatch, variable):
     assert threads_for(10) is None
 
 
-def test_variables_prefbo_set_for_its_own_process_keep_the_policy(
-    policy, monkeypatch
-):
+def test_variables_prefbo_set_for_its_own_process_keep_the_policy(policy, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", str(torch.get_num_threads()))
     monkeypatch.setenv("PREFBO_THREADS", "auto")
     assert threads_for(10) == 1
@@ -184,3 +183,31 @@ def test_other_processes_threads_are_counted_without_ours():
     if others is None:
         pytest.skip("this platform does not count runnable threads")
     assert others >= 0
+
+
+def test_child_threads_share_the_cores_unless_the_user_chose(monkeypatch):
+    child_threads = threads.child_threads
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PREFBO_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    assert [child_threads(k) for k in (1, 3, 8, 20)] == [8, 2, 1, 1]
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")
+    assert child_threads(2) is None
+    monkeypatch.delenv("MKL_NUM_THREADS")
+    monkeypatch.setenv("PREFBO_THREADS", "off")
+    assert child_threads(2) is None
+
+
+def test_children_get_their_threads_in_the_environment_for_the_block(monkeypatch):
+    children_with_threads = threads.children_with_threads
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("PREFBO_THREADS", "mine")
+    count = torch.get_num_threads()
+    with children_with_threads(3):
+        assert os.environ["OMP_NUM_THREADS"] == "3"
+        assert os.environ["PREFBO_THREADS"] == "auto"
+    assert "OMP_NUM_THREADS" not in os.environ
+    assert os.environ["PREFBO_THREADS"] == "mine"  # restored
+    assert torch.get_num_threads() == count  # this process's own count
+    with children_with_threads(None):
+        assert "OMP_NUM_THREADS" not in os.environ
