@@ -33,27 +33,18 @@ from typing import Any
 
 from torch import Tensor
 
-from prefbo.data.validation import check_bounds
 from prefbo.exceptions import InputDataError
 from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer, check_answer, check_virtual
-from prefbo.loop.boundary import DEFAULT_STEP, MAX_STEP, MIN_STEP
+from prefbo.loop.arguments import check_schedule, design_box, model_and_strategy
+from prefbo.loop.boundary import DEFAULT_STEP
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import FittedModels
-from prefbo.loop.model_kinds import get_model_kind
 from prefbo.loop.questions import Questions
 from prefbo.loop.replay import replay
 from prefbo.loop.session import SessionLog, check_json_config
-from prefbo.loop.spaces import (
-    as_space,
-    check_space_options,
-    check_space_size,
-    encode_options,
-    unit_box,
-)
-from prefbo.loop.strategies import get_strategy
+from prefbo.loop.spaces import check_space_options, encode_options
 from prefbo.space import Space
-from prefbo.utils.checks import check_float, check_int, check_seed
 
 __all__ = ["Answer", "PreferentialOptimizer", "expected_fit_warnings"]
 
@@ -192,12 +183,7 @@ class PreferentialOptimizer(Questions, FittedModels):
             UnsupportedError: A strategy that cannot serve ``q`` or the model
                 kind.
         """
-        self.space = as_space(bounds)
-        if self.space is None:
-            bounds = _options.as_bounds(bounds)
-            check_bounds(bounds)
-        else:
-            bounds = unit_box(self.space)
+        self.space, bounds = design_box(bounds)
         _options.check_setting_types(
             log_path,
             flags={
@@ -208,23 +194,11 @@ class PreferentialOptimizer(Questions, FittedModels):
             },
             dicts={"model_options": model_options, "metadata": metadata},
         )
-        kind = get_model_kind(model)
-        self._strategy = get_strategy(strategy)
-        check_int("q", q, 2)
-        self._strategy.check(strategy, q, model, kind)
-        if self.space is not None:
-            check_space_size(self.space, q)
-        check_int("refit_every", refit_every, 1)
-        self.boundary_step = check_float(
-            "boundary_step",
-            boundary_step,
-            minimum=MIN_STEP,
-            maximum=MAX_STEP,
-            allow_none=True,
+        kind, self._strategy = model_and_strategy(model, strategy, q, self.space)
+        self.boundary_step = check_schedule(
+            refit_every, boundary_step, seed, initial_random, self._strategy.uses_model
         )
-        check_seed("seed", seed)
-        # the first question comes before any answer: no model to acquire with
-        check_int("initial_random", initial_random, int(self._strategy.uses_model))
+        # the settings (the log header), each option dictionary checked as kept
         self.bounds = bounds
         self.model_name, self.strategy, self.q = model, strategy, q
         self.keep_winner, self.refit_every = bool(keep_winner), refit_every
@@ -236,6 +210,14 @@ class PreferentialOptimizer(Questions, FittedModels):
         )
         self._kind = kind(self.model_options, self.seed)
         self.metadata = dict(metadata or {})
+        self._start_state()
+        self.warm_start_fits = bool(warm_start_fits)
+        self.unit_cube, self.avoid_resolved = bool(unit_cube), bool(avoid_resolved)
+        self.fit_options = _options.fit_options(fit_options)
+        self._create_log(log_path)
+
+    def _start_state(self) -> None:
+        r"""The state before any answer: no answers, question, model or fit."""
         self.failed_fits = 0
         # questions the strategy could not make worth asking (see
         # prefbo.loop.repeats), replaced by uniformly random options
@@ -248,13 +230,14 @@ class PreferentialOptimizer(Questions, FittedModels):
         self._pending: Tensor | None = None
         self._pending_virtual: Tensor | None = None
         self._model = None
-        self.warm_start_fits = bool(warm_start_fits)
-        self.unit_cube, self.avoid_resolved = bool(unit_cube), bool(avoid_resolved)
-        self.fit_options = _options.fit_options(fit_options)
         # answers -> the model fitted on the first that many (0: the defaults):
         # its kernel and approximation start the next fit and the models
         # built from it
         self._fits: dict[int, Any] = {}
+
+    def _create_log(self, log_path: str | os.PathLike | None) -> None:
+        r"""Create the session log at ``log_path``, its header the
+        :attr:`config` (no log for ``None``)."""
         self._log: SessionLog | None = None
         self._view_of: str | None = None  # the log of a read-only view
         if log_path is not None:
