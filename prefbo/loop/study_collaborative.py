@@ -154,7 +154,7 @@ def ask_people(
     looking at a question (``shown[b]``, its ``2 x dim`` options) is asked
     at the posterior after the answer they more likely give to it ("kriging
     believer", Ginsbourger et al. 2010): the next question is made before
-    that answer is known."""
+    that answer is known, and is never that question again."""
     mean = model.latent_mean[people].clone()
     chol = model.latent_precision_chol[people].clone()
     looking = [b for b, options in enumerate(shown) if options is not None]
@@ -169,6 +169,11 @@ def ask_people(
             lose = rows.gather(-1, 1 - choice).squeeze(-1)
             post = imagined_posteriors(model, people[at], win, lose)
         mean[at], chol[at] = post.mean.to(mean), post.precision_chol.to(chol)
+    exclude = torch.full((len(people), 2), -1, dtype=torch.long)
+    for b in looking:  # the question on screen is not asked again
+        same = (shown[b].to(X).unsqueeze(1) == X.unsqueeze(0)).all(-1)  # 2 x C
+        if bool(same.any(-1).all()):
+            exclude[b] = same.long().argmax(-1)
     pairs = next_questions(
         model,
         people,
@@ -176,6 +181,7 @@ def ask_people(
         strategy=strategy,
         seed=seed,
         latent=PersonPosterior(mean, chol),
+        exclude=exclude,
     )
     return X[pairs]
 

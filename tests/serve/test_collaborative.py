@@ -321,3 +321,12 @@ def test_a_question_answered_again_differently_is_observed_again(engine):
     again[-1] = {**again[-1], "choice": 1 - again[-1]["choice"], "answered_at": 9.0}
     engine.update(1, again)
     _assert_observed_afresh(engine, 1, again)
+
+
+def test_the_question_on_screen_is_not_asked_again(engine):
+    # a newcomer shown the round's best pair is asked another pair next,
+    # though nothing else changed
+    first = engine.propose({77: None})[77]
+    after = engine.propose({77: first.tolist()})[77]
+    same = {tuple(x) for x in first.tolist()} == {tuple(x) for x in after.tolist()}
+    assert not same

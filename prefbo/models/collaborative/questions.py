@@ -49,16 +49,21 @@ def pair_eubo(mean: Tensor, cov: Tensor) -> Tensor:
     )
 
 
-def _best_pairs(mean: Tensor, cov: Tensor) -> Tensor:
-    C = mean.shape[-1]
+def _best_pairs(mean: Tensor, cov: Tensor, exclude: Tensor) -> Tensor:
+    B, C = mean.shape
     value = pair_eubo(mean, cov)
     upper = torch.ones(C, C, dtype=torch.bool, device=mean.device).triu(1)
-    value = value.masked_fill(~upper, float("-inf")).reshape(len(mean), -1)
-    flat = value.argmax(-1)
+    value = value.masked_fill(~upper, float("-inf"))
+    rows = (exclude >= 0).all(-1).nonzero().squeeze(-1)
+    low, high = exclude[rows].min(-1).values, exclude[rows].max(-1).values
+    value[rows, low, high] = float("-inf")  # the pair on screen
+    flat = value.reshape(B, -1).argmax(-1)
     return torch.stack([flat // C, flat % C], -1)
 
 
-def _thompson_pairs(mean: Tensor, cov: Tensor, generator: torch.Generator) -> Tensor:
+def _thompson_pairs(
+    mean: Tensor, cov: Tensor, generator: torch.Generator, exclude: Tensor
+) -> Tensor:
     B, C = mean.shape
     eye = torch.eye(C, dtype=cov.dtype, device=cov.device)
     jitter = 1e-9 * cov.diagonal(dim1=-2, dim2=-1).mean(-1).clamp_min(1e-12)
@@ -66,7 +71,13 @@ def _thompson_pairs(mean: Tensor, cov: Tensor, generator: torch.Generator) -> Te
     noise = torch.randn(B, C, 2, generator=generator, dtype=mean.dtype)
     draws = mean.unsqueeze(-1) + L @ noise.to(mean.device)  # B x C x 2
     first = draws[..., 0].argmax(-1)
-    second = draws[..., 1].scatter(-1, first.unsqueeze(-1), float("-inf")).argmax(-1)
+    taken = draws[..., 1].scatter(-1, first.unsqueeze(-1), float("-inf"))
+    # the pair on screen: its other design is no second option for the first
+    on = (exclude >= 0).all(-1) & (exclude == first.unsqueeze(-1)).any(-1)
+    partner = exclude.sum(-1) - first
+    rows = on.nonzero().squeeze(-1)
+    taken[rows, partner[rows]] = float("-inf")
+    second = taken.argmax(-1)
     return torch.stack([first, second], -1)
 
 
@@ -78,6 +89,7 @@ def next_questions(
     items: Tensor | None = None,
     seed: int = 0,
     latent: PersonPosterior | None = None,
+    exclude: Tensor | None = None,
 ) -> Tensor:
     r"""Each person's next pair of candidates, in one batched step.
 
@@ -92,6 +104,9 @@ def next_questions(
         seed: Seed of Thompson's draws.
         latent: The ``B`` people's posteriors to use instead of their stored
             ones (e.g. :func:`imagined_posteriors`, a look-ahead).
+        exclude: ``B x 2`` candidate indices of a pair each person must not
+            be asked (the question on their screen), in either order;
+            ``-1``: none.
 
     Returns:
         ``B x 2`` long indices into ``candidates``, distinct in each row.
@@ -147,6 +162,14 @@ def next_questions(
             f"({len(people)} x {model.latent_dim}); got means of shape "
             f"{tuple(latent.mean.shape)}."
         )
+    if exclude is None:
+        exclude = torch.full((len(people), 2), -1, dtype=torch.long)
+    exclude = exclude.long().to(model.designs.device)
+    if exclude.shape != (len(people), 2) or (len(exclude) and int(exclude.max()) >= C):
+        raise InputDataError(
+            f"exclude must be {len(people)} x 2 candidate indices below {C} (-1: "
+            f"none); got {describe(exclude)}."
+        )
     generator = torch.Generator().manual_seed(seed)
     chunk = max(1, CHUNK_ENTRIES // (C * C))
     out = []
@@ -159,9 +182,13 @@ def next_questions(
             mean, cov = model.moments(candidates.unsqueeze(0), part, items.unsqueeze(0))
             mean, cov = mean[:, 0], cov[:, 0]  # B x C, B x C x C
             if strategy == "eubo":
-                out.append(_best_pairs(mean, cov))
+                out.append(_best_pairs(mean, cov, exclude[start : start + chunk]))
             else:
-                out.append(_thompson_pairs(mean, cov, generator))
+                out.append(
+                    _thompson_pairs(
+                        mean, cov, generator, exclude[start : start + chunk]
+                    )
+                )
     if not out:
         return torch.zeros(0, 2, dtype=torch.long, device=candidates.device)
     return torch.cat(out)

@@ -92,6 +92,10 @@ def test_errors(model):
     with pytest.raises(InputDataError, match="candidates must be finite"):
         next_questions(model, torch.tensor([0]), bad)
     assert next_questions(model, torch.tensor([0]), X.float()).shape == (1, 2)
+    with pytest.raises(InputDataError, match="exclude must be 1 x 2 candidate"):
+        next_questions(model, torch.tensor([0]), X, exclude=torch.tensor([[0, 4]]))
+    with pytest.raises(InputDataError, match="exclude must be 1 x 2 candidate"):
+        next_questions(model, torch.tensor([0]), X, exclude=torch.tensor([0, 1]))
     with pytest.raises(InputDataError, match="at least 2 designs; got 1"):
         next_questions(model, torch.tensor([0]), X[:1])
     with pytest.raises(
@@ -159,3 +163,30 @@ def test_questions_from_given_posteriors(model):
             X,
             latent=imagined_posteriors(model, people[:1], winners[:1], losers[:1]),
         )
+
+
+def test_an_excluded_pair_is_not_asked_again(model):
+    # the question on screen is not asked again: its pair is excluded, and
+    # the best other pair comes instead
+    X, people = model.designs[:8], torch.tensor([2, 5])
+    best = next_questions(model, people, X)
+    again = next_questions(model, people, X, exclude=best)
+    second = next_questions(model, people, X, exclude=best.flip(-1))  # either order
+    assert torch.equal(again, second)
+    for b, p in enumerate(people.tolist()):
+        assert set(again[b].tolist()) != set(best[b].tolist())
+        with torch.no_grad():
+            post = model.posterior(X, person=p)
+        table = pair_eubo(post.mean.reshape(1, -1), post.mvn.covariance_matrix[None])[0]
+        table = table.triu(1)
+        i, j = sorted(best[b].tolist())
+        table[i, j] = float("-inf")
+        assert float(
+            table[again[b, 0], again[b, 1]].max(table[again[b, 1], again[b, 0]])
+        ) == pytest.approx(float(table.max()))
+    none = torch.full((2, 2), -1)
+    assert torch.equal(next_questions(model, people, X, exclude=none), best)
+    ts = next_questions(model, people, X, strategy="thompson", seed=4)
+    ts_again = next_questions(model, people, X, strategy="thompson", seed=4, exclude=ts)
+    for b in range(2):
+        assert set(ts_again[b].tolist()) != set(ts[b].tolist())
