@@ -35,10 +35,17 @@ from prefbo.space import Space
 
 def line_error(path: str | os.PathLike, seq: int, what: str, why: str) -> str:
     r"""The message of a :class:`~prefbo.exceptions.SessionLogError` about the
-    ``what`` record on line ``seq + 1``: ``why`` it is refused."""
+    ``what`` record on line ``seq + 1``: ``why`` it is refused, and the
+    remedy (the header holds the session's settings: it is never cut)."""
+    remedy = (
+        "resume once its settings can be read (register a strategy or model "
+        "kind of your own first), or restore the file from a backup"
+        if seq == 0
+        else "restore the file from a backup or cut it before that line"
+    )
     return (
-        f"session log {str(path)!r}: line {seq + 1} ({what}) {why}; nothing is "
-        "removed: restore the file from a backup or cut it before that line."
+        f"session log {str(path)!r}: line {seq + 1} ({what}) {why.rstrip('.')}; "
+        f"nothing is removed: {remedy}."
     )
 
 

@@ -97,3 +97,18 @@ def test_resume_checks_what_each_record_holds(tmp_path, edit, match):
             view = PreferentialOptimizer.resume(path, read_only=True)
         assert len(view.history) <= line - 2
     assert path.read_text() == text
+
+
+def test_a_header_naming_an_unregistered_strategy_is_not_to_be_cut(tmp_path):
+    # the header holds the settings: the remedy is to register what it
+    # names, never to cut the log before its first line
+    path = tmp_path / "s.jsonl"
+    _random_session(path, 2)
+    header, records = read_session_log(path)
+    header["config"]["strategy"] = "mine"
+    _write_records(path, [header, *records])
+    with pytest.raises(SessionLogError) as info:
+        PreferentialOptimizer.resume(path)
+    message = str(info.value)
+    assert "register" in message and "cut it" not in message
+    assert ".;" not in message
