@@ -51,9 +51,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("database", nargs="?", help="replay/export: the study's database")
     p.add_argument("--demo", action="store_true", help="serve the colour demo")
     p.add_argument("--db", help="database file or SQLAlchemy URL (default: STUDY.db)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--workers", type=int, default=1, help="model worker processes")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: %(default)s)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="port (default: %(default)s; 0: any free)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="model worker processes (default: %(default)s)",
+    )
     p.add_argument(
         "--format",
         choices=["csv", "json"],
