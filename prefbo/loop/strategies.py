@@ -193,9 +193,14 @@ def sobol_fallback(
     prefix: Tensor | None = None,
     num: int = 1024,
 ) -> Tensor:
-    r"""The new options the rule asks among ``num`` scrambled Sobol draws
-    (:func:`sobol_candidates`), for when no optimised candidate is allowed;
-    the draw of highest ``score`` if none is."""
+    r"""The new options of highest ``score`` that the question's rules allow
+    among ``num`` scrambled Sobol draws (:func:`sobol_candidates`); the draw
+    of highest ``score`` if the rules allow none.
+
+    A strategy may use it as its whole search (score ``b x num_new x d``
+    candidates, return ``b`` values), or as the fallback after an optimiser
+    whose candidates the rules refused.
+    """
     cand, values = sobol_candidates(question, score, prefix, num)
     found = choose(question, cand, values)
     return cand[int(values.argmax())] if found is None else found
