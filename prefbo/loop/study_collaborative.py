@@ -186,6 +186,12 @@ def ask_people(
     return X[pairs]
 
 
+def next_fit(fitted_at: int) -> int:
+    r"""The answer count at which a refit is due after a fit at
+    ``fitted_at`` answers: ``max(ceil(REFIT_GROWTH * a), a + REFIT_MIN_NEW)``."""
+    return max(math.ceil(REFIT_GROWTH * fitted_at), fitted_at + REFIT_MIN_NEW)
+
+
 def fit_seed(seed: int, answers: int) -> int:
     r"""Seed of the fit at ``answers`` answers (the model's start, inducing
     points, minibatches and the RNG), in ``[0, SEED_MOD)``."""
@@ -234,8 +240,7 @@ class CollaborativeState:
 
     def next_fit(self) -> int:
         r"""The study's answer count at which the next refit is due."""
-        a = self.fitted_at
-        return max(math.ceil(REFIT_GROWTH * a), a + REFIT_MIN_NEW)
+        return next_fit(self.fitted_at)
 
     # ------------------------------------------------------------ builds
     def rebuild(

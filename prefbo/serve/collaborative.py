@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -48,12 +47,12 @@ from prefbo.loop.study_collaborative import (
     NUM_INDUCING,
     NUM_RESIDUAL,
     NUM_TASTES,
-    REFIT_GROWTH,
     REFIT_MIN_NEW,
     REFIT_STEPS,
     ask_people,
     candidates,
     fit_seed,
+    next_fit,
 )
 from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.people import PersonPosterior
@@ -182,8 +181,7 @@ class CollaborativeEngine:
         if self.model is None:
             due = m >= self.config.initial_random
         else:
-            last = self.fits[-1]
-            due = m >= max(math.ceil(REFIT_GROWTH * last), last + REFIT_MIN_NEW)
+            due = m >= next_fit(self.fits[-1])
         if not due or (
             self._failed_at is not None and m < self._failed_at + REFIT_MIN_NEW
         ):
@@ -217,9 +215,10 @@ class CollaborativeEngine:
                 rows.append((persons[pid], n, n + 1))
         s = fit_seed(self.config.seed, m)
         saved, self._saved = self._saved, None  # used once
-        inducing = self.config.space.sample(NUM_INDUCING, seed=s).to(torch.float64)
         if saved is not None:
             inducing = saved[SHARED + "Z"]
+        else:
+            inducing = self.config.space.sample(NUM_INDUCING, seed=s).double()
         with seeded(s), expected_fit_warnings(), torch.enable_grad():
             model = CollaborativePreferenceGP(
                 torch.stack(designs),
