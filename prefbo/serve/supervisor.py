@@ -6,7 +6,7 @@ processes of their own (spawned, ending cleanly on SIGTERM); a
 started again, with a growing pause if it keeps dying at start) and
 :func:`health_report` tells ``/healthz`` about them and about the database.
 Each worker process gets its share of the cores as its thread count, in its
-environment before torch is imported (:func:`worker_threads`,
+environment before torch is imported (:func:`~prefbo.utils.threads.child_threads`,
 :func:`start_process`), with ``PREFBO_THREADS=auto`` so that prefbo's
 thread policy (:mod:`prefbo.utils.threads`) still runs its small work on
 one thread there.
@@ -64,12 +64,6 @@ def stop_workers(procs: list, timeout: float = 10.0) -> None:
             p.join(timeout=1.0)
 
 
-def worker_threads(workers: int) -> int | None:
-    r"""The thread count of each of ``workers`` worker processes
-    (:func:`~prefbo.utils.threads.child_threads`)."""
-    return child_threads(workers)
-
-
 def start_process(
     target: Callable[..., Any],
     args: tuple = (),
@@ -111,9 +105,10 @@ def start_worker(
 
 def start_workers(url: str, root: str, workers: int) -> list[BaseProcess]:
     r"""Start ``workers`` worker processes, each with
-    :func:`worker_threads` threads (stop them with :func:`stop_workers`;
-    :class:`WorkerSupervisor` also restarts one that dies); returns them."""
-    threads = worker_threads(workers)
+    :func:`~prefbo.utils.threads.child_threads` threads (stop them with
+    :func:`stop_workers`; :class:`WorkerSupervisor` also restarts one that
+    dies); returns them."""
+    threads = child_threads(workers)
     return [start_worker(url, root, i, workers, threads) for i in range(workers)]
 
 
@@ -166,7 +161,8 @@ class WorkerSupervisor:
             in seconds.
         max_backoff: The longest pause, in seconds.
         start: Starts worker ``index`` and returns its process (default:
-            :func:`start_worker` with :func:`worker_threads` threads).
+            :func:`start_worker` with
+            :func:`~prefbo.utils.threads.child_threads` threads).
     """
 
     def __init__(
@@ -183,7 +179,7 @@ class WorkerSupervisor:
         if workers < 1:
             raise ValueError(f"workers must be at least 1; got {workers}.")
         if start is None:
-            threads = worker_threads(workers)
+            threads = child_threads(workers)
 
             def start(index: int) -> BaseProcess:
                 return start_worker(url, root, index, workers, threads)

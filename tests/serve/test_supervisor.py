@@ -13,8 +13,8 @@ from prefbo.serve.supervisor import (
     WorkerSupervisor,
     health_report,
     start_process,
-    worker_threads,
 )
+from prefbo.utils.threads import child_threads
 
 
 def _wait(condition, timeout, every=0.05):
@@ -54,7 +54,7 @@ def test_a_killed_worker_is_restarted_and_logged(
         assert _wait(lambda: b"spawn_main" in _proc(before[1]["pid"], "cmdline"), 5)
         block = _proc(before[1]["pid"], "environ").split(b"\0")
         environ = dict(e.split(b"=", 1) for e in block if b"=" in e)
-        threads = str(worker_threads(2)).encode()
+        threads = str(child_threads(2)).encode()
         assert environ[b"OMP_NUM_THREADS"] == threads
         # no MKL count: MKL then follows the OpenMP count that prefbo's
         # policy lowers per thread for small work (an MKL_NUM_THREADS of 2
@@ -113,17 +113,17 @@ def test_a_worker_ended_by_sigterm_is_restarted_as_information(caplog):
 def test_a_worker_gets_its_thread_count_in_its_environment(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert [worker_threads(k) for k in (1, 3, 8, 20)] == [8, 2, 1, 1]
+    assert [child_threads(k) for k in (1, 3, 8, 20)] == [8, 2, 1, 1]
     monkeypatch.setenv("OMP_NUM_THREADS", "5")  # the user's: kept
-    assert worker_threads(2) is None
+    assert child_threads(2) is None
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setenv("MKL_NUM_THREADS", "1")  # also the user's
-    assert worker_threads(2) is None
+    assert child_threads(2) is None
     monkeypatch.delenv("MKL_NUM_THREADS")
     monkeypatch.setenv("PREFBO_THREADS", "off")  # the policy off: kept off
-    assert worker_threads(2) is None
+    assert child_threads(2) is None
     monkeypatch.setenv("PREFBO_THREADS", "auto")
-    assert worker_threads(2) == 4
+    assert child_threads(2) == 4
     monkeypatch.delenv("PREFBO_THREADS")
     out = tmp_path / "threads.txt"
     code = (
