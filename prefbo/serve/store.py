@@ -211,15 +211,7 @@ class Store:
 
     def participants(self) -> list[dict[str, Any]]:
         r"""Every participant with their answer count and last activity."""
-        answered = (
-            select(
-                questions.c.participant_id,
-                func.count(questions.c.answered_at).label("answers"),
-                func.max(questions.c.answered_at).label("last"),
-            )
-            .group_by(questions.c.participant_id)
-            .subquery()
-        )
+        answered = _progress().subquery()
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(participants, answered.c.answers, answered.c.last)
@@ -264,14 +256,9 @@ class Store:
     def answer_progress(self) -> dict[int, tuple[int, float]]:
         r"""Participant id to ``(answers, time of the latest)``: a pair that
         changes with every answer and every undo (one cheap query)."""
-        answered = questions.c.answered_at
         with self.engine.connect() as conn:
             rows = conn.execute(
-                select(
-                    questions.c.participant_id, func.count(answered), func.max(answered)
-                )
-                .where(answered.is_not(None))
-                .group_by(questions.c.participant_id)
+                _progress().where(questions.c.answered_at.is_not(None))
             ).all()
         return {int(pid): (int(n), float(t)) for pid, n, t in rows}
 
@@ -313,6 +300,17 @@ class Store:
         d = dict(row._mapping)
         d["data"] = json.loads(d["data"])
         return d
+
+
+def _progress() -> Any:
+    r"""Each participant's answer count and the time of the latest answer
+    (``answers``, ``last``), by ``participant_id``."""
+    answered = questions.c.answered_at
+    return select(
+        questions.c.participant_id,
+        func.count(answered).label("answers"),
+        func.max(answered).label("last"),
+    ).group_by(questions.c.participant_id)
 
 
 def _question(row: Any) -> dict[str, Any]:
