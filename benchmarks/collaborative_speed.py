@@ -104,7 +104,7 @@ PARTS = ("latency", "batch", "fit")
 #: Thread settings of the subprocesses: the variables set once
 #: :data:`THREAD_VARIABLES` are removed from the environment.
 SETTINGS = {"user": {}, "omp1": {"OMP_NUM_THREADS": "1"}}
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PREFBO_THREADS")
+THREAD_VARIABLES = environment.THREAD_VARIABLES
 
 #: The participants' and waiting people's planted population.
 POPULATION_SEED = 0
@@ -469,8 +469,7 @@ def child(options: argparse.Namespace) -> None:
 
 def thread_environment(setting: str) -> dict[str, str]:
     r"""The subprocess environment of ``setting`` (:data:`SETTINGS`)."""
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
-    return env | SETTINGS[setting]
+    return environment.without_thread_variables() | SETTINGS[setting]
 
 
 def spawn(options: argparse.Namespace, work: list[str], setting: str) -> list[dict]:

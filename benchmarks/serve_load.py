@@ -86,8 +86,6 @@ from benchmarks.harness.runner import REPO
 
 TARGET_HUE = 200.0
 START_TIMEOUT_S = 120.0
-#: Removed from the server's environment: it starts as users start it.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PREFBO_THREADS")
 
 
 # ------------------------------------------------------------------ study
@@ -216,7 +214,7 @@ class Server:
         self.generation += 1
         out = self.folder / f"server{self.generation}.out"
         err = self.folder / f"server{self.generation}.err"
-        env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+        env = environment.without_thread_variables()  # as users start it
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO), env.get("PYTHONPATH", "")) if p

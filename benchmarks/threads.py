@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -49,7 +48,7 @@ from benchmarks.harness import environment, reports, stores
 from benchmarks.harness.runner import REPO, child_command
 
 RESULTS = Path(__file__).resolve().parent / "results"
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PREFBO_THREADS")
+THREAD_VARIABLES = environment.THREAD_VARIABLES
 SETTINGS = {
     "users": {},
     "default": {"PREFBO_THREADS": "off"},
@@ -176,8 +175,7 @@ class Load:
 
 def thread_environment(setting: str) -> dict[str, str]:
     r"""This process's environment with only ``setting``'s thread variables."""
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
-    return {**env, **SETTINGS[setting]}
+    return {**environment.without_thread_variables(), **SETTINGS[setting]}
 
 
 def measure(part: str, library: str, size: int, setting: str, repeats: int) -> dict:

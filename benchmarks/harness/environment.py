@@ -57,6 +57,12 @@ def thread_variables() -> dict[str, str]:
     return {k: os.environ[k] for k in THREAD_VARIABLES if os.environ.get(k)}
 
 
+def without_thread_variables() -> dict[str, str]:
+    r"""This process's environment with no :data:`THREAD_VARIABLES`: how a
+    user who set none starts a process."""
+    return {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+
+
 def versions(names: Sequence[str] = VERSIONED) -> dict[str, str]:
     r"""``{"python": ..., name: version}`` for Python and each of ``names``
     (installed distributions) in this process.

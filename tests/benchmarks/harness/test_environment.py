@@ -71,3 +71,13 @@ def test_no_load_average_where_the_platform_has_none(monkeypatch):
     assert environment.load_average() is None
     monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.25, 0.125))
     assert environment.load_average() == pytest.approx(0.5)
+
+
+def test_without_thread_variables_is_the_environment_less_them(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("PREFBO_THREADS", "off")
+    monkeypatch.setenv("PREFBO_TEST_MARK", "kept")
+    env = environment.without_thread_variables()
+    assert not set(environment.THREAD_VARIABLES) & set(env)
+    assert env["PREFBO_TEST_MARK"] == "kept"
+    assert set(env) | {"OMP_NUM_THREADS", "PREFBO_THREADS"} >= set(os.environ)
