@@ -138,9 +138,9 @@ def collaborative_round(
     r"""One round of the collaborative kind: tell ``engine`` the answers of
     each participant whose progress
     (:meth:`~prefbo.serve.store.Store.answer_progress`) moved since ``seen``,
-    swap in or start its fits, then
-    store the questions of this worker's waiting participants from one
-    batched step, in one transaction (:func:`~prefbo.serve.flow.queue_many`).
+    swap in or start its fits, then store the questions of this worker's
+    waiting participants from one batched step, in one transaction
+    (:func:`~prefbo.serve.flow.queue_many`).
     Returns how many were stored and the progress now."""
     progress = store.answer_progress()
     changed = sorted(
