@@ -36,13 +36,13 @@ from torch import Tensor
 from prefbo.exceptions import InputDataError
 from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer, check_answer, check_virtual
-from prefbo.loop.arguments import check_schedule, design_box, model_and_strategy
 from prefbo.loop.boundary import DEFAULT_STEP
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import FittedModels
 from prefbo.loop.questions import Questions
 from prefbo.loop.replay import replay
 from prefbo.loop.session import SessionLog, check_json_config
+from prefbo.loop.settings import LoopSettings, settings_from
 from prefbo.loop.spaces import check_space_options, encode_options
 from prefbo.space import Space
 
@@ -52,13 +52,35 @@ __all__ = ["Answer", "PreferentialOptimizer", "expected_fit_warnings"]
 SAME_QUESTION_TOL = 1e-9
 
 
+def _setting(name: str, doc: str) -> property:
+    r"""A read-only attribute of the optimiser: its ``settings.<name>``."""
+    return property(lambda self: getattr(self.settings, name), doc=doc)
+
+
 class PreferentialOptimizer(Questions, FittedModels):
     r"""Ask/tell preferential BO over a box or a
     :class:`~prefbo.space.Space` (see the module docstring)."""
 
+    # the settings (read-only; ``settings`` holds them, see __init__)
+    model_name = _setting("model", "The model kind's name.")
+    strategy = _setting("strategy", "The strategy's name.")
+    q = _setting("q", "Options per question.")
+    keep_winner = _setting("keep_winner", "Whether the last winner is kept.")
+    refit_every = _setting("refit_every", "Answers between refits.")
+    seed = _setting("seed", "The seed of every random choice (an int).")
+    initial_random = _setting("initial_random", "Random questions first.")
+    warm_start_fits = _setting("warm_start_fits", "Whether refits warm-start.")
+    unit_cube = _setting("unit_cube", "Whether the models see the unit cube.")
+    avoid_resolved = _setting("avoid_resolved", "Whether resolved repeats are refused.")
+    boundary_step = _setting("boundary_step", "The virtual comparisons' step or None.")
+    fit_options = _setting("fit_options", "The refits' L-BFGS-B options.")
+    acqf_options = _setting("acqf_options", "The acquisition maximiser's options.")
+    model_options = _setting("model_options", "The model constructor's options.")
+    metadata = _setting("metadata", "The data stored in the log header.")
+
     def __init__(
         self,
-        bounds: Tensor | list | Space | dict,
+        bounds: Tensor | list | Space | dict | None = None,
         model: str = "ep",
         strategy: str = "eubo",
         q: int = 2,
@@ -76,6 +98,7 @@ class PreferentialOptimizer(Questions, FittedModels):
         acqf_options: dict[str, Any] | None = None,
         model_options: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
+        settings: LoopSettings | None = None,
     ) -> None:
         r"""
         Args:
@@ -168,6 +191,10 @@ class PreferentialOptimizer(Questions, FittedModels):
             model_options: Keyword arguments of the model's constructor.
             metadata: JSON-serialisable data stored in the log header (e.g.
                 variable names), available as ``self.metadata``.
+            settings: Every setting above at once, as a
+                :class:`~prefbo.loop.settings.LoopSettings` (then ``bounds``
+                is ``None`` and the other settings are left at their
+                defaults); the arguments above are its convenience form.
 
         Raises:
             InputTypeError: ``q``, ``refit_every``, ``seed`` or
@@ -175,45 +202,40 @@ class PreferentialOptimizer(Questions, FittedModels):
                 ``warm_start_fits``, ``unit_cube`` or ``avoid_resolved`` not a
                 bool, ``boundary_step`` not ``None`` or a float, ``model`` or
                 ``strategy`` not a str, ``bounds`` not numbers, ``log_path``
-                not a path, or an option of the wrong type (named).
+                not a path, ``settings`` not a ``LoopSettings``, or an option
+                of the wrong type (named).
             InputDataError: An unknown model kind, strategy or option key, or
                 an invalid value (named), e.g. ``bounds`` that are not
-                finite or whose width overflows.
+                finite or whose width overflows; or ``settings`` given
+                beside another setting.
             SessionLogLockedError: Another optimiser holds ``log_path``.
             UnsupportedError: A strategy that cannot serve ``q`` or the model
                 kind.
         """
-        self.space, bounds = design_box(bounds)
-        _options.check_setting_types(
-            log_path,
-            flags={
-                "keep_winner": keep_winner,
-                "warm_start_fits": warm_start_fits,
-                "unit_cube": unit_cube,
-                "avoid_resolved": avoid_resolved,
-            },
-            dicts={"model_options": model_options, "metadata": metadata},
-        )
-        kind, self._strategy = model_and_strategy(model, strategy, q, self.space)
-        self.boundary_step = check_schedule(
-            refit_every, boundary_step, seed, initial_random, self._strategy.uses_model
-        )
-        # the settings (the log header), each option dictionary checked as kept
-        self.bounds = bounds
-        self.model_name, self.strategy, self.q = model, strategy, q
-        self.keep_winner, self.refit_every = bool(keep_winner), refit_every
-        self.seed, self.initial_random = int(seed), initial_random
-        self.acqf_options = _options.acqf_options(acqf_options)
-        self.model_options = dict(model_options or {})
-        _options.check_model_options(
-            model, kind.model_class, self.model_options, kind.loop_options
-        )
-        self._kind = kind(self.model_options, self.seed)
-        self.metadata = dict(metadata or {})
+        _options.check_setting_types(log_path, flags={}, dicts={})
+        given = {
+            "bounds": bounds,
+            "model": model,
+            "strategy": strategy,
+            "q": q,
+            "keep_winner": keep_winner,
+            "refit_every": refit_every,
+            "seed": seed,
+            "initial_random": initial_random,
+            "warm_start_fits": warm_start_fits,
+            "unit_cube": unit_cube,
+            "avoid_resolved": avoid_resolved,
+            "boundary_step": boundary_step,
+            "fit_options": fit_options,
+            "acqf_options": acqf_options,
+            "model_options": model_options,
+            "metadata": metadata,
+        }
+        self.settings = settings_from(given, settings)
+        self.space, self.bounds = self.settings.space, self.settings.box
+        self._strategy = self.settings.strategy_object
+        self._kind = self.settings.model_kind(self.model_options, self.seed)
         self._start_state()
-        self.warm_start_fits = bool(warm_start_fits)
-        self.unit_cube, self.avoid_resolved = bool(unit_cube), bool(avoid_resolved)
-        self.fit_options = _options.fit_options(fit_options)
         self._create_log(log_path)
 
     def _start_state(self) -> None:
@@ -247,27 +269,9 @@ class PreferentialOptimizer(Questions, FittedModels):
     # ------------------------------------------------------------ properties
     @property
     def config(self) -> dict[str, Any]:
-        r"""The constructor's settings, JSON-serialisable (the log header)."""
-        return {
-            "bounds": (
-                self.bounds.tolist() if self.space is None else self.space.to_dict()
-            ),
-            "model": self.model_name,
-            "strategy": self.strategy,
-            "q": self.q,
-            "keep_winner": self.keep_winner,
-            "refit_every": self.refit_every,
-            "seed": self.seed,
-            "initial_random": self.initial_random,
-            "warm_start_fits": self.warm_start_fits,
-            "unit_cube": self.unit_cube,
-            "avoid_resolved": self.avoid_resolved,
-            "boundary_step": self.boundary_step,
-            "fit_options": self.fit_options,
-            "acqf_options": self.acqf_options,
-            "model_options": self.model_options,
-            "metadata": self.metadata,
-        }
+        r"""The settings as the log header stores them
+        (:meth:`LoopSettings.to_dict <prefbo.loop.settings.LoopSettings.to_dict>`)."""
+        return self.settings.to_dict()
 
     @property
     def history(self) -> list[Answer]:
@@ -440,8 +444,9 @@ class PreferentialOptimizer(Questions, FittedModels):
         from the file; every earlier answer is kept, and so is every complete,
         checksummed record. Every record is checked as :meth:`tell` checks
         its arguments. Logs written before a setting existed resume with the
-        behaviour they were written with
-        (:func:`~prefbo.loop.options.upgrade_config`).
+        behaviour they were written with (their header is read by
+        :meth:`LoopSettings.from_dict
+        <prefbo.loop.settings.LoopSettings.from_dict>`).
 
         Args:
             log_path: A log written by an optimizer created with ``log_path``.

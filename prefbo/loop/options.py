@@ -1,4 +1,4 @@
-r"""The loop's option defaults and checks, and the settings of older logs.
+r"""The loop's option defaults and checks.
 
 :class:`~prefbo.loop.PreferentialOptimizer` takes three dictionaries of
 options: ``acqf_options`` (the acquisition maximiser's, defaults
@@ -40,7 +40,7 @@ DEFAULT_ACQF_OPTIONS = {
 # evaluations; a cap of 30 stops there. ftol: relative change of the evidence
 # at which a refit stops
 DEFAULT_FIT_OPTIONS = {"maxfun": 30, "ftol": 1e-6}
-SCIPY_FTOL = 2.220446049250313e-09  # scipy's L-BFGS-B default (older logs)
+SCIPY_FTOL = 2.220446049250313e-09  # scipy's L-BFGS-B default (older log headers)
 # scipy's L-BFGS-B options (what fit_options are passed as)
 LBFGSB_OPTIONS = (
     "maxcor",
@@ -244,47 +244,3 @@ def acqf_scipy_options(o: dict[str, Any], seed: int) -> dict[str, Any]:
     ):
         tol["factr"] = None
     return {**options, **tol}
-
-
-def upgrade_config(config: dict[str, Any]) -> dict[str, Any]:
-    r"""A log header's ``config`` with the settings older logs lack.
-
-    Logs written before ``warm_start_fits``, ``fit_options``, the EUBO
-    ``optimizer``, the acquisition ``ftol``, ``unit_cube`` and
-    ``avoid_resolved`` and ``boundary_step`` existed resume with the
-    behaviour they were written with: no warm-started fits, scipy's L-BFGS-B
-    defaults for the refits, BoTorch's ``optimize_acqf`` and its default
-    tolerance, models on the box's own units, only identical options
-    refused, no virtual comparisons at the faces.
-    """
-    config = dict(config)
-    config.setdefault("warm_start_fits", False)
-    config.setdefault("unit_cube", False)
-    config.setdefault("avoid_resolved", False)
-    config.setdefault("boundary_step", None)
-    config.setdefault("fit_options", {"maxfun": 15000})  # scipy's default
-    if isinstance(config.get("fit_options"), dict):
-        config["fit_options"] = {"ftol": SCIPY_FTOL, **config["fit_options"]}
-    if isinstance(config.get("acqf_options"), dict):
-        config["acqf_options"] = {
-            "optimizer": "scipy",
-            "ftol": None,  # BoTorch's default
-            **config["acqf_options"],
-        }
-    return config
-
-
-def check_config(
-    config: dict[str, Any], signature: inspect.Signature, exclude: Any = ()
-) -> None:
-    r"""Raise unless ``config`` names only parameters of ``signature`` (less
-    ``exclude``) and every one without a default.
-
-    Raises:
-        InputDataError: Naming the unknown settings, or the first missing one.
-    """
-    params = {k: p for k, p in signature.parameters.items() if k not in exclude}
-    check_keys("config", config, params)
-    for name, p in params.items():
-        if p.default is p.empty and name not in config:
-            raise InputDataError(f"config has no setting {name!r}.")

@@ -2,17 +2,18 @@ r"""Rebuilding an optimiser from its session log, every record checked.
 
 :meth:`~prefbo.loop.PreferentialOptimizer.resume` reads the log
 (:func:`~prefbo.loop.session.read_session_log`), builds the optimiser from the
-header's ``config`` and replays the ``tell`` and ``undo`` records. A record
-with a valid checksum is not trusted for that: its contents are checked as the
-constructor and :meth:`~prefbo.loop.PreferentialOptimizer.tell` check their
-arguments, and anything they would refuse raises
-:class:`~prefbo.exceptions.SessionLogError` naming the line (nothing in the
-file is changed).
+header's ``config`` (read as
+:meth:`LoopSettings.from_dict <prefbo.loop.settings.LoopSettings.from_dict>`
+reads any layout prefbo has written) and replays the ``tell`` and ``undo``
+records. A record with a valid checksum is not trusted for that: its
+contents are checked as the constructor and
+:meth:`~prefbo.loop.PreferentialOptimizer.tell` check their arguments, and
+anything they would refuse raises :class:`~prefbo.exceptions.SessionLogError`
+naming the line (nothing in the file is changed).
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 import warnings
 from collections.abc import Callable
@@ -27,9 +28,9 @@ from prefbo.exceptions import (
     SessionLogError,
     SessionLogWarning,
 )
-from prefbo.loop import options as _options
 from prefbo.loop.answers import check_virtual
 from prefbo.loop.session import read_session_log
+from prefbo.loop.settings import LoopSettings
 from prefbo.space import Space
 
 
@@ -138,6 +139,28 @@ def virtual_record(path: str | os.PathLike, record: dict[str, Any], opt: Any) ->
     raise SessionLogError(line_error(path, record["seq"], "tell", why))
 
 
+def check_expected(
+    path: str | os.PathLike, config: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    r"""Raise unless the settings ``config`` (a header's, migrated) hold
+    ``expected`` (see :meth:`~prefbo.loop.PreferentialOptimizer.resume`).
+
+    Raises:
+        InputDataError: Naming the first setting that differs or is not one.
+    """
+    for key, value in expected.items():
+        stored = config.get(key, "<missing>")
+        if isinstance(value, Tensor):
+            value = value.tolist()
+        if isinstance(value, Space):  # stored as its JSON form
+            value = value.to_dict()
+        if key not in config or stored != value:
+            raise InputDataError(
+                f"resume({key}=...) expected {value!r} but the log "
+                f"{str(path)!r} was written with {key}={stored!r}."
+            )
+
+
 def replay(
     cls: type, log_path: str | os.PathLike, read_only: bool, expected: dict[str, Any]
 ) -> tuple[Any, int]:
@@ -162,25 +185,15 @@ def replay(
     """
     header, records = read_session_log(log_path, repair=not read_only, prefix=read_only)
     check_record_keys(log_path, header)
-    config = _options.upgrade_config(header_config(log_path, header))
-    for key, value in expected.items():
-        stored = config.get(key, "<missing>")
-        if isinstance(value, Tensor):
-            value = value.tolist()
-        if isinstance(value, Space):  # stored as its JSON form
-            value = value.to_dict()
-        if key not in config or stored != value:
-            raise InputDataError(
-                f"resume({key}=...) expected {value!r} but the log "
-                f"{str(log_path)!r} was written with {key}={stored!r}."
-            )
-    signature = inspect.signature(cls.__init__)
     try:
-        _options.check_config(config, signature, exclude=("self", "log_path"))
-        opt = cls(**config)
+        settings = LoopSettings.from_dict(header_config(log_path, header))
+    except SessionLogError:
+        raise
     except PrefboError as e:
         why = f"holds settings the optimiser refuses: {e}"
         raise SessionLogError(line_error(log_path, 0, "header", why)) from None
+    check_expected(log_path, settings.to_dict(), expected)
+    opt = cls(settings=settings)
     for count, rec in enumerate(records):
         try:
             _apply(opt, log_path, rec)

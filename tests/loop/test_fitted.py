@@ -57,6 +57,7 @@ def test_logs_from_before_the_unit_cube_resume_on_the_box_as_written(tmp_path):
         opt.ask()
         opt.tell(0)
     header, _ = read_session_log(path)
+    del header["config"]["version"]  # an older layout has none
     del header["config"]["unit_cube"]
     del header["config"]["avoid_resolved"]
     lines = path.read_text().splitlines(keepends=True)

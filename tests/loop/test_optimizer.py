@@ -321,6 +321,7 @@ def test_logs_from_before_warm_starts_maximize_eubo_and_tolerances_resume_as_wri
     opt.ask()
     opt.tell(0)
     header, _ = read_session_log(path)
+    del header["config"]["version"]  # an older layout has none
     del header["config"]["warm_start_fits"]
     del header["config"]["fit_options"]
     del header["config"]["acqf_options"]["optimizer"]

@@ -5,12 +5,10 @@ from prefbo.exceptions import InputDataError
 from prefbo.loop.options import (
     DEFAULT_ACQF_OPTIONS,
     DEFAULT_FIT_OPTIONS,
-    SCIPY_FTOL,
     acqf_options,
     acqf_scipy_options,
     check_model_options,
     fit_options,
-    upgrade_config,
 )
 from prefbo.models import PairwiseEPGP
 from prefbo.models.variational import VariationalPreferenceGP
@@ -54,15 +52,3 @@ def test_model_options_are_checked_against_the_constructor():
     check_model_options(
         "variational", VariationalPreferenceGP, {"fit": {}}, extra=("fit",)
     )
-
-
-def test_configs_of_older_logs_get_the_behaviour_they_were_written_with():
-    old = {"seed": 0, "acqf_options": {"maxiter": 5}}
-    config = upgrade_config(old)
-    assert old == {"seed": 0, "acqf_options": {"maxiter": 5}}  # not edited
-    assert config["warm_start_fits"] is False
-    assert config["unit_cube"] is False and config["avoid_resolved"] is False
-    assert config["fit_options"] == {"maxfun": 15000, "ftol": SCIPY_FTOL}
-    assert config["acqf_options"] == {"optimizer": "scipy", "ftol": None, "maxiter": 5}
-    new = {"warm_start_fits": True, "fit_options": {"maxfun": 30, "ftol": 1e-6}}
-    assert upgrade_config(new)["fit_options"] == new["fit_options"]

@@ -101,18 +101,17 @@ class _Stubborn(AcquisitionStrategy):
 
 def test_the_loop_does_not_ask_a_resolved_pair_again(monkeypatch):
     bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], **D)
+    monkeypatch.setitem(strategies.STRATEGIES.entries, "stubborn", _Stubborn())
     opt = PreferentialOptimizer(
         bounds,
-        strategy="random",
+        strategy="stubborn",
         initial_random=1,
         acqf_options={"num_restarts": 2, "raw_samples": 16, "maxiter": 20},
     )
-    first = opt.ask()
+    first = opt.ask()  # a random one
     for _ in range(12):  # the same answer to the same pair: resolved
         opt.tell(0, options=first)
     monkeypatch.setattr(_Stubborn, "target", first)
-    monkeypatch.setitem(strategies.STRATEGIES.entries, "stubborn", _Stubborn())
-    opt.strategy, opt._strategy = "stubborn", strategies.get_strategy("stubborn")
     assert not_worth_asking(opt.model, first, [first])
     X = opt.ask()
     assert not repeats(X, [first])
@@ -207,19 +206,18 @@ def test_the_rule_holds_with_a_kept_winner_and_for_three_options():
 @pytest.mark.parametrize("q", [2, 3])
 def test_the_loop_asks_an_unasked_question_before_an_informative_repeat(monkeypatch, q):
     bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], **D)
+    monkeypatch.setattr(_Stubborn, "pair_only", q == 2)
+    monkeypatch.setitem(strategies.STRATEGIES.entries, "stubborn", _Stubborn())
     opt = PreferentialOptimizer(
         bounds,
-        strategy="random",
+        strategy="stubborn",
         q=q,
         initial_random=1,
         acqf_options={"num_restarts": 2, "raw_samples": 16, "maxiter": 20},
     )
-    first = opt.ask()
+    first = opt.ask()  # a random one
     opt.tell(0)
     monkeypatch.setattr(_Stubborn, "target", first)
-    monkeypatch.setattr(_Stubborn, "pair_only", q == 2)
-    monkeypatch.setitem(strategies.STRATEGIES.entries, "stubborn", _Stubborn())
-    opt.strategy, opt._strategy = "stubborn", strategies.get_strategy("stubborn")
     rule = RepeatRule(opt.model, [first])
     assert answer_information(opt.model, first) >= MIN_INFORMATION  # not resolved
     X = opt.ask()  # every restart converges on the first question
