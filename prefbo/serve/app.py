@@ -58,6 +58,7 @@ from prefbo.serve.config import StudyConfig
 from prefbo.serve.export import export_csv, export_json
 from prefbo.serve.plots import answers_over_time, utility_slice
 from prefbo.serve.render import Renderer, RenderError
+from prefbo.serve.rows import ParticipantRow
 from prefbo.serve.security import (
     MAX_BODY,
     SecurityHeaders,
@@ -169,7 +170,7 @@ class StudyApp:
         self._render_waits = anyio.CapacityLimiter(RENDER_WAITS)
 
     # ------------------------------------------------------------ helpers
-    def _participant(self, token: str) -> dict[str, Any]:
+    def _participant(self, token: str) -> ParticipantRow:
         row = self.store.participant_by_token(token)
         if row is None:
             raise HTTPException(404, "unknown participant link.")
@@ -281,7 +282,7 @@ class StudyApp:
         token = request.path_params["token"]
 
         def work() -> tuple[int, dict[str, Any]]:
-            pid = self._participant(token)["id"]
+            pid = self._participant(token).id
             return pid, flow.current(self.store, self.config, pid)
 
         return JSONResponse(await self._with_media(*await run_in_threadpool(work)))
@@ -295,7 +296,7 @@ class StudyApp:
             )
 
         def work() -> tuple[int, dict[str, Any]]:
-            pid = self._participant(token)["id"]
+            pid = self._participant(token).id
             nxt = flow.answer(
                 self.store,
                 self.config,
@@ -312,7 +313,7 @@ class StudyApp:
         data = await self._body(request)
 
         def work() -> tuple[int, dict[str, Any]]:
-            pid = self._participant(token)["id"]
+            pid = self._participant(token).id
             return pid, flow.undo(self.store, self.config, pid, data.get("question_id"))
 
         return JSONResponse(await self._with_media(*await run_in_threadpool(work)))
@@ -321,12 +322,12 @@ class StudyApp:
         token = request.path_params["token"]
 
         def work() -> dict[str, Any]:
-            pid = self._participant(token)["id"]
+            pid = self._participant(token).id
             snap = self.store.latest_snapshot()
-            fav = None if snap is None else snap["data"]["participants"].get(str(pid))
+            fav = None if snap is None else snap.data["participants"].get(str(pid))
             return {
                 "favourite": fav,
-                "as_of_answers": None if snap is None else snap["answers"],
+                "as_of_answers": None if snap is None else snap.answers,
             }
 
         return JSONResponse(await run_in_threadpool(work))
@@ -336,13 +337,13 @@ class StudyApp:
         qid, index = request.path_params["qid"], request.path_params["index"]
 
         def work() -> tuple[bytes, str]:
-            pid = self._participant(token)["id"]
-            rows = [q for q in self.store.questions_of(pid) if q["id"] == qid]
-            if not rows or rows[0]["shown_at"] is None:
+            pid = self._participant(token).id
+            shown = [q for q in self.store.questions_of(pid) if q.id == qid]
+            if not shown or shown[0].shown_at is None:
                 raise HTTPException(404, "no such question for this participant.")
-            if not 0 <= index < len(rows[0]["options"]):
+            if not 0 <= index < len(shown[0].options):
                 raise HTTPException(404, "no such option.")
-            values = flow.option_values(self.config, rows[0]["options"])
+            values = flow.option_values(self.config, shown[0].options)
             try:
                 return self.renderer.render(values[index])
             except RenderError as e:
@@ -356,9 +357,9 @@ class StudyApp:
     def _status(self) -> dict[str, Any]:
         snap = self.store.latest_snapshot()
         return {
-            "participants": self.store.participants(),
+            "participants": [p.as_dict() for p in self.store.participants()],
             "answers": self.store.count_answers(),
-            "snapshot": snap,
+            "snapshot": None if snap is None else snap.as_dict(),
         }
 
     async def researcher_page(self, request: Request) -> Response:
@@ -366,7 +367,7 @@ class StudyApp:
         self._researcher(token)
         status = await run_in_threadpool(self._status)
         answered = await run_in_threadpool(self.store.answered)
-        times = [q["answered_at"] for q in answered]
+        times = [q.answered_at for q in answered]
         snap = status["snapshot"]
         slices = [] if snap is None else snap["data"].get("slices", [])
         return self._page(

@@ -157,7 +157,7 @@ def replay(target: str) -> dict:
     store = existing_store(target)
     config = config_from_store(store, check_files=False)
     engine = QuestionEngine(config, store.answered())
-    pids = [p["id"] for p in store.participants()]
+    pids = [p.id for p in store.participants()]
     return {"answers": len(engine.answered), **engine.favourites(pids)}
 
 

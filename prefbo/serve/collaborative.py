@@ -35,7 +35,7 @@ from __future__ import annotations
 import copy
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -58,6 +58,7 @@ from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.people import PersonPosterior
 from prefbo.serve.config import StudyConfig
 from prefbo.serve.engine import favourite, utility_slices
+from prefbo.serve.rows import QuestionRow
 from prefbo.utils.threads import limited
 
 log = logging.getLogger("prefbo.serve")
@@ -71,23 +72,27 @@ BUILD_STEPS = 100
 SHARED = "shared."
 SAVED_PREFIXES = (SHARED, "likelihood.")
 
-#: One told answer: the question's id with the time it was answered (an undo
-#: and a new answer to the same question is another answer), the winner's
-#: and the loser's design.
-Told = tuple[tuple[str, float], Tensor, Tensor]
+
+class Told(NamedTuple):
+    r"""One told answer: the question's id with the time it was answered
+    (``key``: an undo and a new answer to the same question is another
+    answer), the winner's and the loser's design (each ``d``)."""
+
+    key: tuple[str, float]
+    winner: Tensor
+    loser: Tensor
 
 
-def told_answers(rows: list[dict[str, Any]]) -> list[Told]:
-    r"""A participant's answered questions (database rows by ``seq``) as the
-    model's answers: "no preference" ones are kept out (a pairwise model
-    has no tie)."""
+def told_answers(rows: list[QuestionRow]) -> list[Told]:
+    r"""A participant's answered questions (by ``seq``) as the model's
+    answers: "no preference" ones are kept out (a pairwise model has no
+    tie)."""
     out = []
     for r in rows:
-        if r["no_preference"] or r["choice"] is None:
+        if r.no_preference or r.choice is None:
             continue
-        X = torch.tensor(r["options"], dtype=torch.float64)
-        key = (r["id"], r["answered_at"])
-        out.append((key, X[r["choice"]], X[1 - r["choice"]]))
+        X = torch.tensor(r.options, dtype=torch.float64)  # 2 x d
+        out.append(Told((r.id, r.answered_at), X[r.choice], X[1 - r.choice]))
     return out
 
 
@@ -132,14 +137,14 @@ class CollaborativeEngine:
         return self._job is not None and not self._job.done()
 
     # ------------------------------------------------------------ answers
-    def update(self, pid: int, rows: list[dict[str, Any]]) -> None:
+    def update(self, pid: int, rows: list[QuestionRow]) -> None:
         r"""Participant ``pid``'s answered questions, all of them, by
         ``seq``: the new ones are observed online; if those told before are
         no longer a prefix (an undo), the person is observed afresh."""
         new = told_answers(rows)
         old = self.told.get(pid, [])
         kept = len(old) <= len(new) and all(
-            a[0] == b[0] for a, b in zip(old, new, strict=False)
+            a.key == b.key for a, b in zip(old, new, strict=False)
         )
         self.told[pid] = new
         if self._job is not None and not kept:
@@ -158,8 +163,8 @@ class CollaborativeEngine:
         if forget:
             self.model.forget(person)
         if answers:
-            winners = torch.stack([a[1] for a in answers]).to(self.model.designs)
-            losers = torch.stack([a[2] for a in answers]).to(self.model.designs)
+            winners = torch.stack([a.winner for a in answers]).to(self.model.designs)
+            losers = torch.stack([a.loser for a in answers]).to(self.model.designs)
             with expected_fit_warnings():
                 self.model.observe(person, winners, losers)
 
@@ -209,9 +214,9 @@ class CollaborativeEngine:
         persons = {pid: i for i, pid in enumerate(pids)}
         designs, rows = [], []
         for pid in pids:
-            for _, w, lo in data[pid]:
+            for told in data[pid]:
                 n = len(designs)
-                designs += [w, lo]
+                designs += [told.winner, told.loser]
                 rows.append((persons[pid], n, n + 1))
         s = fit_seed(self.config.seed, m)
         saved, self._saved = self._saved, None  # used once
@@ -354,7 +359,7 @@ class CollaborativeEngine:
     def _designs(self, pid: int) -> Tensor:
         r"""The distinct designs participant ``pid`` was shown and answered."""
         told = self.told[pid]
-        return torch.stack([x for t in told for x in t[1:]]).unique(dim=0)
+        return torch.stack([x for t in told for x in (t.winner, t.loser)]).unique(dim=0)
 
     def _best(self, person: int | None, X: Tensor) -> dict[str, Any]:
         mean, sd = self.utility([person], X)

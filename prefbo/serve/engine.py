@@ -31,12 +31,13 @@ from torch import Tensor
 from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import PopulationStudy, PreferentialOptimizer
 from prefbo.serve.config import StudyConfig
+from prefbo.serve.rows import QuestionRow
 from prefbo.space import Integer, ItemPool
 from prefbo.utils.seeds import participant_seed
 
 
-def _told(question: dict[str, Any]) -> bool:
-    return question["answered_at"] is not None and not question["no_preference"]
+def _told(question: QuestionRow) -> bool:
+    return question.answered and not question.no_preference
 
 
 class QuestionEngine:
@@ -69,7 +70,7 @@ class QuestionEngine:
     def __init__(
         self,
         config: StudyConfig,
-        answered: list[dict[str, Any]],
+        answered: list[QuestionRow],
         hyperparameters: dict[str, Tensor] | None = None,
         optimizers: dict[int, PreferentialOptimizer] | None = None,
     ) -> None:
@@ -89,7 +90,7 @@ class QuestionEngine:
             initial_random=c.initial_random,
         )
         for a in self.answered:
-            study.tell(str(a["participant_id"]), a["choice"], _tensor(a["options"]))
+            study.tell(str(a.participant_id), a.choice, _tensor(a.options))
         for pid, (options, choice) in (pending or {}).items():
             study.tell(str(pid), choice, options)
         if self.hyperparameters is not None:
@@ -102,7 +103,7 @@ class QuestionEngine:
         r"""Participant ``pid``'s optimiser, told their stored answers with
         the virtual comparisons their questions carried (kept in
         :attr:`optimizers`)."""
-        stored = [a for a in self.answered if a["participant_id"] == pid]
+        stored = [a for a in self.answered if a.participant_id == pid]
         opt = self.optimizers.get(pid)
         if opt is None or not _told_first(opt, stored):
             c = self.config
@@ -117,8 +118,8 @@ class QuestionEngine:
             )
             self.optimizers[pid] = opt
         for a in stored[len(opt.history) :]:
-            carried = a.get("virtual_comparisons")
-            opt.tell(a["choice"], _tensor(a["options"]), virtual=carried)
+            carried = a.virtual_comparisons
+            opt.tell(a.choice, _tensor(a.options), virtual=carried)
         opt.release_fits()  # kept: one fit per participant, not the chain
         return opt
 
@@ -271,16 +272,16 @@ def _label(value: Any) -> Any:
     return round(value, 4) if isinstance(value, float) else value
 
 
-def _told_first(opt: PreferentialOptimizer, stored: list[dict[str, Any]]) -> bool:
+def _told_first(opt: PreferentialOptimizer, stored: list[QuestionRow]) -> bool:
     r"""Whether ``opt``'s answers are the first of ``stored`` (options, answer
     and virtual comparisons alike)."""
     if len(opt.history) > len(stored):
         return False
     for told, a in zip(opt.history, stored):
-        carried = a.get("virtual_comparisons")
+        carried = a.virtual_comparisons
         if (
-            told.answer != a["choice"]
-            or not torch.equal(told.options, _tensor(a["options"]))
+            told.answer != a.choice
+            or not torch.equal(told.options, _tensor(a.options))
             or (told.virtual is None) != (carried is None)
             or (carried is not None and not torch.equal(told.virtual, _tensor(carried)))
         ):

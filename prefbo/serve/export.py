@@ -30,7 +30,7 @@ from prefbo.serve.store import Store
 
 def export_csv(store: Store, config: StudyConfig) -> str:
     r"""Every answered question as CSV text (see the module docstring)."""
-    labels = {p["id"]: p["label"] for p in store.participants()}
+    labels = {p.id: p.label for p in store.participants()}
     names = config.space.names
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -49,17 +49,17 @@ def export_csv(store: Store, config: StudyConfig) -> str:
     writer.writerow(head)
     for q in store.answered():
         row = [
-            q["participant_id"],
-            labels.get(q["participant_id"], ""),
-            q["seq"],
-            q["id"],
-            q["origin"],
-            q["shown_at"],
-            q["answered_at"],
-            "" if q["choice"] is None else q["choice"],
-            int(bool(q["no_preference"])),
+            q.participant_id,
+            labels.get(q.participant_id, ""),
+            q.seq,
+            q.id,
+            q.origin,
+            q.shown_at,
+            q.answered_at,
+            "" if q.choice is None else q.choice,
+            int(q.no_preference),
         ]
-        for values in option_values(config, q["options"]):
+        for values in option_values(config, q.options):
             row += [values[n] for n in names]
         writer.writerow([_cell(v) for v in row])
     return buffer.getvalue()
@@ -81,17 +81,17 @@ def export_json(store: Store, config: StudyConfig) -> dict[str, Any]:
     participants = store.participants()
     questions = []
     for p in participants:
-        for q in store.questions_of(p["id"]):
-            if q["shown_at"] is None and q["answered_at"] is None:
+        for q in store.questions_of(p.id):
+            if q.shown_at is None and q.answered_at is None:
                 continue  # made by a worker, never shown
-            q["values"] = option_values(config, q["options"])
-            q["no_preference"] = bool(q["no_preference"])
-            questions.append(q)
+            questions.append(
+                {**q.as_dict(), "values": option_values(config, q.options)}
+            )
     return {
         "format": "prefbo-serve-export",
         "schema_version": SCHEMA_VERSION,
         "study": store.study_source(),
-        "participants": participants,
+        "participants": [p.as_dict() for p in participants],
         "questions": questions,
-        "events": store.events(),
+        "events": [e.as_dict() for e in store.events()],
     }

@@ -1,4 +1,5 @@
-r"""A participant's path through a served study, one transaction a step.
+r"""A participant's path through a served study, one transaction a step
+(its queries are :class:`~prefbo.serve.steps.ParticipantSteps`').
 
 Invariants per participant, kept by every function here: questions
 ``0 .. a-1`` are answered (``a`` answers), question ``a`` is the one shown
@@ -18,18 +19,16 @@ the same question (two tabs, a double click) withdraws nothing more.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
 
 import torch
-from sqlalchemy import and_, delete, func, insert, select, tuple_, update
-from sqlalchemy.exc import IntegrityError
 
 from prefbo.serve.config import StudyConfig
-from prefbo.serve.schema import events, participants, questions
-from prefbo.serve.store import Store, log_event
+from prefbo.serve.rows import QuestionRow
+from prefbo.serve.steps import ParticipantSteps, Raced
+from prefbo.serve.store import Store
 from prefbo.utils.seeds import uniform_question_seed
 
 
@@ -45,33 +44,23 @@ class Invalid(Exception):
     r"""A malformed answer (HTTP 422)."""
 
 
-def _rows(conn, pid: int) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        select(questions)
-        .where(questions.c.participant_id == pid)
-        .order_by(questions.c.seq)
-    ).all()
-    return [dict(r._mapping) for r in rows]
+def _answered(rows: list[QuestionRow]) -> int:
+    return sum(r.answered for r in rows)
 
 
-def _answered(rows: list[dict[str, Any]]) -> int:
-    return sum(r["answered_at"] is not None for r in rows)
-
-
-def _previous(rows: list[dict[str, Any]], answers: int) -> str | None:
+def _previous(rows: list[QuestionRow], answers: int) -> str | None:
     r"""The id of the latest answered question (what an undo names)."""
-    return rows[answers - 1]["id"] if answers else None
+    return rows[answers - 1].id if answers else None
 
 
 def _public(
-    row: dict[str, Any], config: StudyConfig, answers: int, previous: str | None
+    row: QuestionRow, config: StudyConfig, answers: int, previous: str | None
 ) -> dict[str, Any]:
-    options = json.loads(row["options"])
     return {
         "done": False,
-        "question_id": row["id"],
-        "seq": row["seq"],
-        "options": option_values(config, options),
+        "question_id": row.id,
+        "seq": row.seq,
+        "options": option_values(config, row.options),
         "q": config.q,
         "answered": answers,
         "total": config.answers_per_participant,
@@ -106,29 +95,30 @@ def _random_options(config: StudyConfig, pid: int, seq: int, salt: int = 0) -> l
 
 
 def _show(
-    conn, config: StudyConfig, pid: int, rows: list, a: int, salt: int = 0
+    steps: ParticipantSteps,
+    config: StudyConfig,
+    rows: list[QuestionRow],
+    a: int,
+    salt: int = 0,
 ) -> dict[str, Any]:
     r"""Show question ``a``: the waiting one, or a new random one (drawn
     with ``salt``, which a replaced question's successor changes)."""
     now = time.time()
-    row = next((r for r in rows if r["seq"] == a), None)
+    row = next((r for r in rows if r.seq == a), None)
     if row is None:
-        row = {
-            "id": uuid.uuid4().hex,
-            "participant_id": pid,
-            "seq": a,
-            "options": json.dumps(_random_options(config, pid, a, salt)),
-            "origin": "random",
-            "based_on": a,
-            "created_at": now,
-            "shown_at": now,
-            "no_preference": False,
-        }
-        conn.execute(insert(questions).values(**row))
-    elif row["shown_at"] is None:
-        conn.execute(
-            update(questions).where(questions.c.id == row["id"]).values(shown_at=now)
+        row = QuestionRow(
+            id=uuid.uuid4().hex,
+            participant_id=steps.pid,
+            seq=a,
+            options=_random_options(config, steps.pid, a, salt),
+            origin="random",
+            based_on=a,
+            created_at=now,
+            shown_at=now,
         )
+        steps.add_question(row)
+    elif row.shown_at is None:
+        steps.show(row.id, now)
     return _public(row, config, a, _previous(rows, a))
 
 
@@ -143,21 +133,13 @@ def _await_first_question(store: Store, config: StudyConfig, pid: int) -> None:
     r"""Wait up to :data:`FIRST_QUESTION_WAIT` for a worker's question 0 of
     a participant who has none: their first question then comes from the
     population's posterior, not uniformly."""
-    if config.model_kind == "individual" or _has_question(store, pid):
+    if config.model_kind == "individual" or store.has_question(pid):
         return
-    with store.engine.connect() as conn:
-        made = select(questions.c.id).where(questions.c.origin == "model")
-        if conn.execute(made.limit(1)).first() is None:
-            return  # no model yet: nothing to wait for
+    if not store.any_model_question():
+        return  # no model yet: nothing to wait for
     deadline = time.monotonic() + FIRST_QUESTION_WAIT
-    while time.monotonic() < deadline and not _has_question(store, pid):
+    while time.monotonic() < deadline and not store.has_question(pid):
         time.sleep(_FIRST_QUESTION_POLL)
-
-
-def _has_question(store: Store, pid: int) -> bool:
-    with store.engine.connect() as conn:
-        mine = select(questions.c.id).where(questions.c.participant_id == pid)
-        return conn.execute(mine.limit(1)).first() is not None
 
 
 def current(store: Store, config: StudyConfig, pid: int) -> dict[str, Any]:
@@ -167,13 +149,9 @@ def current(store: Store, config: StudyConfig, pid: int) -> dict[str, Any]:
     _await_first_question(store, config, pid)
     for _ in range(3):  # a worker may insert question a at the same moment
         try:
-            with store.transaction() as conn:
-                rows = _rows(conn, pid)
-                a = _answered(rows)
-                if a >= config.answers_per_participant:
-                    return _done(config, a, _previous(rows, a))
-                return _show(conn, config, pid, rows, a)
-        except IntegrityError:
+            with store.participant(pid) as steps:
+                return _unchanged(steps, config)
+        except Raced:
             continue
     raise Conflict("the question could not be made; try again.")
 
@@ -205,43 +183,33 @@ def answer(
         raise Invalid(f"choice must be in [0, {config.q}); got {choice}.")
     for _ in range(3):
         try:
-            with store.transaction() as conn:
-                return _answer(conn, config, pid, question_id, choice)
-        except IntegrityError:
+            with store.participant(pid) as steps:
+                return _answer(steps, config, question_id, choice)
+        except Raced:
             continue
     raise Conflict("the answer could not be stored; try again.")
 
 
-def _answer(conn, config, pid, question_id, choice):
-    rows = _rows(conn, pid)
-    row = next((r for r in rows if r["id"] == question_id), None)
+def _answer(
+    steps: ParticipantSteps, config: StudyConfig, question_id: str, choice: int | None
+) -> dict[str, Any]:
+    rows = steps.questions()
+    row = next((r for r in rows if r.id == question_id), None)
     if row is None:
         raise NotFound("no such question for this participant.")
-    if row["answered_at"] is not None:
+    if row.answered:
         raise Conflict("this question was answered already.")
     a = _answered(rows)
-    if row["seq"] != a or row["shown_at"] is None:
+    if row.seq != a or row.shown_at is None:
         raise Conflict("this is not the current question; reload it.")
     now = time.time()
-    done = conn.execute(
-        update(questions)
-        .where(and_(questions.c.id == question_id, questions.c.answered_at.is_(None)))
-        .values(
-            answered_at=now,
-            choice=None if choice is None else choice,
-            no_preference=choice is None,
-        )
-    )
-    if done.rowcount != 1:
+    if not steps.record_answer(question_id, choice, now):
         raise Conflict("this question was answered already.")
-    log_event(conn, pid, question_id, "answer", {"choice": choice, "seq": a}, now)
-    row["answered_at"] = now
+    steps.log(question_id, "answer", {"choice": choice, "seq": a}, now)
     if a + 1 >= config.answers_per_participant:
-        conn.execute(
-            update(participants).where(participants.c.id == pid).values(finished_at=now)
-        )
+        steps.set_finished(now)
         return _done(config, a + 1, question_id)
-    return _show(conn, config, pid, rows, a + 1)
+    return _show(steps, config, rows, a + 1)
 
 
 def undo(
@@ -262,59 +230,38 @@ def undo(
             "question_id must be the id of the answered question to withdraw "
             f"(a question's previous_id); got {question_id!r}."
         )
-    with store.transaction() as conn:
-        rows = _rows(conn, pid)
+    with store.participant(pid) as steps:
+        rows = steps.questions()
         a = _answered(rows)
-        last = next((r for r in rows if r["id"] == question_id), None)
+        last = next((r for r in rows if r.id == question_id), None)
         if last is None:
             raise NotFound("no such question for this participant.")
-        if last["answered_at"] is None:  # undone already: nothing to do
-            return _unchanged(conn, config, pid)
-        if last["seq"] != a - 1:
+        if not last.answered:  # undone already: nothing to do
+            return _unchanged(steps, config)
+        if last.seq != a - 1:
             raise Conflict("only the latest answer can be undone; reload the page.")
-        withdrawn = conn.execute(
-            update(questions)
-            .where(
-                and_(questions.c.id == last["id"], questions.c.answered_at.isnot(None))
-            )
-            .values(answered_at=None, choice=None, no_preference=False)
-        )
-        if withdrawn.rowcount != 1:  # a concurrent undo of it was first
-            return _unchanged(conn, config, pid)
+        if not steps.withdraw(last.id):  # a concurrent undo of it was first
+            return _unchanged(steps, config)
         # the question shown after it waits again; a worker's later one goes
-        conn.execute(
-            update(questions)
-            .where(and_(questions.c.participant_id == pid, questions.c.seq == a))
-            .values(shown_at=None)
-        )
-        conn.execute(
-            delete(questions).where(
-                and_(questions.c.participant_id == pid, questions.c.seq > a)
-            )
-        )
-        conn.execute(
-            update(participants)
-            .where(participants.c.id == pid)
-            .values(finished_at=None)
-        )
-        log_event(
-            conn,
-            pid,
-            last["id"],
+        steps.hide(a)
+        steps.drop_from(a + 1)
+        steps.set_finished(None)
+        steps.log(
+            last.id,
             "undo",
-            {"choice": last["choice"], "no_preference": last["no_preference"]},
+            {"choice": last.choice, "no_preference": last.no_preference},
         )
-        last.update(answered_at=None)
         return _public(last, config, a - 1, _previous(rows, a - 1))
 
 
-def _unchanged(conn, config: StudyConfig, pid: int) -> dict[str, Any]:
-    r"""The participant's current question (or the end), as it stands."""
-    rows = _rows(conn, pid)
+def _unchanged(steps: ParticipantSteps, config: StudyConfig) -> dict[str, Any]:
+    r"""The participant's current question (shown now if it was not), or
+    the end."""
+    rows = steps.questions()
     a = _answered(rows)
     if a >= config.answers_per_participant:
         return _done(config, a, _previous(rows, a))
-    return _show(conn, config, pid, rows, a)
+    return _show(steps, config, rows, a)
 
 
 def replace(
@@ -329,165 +276,17 @@ def replace(
     Raises:
         Conflict: ``question_id`` is not the participant's current question.
     """
-    with store.transaction() as conn:
-        rows = _rows(conn, pid)
+    with store.participant(pid) as steps:
+        rows = steps.questions()
         a = _answered(rows)
-        row = next((r for r in rows if r["id"] == question_id), None)
-        if row is None or row["seq"] != a or row["answered_at"] is not None:
+        row = next((r for r in rows if r.id == question_id), None)
+        if row is None or row.seq != a or row.answered:
             raise Conflict("this is not the current question; reload it.")
-        conn.execute(
-            delete(questions).where(
-                and_(questions.c.participant_id == pid, questions.c.seq >= a)
-            )
-        )
-        salt = (
-            1
-            + conn.execute(
-                select(func.count())
-                .select_from(events)
-                .where(and_(events.c.participant_id == pid, events.c.kind == "replace"))
-            ).scalar_one()
-        )
-        log_event(
-            conn,
-            pid,
+        steps.drop_from(a)
+        salt = 1 + steps.count_events("replace")
+        steps.log(
             question_id,
             "replace",
-            {"seq": a, "options": json.loads(row["options"]), "reason": reason},
+            {"seq": a, "options": row.options, "reason": reason},
         )
-        return _show(conn, config, pid, rows[:a], a, salt)
-
-
-def queue(
-    store: Store,
-    pid: int,
-    seq: int,
-    options: list,
-    based_on: int,
-    virtual: list | None = None,
-) -> bool:
-    r"""Store a worker's question ``seq`` for participant ``pid`` (with the
-    virtual comparisons it carries to its answer, if any) unless one is
-    there already (another worker's, or a random one shown meanwhile);
-    returns whether it was stored."""
-    try:
-        with store.transaction() as conn:
-            conn.execute(_model_question(pid, seq, options, based_on, virtual))
-        return True
-    except IntegrityError:
-        return False
-
-
-def _model_question(
-    pid: int, seq: int, options: list, based_on: int, virtual: list | None = None
-) -> Any:
-    r"""The insert of a worker's question."""
-    return insert(questions).values(
-        id=uuid.uuid4().hex,
-        participant_id=pid,
-        seq=seq,
-        options=json.dumps(options),
-        origin="model",
-        based_on=based_on,
-        created_at=time.time(),
-        no_preference=False,
-        virtual_comparisons=None if virtual is None else json.dumps(virtual),
-    )
-
-
-def queue_many(store: Store, made: list[tuple[int, int, list, int]]) -> int:
-    r"""Store a round's worker questions ``(participant, seq, options,
-    answers they were made at)`` in one transaction: each unless the
-    participant has answered or undone since (their answer count is no
-    longer the one it was made at) or a question ``seq`` is there already;
-    returns how many were stored."""
-    if not made:
-        return 0
-    pids = sorted({m[0] for m in made})
-    stored = 0
-    with store.transaction() as conn:
-        counts = dict(
-            conn.execute(
-                select(questions.c.participant_id, func.count(questions.c.answered_at))
-                .where(questions.c.participant_id.in_(pids))
-                .group_by(questions.c.participant_id)
-            ).all()
-        )
-        wanted = [(pid, seq) for pid, seq, _, _ in made]
-        taken = set(
-            conn.execute(
-                select(questions.c.participant_id, questions.c.seq).where(
-                    tuple_(questions.c.participant_id, questions.c.seq).in_(wanted)
-                )
-            ).all()
-        )
-        for pid, seq, options, based_on in made:
-            if counts.get(pid, 0) != based_on or (pid, seq) in taken:
-                continue
-            try:
-                with conn.begin_nested():  # another process's insert first
-                    conn.execute(_model_question(pid, seq, options, based_on))
-                stored += 1
-            except IntegrityError:
-                pass
-    return stored
-
-
-def needing_questions(
-    store: Store, config: StudyConfig, only: list[int] | None = None
-) -> dict[int, tuple]:
-    r"""Participants (of ``only``, default all) without a waiting question:
-    id to ``(seq, shown options or None, answers, shown at, shown virtual
-    comparisons or None)`` of the question a worker should make (``shown
-    at``: when the question on screen was shown, ``inf`` for none).
-
-    Two queries whatever the study's size: each active participant's answer
-    count and last ``seq``, then the rows on screen of those whose last
-    question is the one they look at."""
-    query = select(participants.c.id).where(participants.c.finished_at.is_(None))
-    if only is not None:
-        query = query.where(participants.c.id.in_(only))
-    with store.engine.connect() as conn:
-        active = conn.execute(query).scalars().all()
-        counts = (
-            conn.execute(
-                select(
-                    questions.c.participant_id,
-                    func.count(questions.c.answered_at),
-                    func.max(questions.c.seq),
-                )
-                .where(questions.c.participant_id.in_(active))
-                .group_by(questions.c.participant_id)
-            ).all()
-            if active
-            else []
-        )
-        last = {pid: (int(a), int(top)) for pid, a, top in counts}
-        # a participant's last question is the one at seq = answers: on screen
-        # (then the next one is needed) or queued unshown (nothing is)
-        at = [(pid, a) for pid, (a, top) in last.items() if top == a]
-        rows = (
-            conn.execute(
-                select(questions).where(
-                    tuple_(questions.c.participant_id, questions.c.seq).in_(at)
-                )
-            ).all()
-            if at
-            else []
-        )
-    on_screen = {r.participant_id: dict(r._mapping) for r in rows}
-    out: dict[int, tuple] = {}
-    for pid in active:
-        a, top = last.get(pid, (0, -1))
-        shown = on_screen.get(pid)
-        if top > a or (shown is not None and shown["shown_at"] is None):
-            continue  # question a + 1, or an unshown question a, waits
-        if shown is None:
-            target, options, since, virtual = a, None, float("inf"), None
-        else:
-            target, options = a + 1, json.loads(shown["options"])
-            since, virtual = shown["shown_at"], shown["virtual_comparisons"]
-            virtual = None if virtual is None else json.loads(virtual)
-        if target < config.answers_per_participant:
-            out[pid] = (target, options, a, since, virtual)
-    return out
+        return _show(steps, config, rows[:a], a, salt)

@@ -20,7 +20,10 @@ by several processes or hosts). Tables:
   :attr:`~prefbo.loop.PreferentialOptimizer.pending_virtual`);
 - ``events``: every join, answer and undo in order, never updated (the
   audit trail; an undone answer stays here);
-- ``snapshots``: the workers' latest favourites, for the researcher's page.
+- ``snapshots``: the workers' latest favourites, for the researcher's page;
+- ``workers``: each running worker's name and when its heartbeat lapses;
+- ``leases``: which worker makes a participant's questions, until when
+  (:mod:`prefbo.serve.leases`).
 
 :func:`migrate` brings an older schema up to :data:`SCHEMA_VERSION` step by
 step.
@@ -54,7 +57,7 @@ from sqlalchemy.engine import Engine
 
 from prefbo.exceptions import InputDataError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: The ``meta`` row :meth:`Store.write_probe` writes.
 HEALTH_KEY = "health"
 
@@ -109,6 +112,19 @@ snapshots = Table(
     Column("answers", Integer, nullable=False),
     Column("data", Text, nullable=False),
 )
+workers = Table(
+    "workers",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("expires_at", Float, nullable=False),
+)
+leases = Table(
+    "leases",
+    metadata,
+    Column("participant_id", Integer, ForeignKey("participants.id"), primary_key=True),
+    Column("holder", String(200), nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
 
 
 #: Seconds an SQLite connection waits for another process's write lock.
@@ -160,9 +176,14 @@ def _to_2(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE questions ADD COLUMN virtual_comparisons TEXT"))
 
 
+def _to_3(conn: Connection) -> None:
+    # a database made by _to_1 of this prefbo has the tables already
+    metadata.create_all(conn, tables=[workers, leases], checkfirst=True)
+
+
 #: Steps from version ``v`` to ``v + 1``. A later schema appends a step that
 #: alters the tables of the one before and bumps ``schema_version``.
-MIGRATIONS = {0: _to_1, 1: _to_2}
+MIGRATIONS = {0: _to_1, 1: _to_2, 2: _to_3}
 
 
 def migrate(engine: Engine) -> int:

@@ -1,10 +1,15 @@
 r"""The database of a served study: every query of the server and its
-workers, one transaction a write.
+workers, one transaction a write, each read as typed rows
+(:mod:`prefbo.serve.rows`).
 
-The tables and their migrations are :mod:`prefbo.serve.schema`'s. Every
-write is one transaction: an answer and the next question's showing commit
-together before the reply is sent, so a server killed at any moment loses no
-acknowledged answer.
+The tables and their migrations are :mod:`prefbo.serve.schema`'s. The
+queries of a participant's step are :mod:`prefbo.serve.steps`' (run in the
+transaction :meth:`Store.participant` opens), those of the workers'
+questions :mod:`prefbo.serve.waiting`'s and those of their leases
+:mod:`prefbo.serve.leases`'; :class:`Store` is where the server and the
+workers call them. Every write is one transaction: an answer and the next
+question's showing commit together before the reply is sent, so a server
+killed at any moment loses no acknowledged answer.
 """
 
 from __future__ import annotations
@@ -12,13 +17,23 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
+from prefbo.serve import leases, waiting
+from prefbo.serve.rows import (
+    EventRow,
+    MadeQuestion,
+    Needing,
+    ParticipantRow,
+    Progress,
+    QuestionRow,
+    SnapshotRow,
+)
 from prefbo.serve.schema import (
     BUSY_SECONDS,
     HEALTH_KEY,
@@ -30,6 +45,7 @@ from prefbo.serve.schema import (
     questions,
     snapshots,
 )
+from prefbo.serve.steps import ParticipantSteps, Raced, log_event
 
 #: Seconds the health probe waits for a lock held elsewhere.
 PROBE_SECONDS = 2.0
@@ -114,7 +130,7 @@ class Store:
             if not done.rowcount:
                 conn.execute(insert(meta).values(key=MODEL_KEY, value=value))
 
-    def secret(self, key: str, make: Any) -> str:
+    def secret(self, key: str, make: Callable[[], str]) -> str:
         r"""The secret ``key`` of ``meta`` (the join code, the researcher's
         token), made by ``make()`` and stored the first time."""
         with self.engine.connect() as conn:
@@ -195,53 +211,59 @@ class Store:
             log_event(conn, pid, None, "join", {"label": label}, now)
         return int(pid)
 
-    def participant_by_token(self, token: str) -> dict[str, Any] | None:
-        r"""The participant row of ``token``, or ``None``."""
+    def participant_by_token(self, token: str) -> ParticipantRow | None:
+        r"""The participant of ``token`` (without their progress), or
+        ``None``."""
+        columns = [c for c in participants.c if c.name != "token_hash"]
         with self.engine.connect() as conn:
             row = conn.execute(
-                select(participants).where(
-                    participants.c.token_hash == token_hash(token)
-                )
+                select(*columns).where(participants.c.token_hash == token_hash(token))
             ).first()
-        return None if row is None else dict(row._mapping)
+        return None if row is None else ParticipantRow(**row._mapping)
 
     def count_participants(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count(participants.c.id))).scalar())
 
-    def participants(self) -> list[dict[str, Any]]:
+    def participants(self) -> list[ParticipantRow]:
         r"""Every participant with their answer count and last activity."""
         answered = _progress().subquery()
+        columns = [c for c in participants.c if c.name != "token_hash"]
         with self.engine.connect() as conn:
             rows = conn.execute(
-                select(participants, answered.c.answers, answered.c.last)
+                select(*columns, answered.c.answers, answered.c.last)
                 .outerjoin(answered, answered.c.participant_id == participants.c.id)
                 .order_by(participants.c.id)
             ).all()
-        out = []
-        for r in rows:
-            d = dict(r._mapping)
-            d.pop("token_hash")
-            d["answers"] = int(d["answers"] or 0)
-            out.append(d)
-        return out
+        return [
+            ParticipantRow(**{**r._mapping, "answers": int(r.answers or 0)})
+            for r in rows
+        ]
+
+    @contextmanager
+    def participant(self, pid: int) -> Iterator[ParticipantSteps]:
+        r"""One step of participant ``pid`` (:mod:`prefbo.serve.flow`): its
+        queries in one transaction, committed on leaving (rolled back on an
+        error).
+
+        Raises:
+            Raced: Another process stored one of the step's rows first (a
+                question made at the same moment); the step may be tried
+                again.
+        """
+        try:
+            with self.transaction() as conn:
+                yield ParticipantSteps(conn, pid)
+        except IntegrityError as e:
+            raise Raced(f"participant {pid}'s step met a concurrent write") from e
 
     # ---------------------------------------------------------- questions
-    def questions_of(self, pid: int, conn: Connection | None = None) -> list[dict]:
-        r"""Participant ``pid``'s questions by ``seq`` (options decoded)."""
-        query = (
-            select(questions)
-            .where(questions.c.participant_id == pid)
-            .order_by(questions.c.seq)
-        )
-        if conn is None:
-            with self.engine.connect() as c:
-                rows = c.execute(query).all()
-        else:
-            rows = conn.execute(query).all()
-        return [_question(r) for r in rows]
+    def questions_of(self, pid: int) -> list[QuestionRow]:
+        r"""Participant ``pid``'s questions by ``seq``."""
+        with self.engine.connect() as conn:
+            return ParticipantSteps(conn, pid).questions()
 
-    def answered(self, pids: list[int] | None = None) -> list[dict[str, Any]]:
+    def answered(self, pids: list[int] | None = None) -> list[QuestionRow]:
         r"""Every answered question of the study (of ``pids``, default
         everyone's), by participant and seq."""
         query = select(questions).where(questions.c.answered_at.is_not(None))
@@ -251,16 +273,110 @@ class Store:
             rows = conn.execute(
                 query.order_by(questions.c.participant_id, questions.c.seq)
             ).all()
-        return [_question(r) for r in rows]
+        return [QuestionRow.from_db(r) for r in rows]
 
-    def answer_progress(self) -> dict[int, tuple[int, float]]:
-        r"""Participant id to ``(answers, time of the latest)``: a pair that
-        changes with every answer and every undo (one cheap query)."""
+    def answer_progress(self) -> dict[int, Progress]:
+        r"""Participant id to their answer count and the time of the latest
+        answer: a pair that changes with every answer and every undo (one
+        cheap query)."""
         with self.engine.connect() as conn:
             rows = conn.execute(
                 _progress().where(questions.c.answered_at.is_not(None))
             ).all()
-        return {int(pid): (int(n), float(t)) for pid, n, t in rows}
+        return {
+            int(r.participant_id): Progress(int(r.answers), float(r.last)) for r in rows
+        }
+
+    def has_question(self, pid: int) -> bool:
+        r"""Whether participant ``pid`` has a question (shown or waiting)."""
+        with self.engine.connect() as conn:
+            return waiting.has_question(conn, pid)
+
+    def any_model_question(self) -> bool:
+        r"""Whether a worker has stored a question in this study."""
+        with self.engine.connect() as conn:
+            return waiting.any_model_question(conn)
+
+    # ---------------------------------------------------- workers' questions
+    def needing_questions(
+        self, most: int, only: Iterable[int] | None = None
+    ) -> dict[int, Needing]:
+        r"""Participants (of ``only``, default all) without a waiting question
+        whose next question is below ``seq`` ``most`` (the answers each gives),
+        by id (:func:`~prefbo.serve.waiting.needing_questions`)."""
+        with self.engine.connect() as conn:
+            return waiting.needing_questions(conn, most, only)
+
+    def queue_question(
+        self, made: MadeQuestion, holder: str | None = None, lease_seconds: float = 0.0
+    ) -> bool:
+        r"""Store a worker's question unless one is there already (another
+        worker's, or a random one shown meanwhile) or (``holder`` named)
+        ``holder`` no longer holds the participant's lease (held, it is
+        renewed for ``lease_seconds``); returns whether it was stored."""
+        try:
+            with self.transaction() as conn:
+                if holder is not None:
+                    now = time.time()
+                    held = leases.renew_for_storing(
+                        conn, holder, [made.participant_id], lease_seconds, now
+                    )
+                    if not held:
+                        return False
+                waiting.store_question(conn, made)
+            return True
+        except IntegrityError:
+            return False
+
+    def queue_questions(
+        self,
+        made: list[MadeQuestion],
+        holder: str | None = None,
+        lease_seconds: float = 0.0,
+    ) -> int:
+        r"""Store a round's worker questions in one transaction, each where
+        still wanted (:func:`~prefbo.serve.waiting.store_questions`); returns
+        how many were stored."""
+        if not made:
+            return 0
+        with self.transaction() as conn:
+            return waiting.store_questions(conn, made, holder, lease_seconds)
+
+    # ---------------------------------------------------------------- leases
+    def heartbeat(self, name: str, seconds: float) -> list[str]:
+        r"""Announce worker ``name`` alive for ``seconds``; returns the live
+        workers' names, sorted (:func:`~prefbo.serve.leases.heartbeat`)."""
+        with self.transaction() as conn:
+            return leases.heartbeat(conn, name, seconds, time.time())
+
+    def renew_leases(
+        self, holder: str, release: Iterable[int], seconds: float
+    ) -> set[int]:
+        r"""Give up ``holder``'s leases on ``release`` (and the finished
+        participants'), renew the rest for ``seconds``; returns the
+        participants it holds (:func:`~prefbo.serve.leases.renew`)."""
+        with self.transaction() as conn:
+            return leases.renew(conn, holder, release, seconds, time.time())
+
+    def claim_leases(
+        self, holder: str, pids: Iterable[int], seconds: float
+    ) -> set[int]:
+        r"""Take the leases on ``pids`` that are free or expired for
+        ``seconds``; returns those ``holder`` holds
+        (:func:`~prefbo.serve.leases.claim`)."""
+        with self.transaction() as conn:
+            return leases.claim(conn, holder, pids, seconds, time.time())
+
+    def leave(self, name: str) -> None:
+        r"""Drop worker ``name``'s heartbeat and leases
+        (:func:`~prefbo.serve.leases.leave`)."""
+        with self.transaction() as conn:
+            leases.leave(conn, name)
+
+    def lease_holders(self) -> dict[int, str]:
+        r"""Participant id to the holder of its lease, expired or not."""
+        with self.engine.connect() as conn:
+            return leases.holders(conn)
 
     def count_answers(self) -> int:
         with self.engine.connect() as conn:
@@ -270,16 +386,11 @@ class Store:
                 ).scalar()
             )
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[EventRow]:
         r"""The audit trail, in order."""
         with self.engine.connect() as conn:
             rows = conn.execute(select(events).order_by(events.c.id)).all()
-        out = []
-        for r in rows:
-            d = dict(r._mapping)
-            d["data"] = json.loads(d["data"])
-            out.append(d)
-        return out
+        return [EventRow(**{**r._mapping, "data": json.loads(r.data)}) for r in rows]
 
     # ---------------------------------------------------------- snapshots
     def add_snapshot(self, answers: int, data: dict[str, Any]) -> None:
@@ -290,16 +401,15 @@ class Store:
                 )
             )
 
-    def latest_snapshot(self) -> dict[str, Any] | None:
+    def latest_snapshot(self) -> SnapshotRow | None:
+        r"""The favourites stored last, or ``None``."""
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(snapshots).order_by(snapshots.c.id.desc()).limit(1)
             ).first()
         if row is None:
             return None
-        d = dict(row._mapping)
-        d["data"] = json.loads(d["data"])
-        return d
+        return SnapshotRow(**{**row._mapping, "data": json.loads(row.data)})
 
 
 def _progress() -> Any:
@@ -313,14 +423,6 @@ def _progress() -> Any:
     ).group_by(questions.c.participant_id)
 
 
-def _question(row: Any) -> dict[str, Any]:
-    d = dict(row._mapping)
-    d["options"] = json.loads(d["options"])
-    virtual = d["virtual_comparisons"]
-    d["virtual_comparisons"] = None if virtual is None else json.loads(virtual)
-    return d
-
-
 def one_line(error: BaseException) -> str:
     r"""``error`` as ``"Type: message"`` on one line; a database error by
     its driver's message (without the SQL statement SQLAlchemy appends)."""
@@ -328,23 +430,3 @@ def one_line(error: BaseException) -> str:
         error = error.orig
     message = " ".join(str(error).split())
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
-
-
-def log_event(
-    conn: Connection,
-    pid: int,
-    question_id: str | None,
-    kind: str,
-    data: dict[str, Any],
-    at: float | None = None,
-) -> None:
-    r"""Append one event to the audit trail (inside ``conn``'s transaction)."""
-    conn.execute(
-        insert(events).values(
-            participant_id=pid,
-            question_id=question_id,
-            kind=kind,
-            at=time.time() if at is None else at,
-            data=json.dumps(data),
-        )
-    )

@@ -89,14 +89,14 @@ def start_process(
 
 
 def start_worker(
-    url: str, root: str, index: int, workers: int, threads: int | None = None
+    url: str, root: str, index: int, threads: int | None = None
 ) -> BaseProcess:
-    r"""Start worker ``index`` of ``workers`` (:func:`run_worker` in a
-    process of its own, ending on SIGTERM, with ``threads`` threads, see
-    :func:`start_process`); returns its process."""
+    r"""Start worker ``index`` (:func:`run_worker` in a process of its own,
+    ending on SIGTERM, with ``threads`` threads, see :func:`start_process`);
+    returns its process."""
     return start_process(
         _worker_process,
-        (url, root, None, index, workers),
+        (url, root, None, index),
         {"parent": os.getpid()},
         name=f"prefbo-worker-{index}",
         threads=threads,
@@ -109,7 +109,7 @@ def start_workers(url: str, root: str, workers: int) -> list[BaseProcess]:
     :func:`stop_workers`; :class:`WorkerSupervisor` also restarts one that
     dies); returns them."""
     threads = child_threads(workers)
-    return [start_worker(url, root, i, workers, threads) for i in range(workers)]
+    return [start_worker(url, root, i, threads) for i in range(workers)]
 
 
 def exit_status(exitcode: int | None) -> str | None:
@@ -182,7 +182,7 @@ class WorkerSupervisor:
             threads = child_threads(workers)
 
             def start(index: int) -> BaseProcess:
-                return start_worker(url, root, index, workers, threads)
+                return start_worker(url, root, index, threads)
 
         self.poll, self.stable = poll, stable
         self.backoff, self.max_backoff = backoff, max_backoff

@@ -1,13 +1,14 @@
 r"""The worker processes of ``prefbo serve``: models off the request path.
 
 A worker polls the database for participants without a waiting question
-(:func:`~prefbo.serve.flow.needing_questions`), fits the study's models on
-every answer (:class:`~prefbo.serve.engine.QuestionEngine`) and stores the
-next question of each (:func:`~prefbo.serve.flow.queue`); after new answers
-it also stores the favourites for the researcher's page. Workers share
-nothing but the database: with ``workers = k`` each takes the participants
-whose id is its index modulo ``k``, and a question another process stored
-first is kept (the database's unique ``(participant, seq)``).
+(:meth:`~prefbo.serve.store.Store.needing_questions`), fits the study's
+models on every answer (:class:`~prefbo.serve.engine.QuestionEngine`) and
+stores the next question of each
+(:meth:`~prefbo.serve.store.Store.queue_question`); after new answers it
+also stores the favourites for the researcher's page. Workers share nothing
+but the database: each makes the questions of the participants it holds a
+lease on (:class:`~prefbo.serve.sharing.Share`), and a question another
+process stored first is kept (the database's unique ``(participant, seq)``).
 
 The server starts, watches and restarts its worker processes with
 :mod:`prefbo.serve.supervisor`.
@@ -30,7 +31,8 @@ import torch
 from prefbo.serve.collaborative import CollaborativeEngine
 from prefbo.serve.config import StudyConfig, StudyFileError, study_from_dict
 from prefbo.serve.engine import QuestionEngine
-from prefbo.serve.flow import needing_questions, queue, queue_many
+from prefbo.serve.rows import MadeQuestion, Needing, Progress
+from prefbo.serve.sharing import Share
 from prefbo.serve.store import Store
 
 log = logging.getLogger("prefbo.serve")
@@ -80,67 +82,78 @@ REFIT_MIN = 10  # answers
 def work_once(
     store: Store,
     config: StudyConfig,
-    index: int = 0,
-    workers: int = 1,
+    share: Share | None = None,
     hyper: Hyperparameters | None = None,
     optimizers: dict | None = None,
 ) -> int:
-    r"""One round: questions for every participant of this worker who needs
-    one, those who have looked at their question longest first
-    (``optimizers``: the individual participants' optimisers, kept from
-    round to round, see :class:`~prefbo.serve.engine.QuestionEngine`). Each is
-    stored as soon as it is made, as the participant's next question then:
-    one who moved on meanwhile (shown a uniform question for lack of it)
-    gets it one question later, made without their newest answer, as a
-    batch of Bayesian optimisation is. Returns how many were stored."""
-    needing = {
-        pid: v
-        for pid, v in needing_questions(store, config).items()
-        if pid % workers == index
-    }
+    r"""One round: questions for every participant of this worker (those
+    ``share`` gives it; ``None``: everyone) who needs one, those who have
+    looked at their question longest first (``optimizers``: the individual
+    participants' optimisers, kept from round to round, see
+    :class:`~prefbo.serve.engine.QuestionEngine`). Each is stored as soon as
+    it is made, as the participant's next question then: one who moved on
+    meanwhile (shown a uniform question for lack of it) gets it one question
+    later, made without their newest answer, as a batch of Bayesian
+    optimisation is. Returns how many were stored."""
+    most = config.answers_per_participant
+    needing = _mine(store.needing_questions(most), share)
     if not needing:
         return 0
     answered = store.answered()
-    told = Counter(a["participant_id"] for a in answered)
+    told = Counter(a.participant_id for a in answered)
     # one who answered since needing was read: next round (else the question
     # on screen would be told twice, answered and believed)
-    needing = {pid: v for pid, v in needing.items() if told[pid] == v[2]}
+    needing = {pid: n for pid, n in needing.items() if told[pid] == n.answers}
     if not needing:
         return 0
-    order = sorted(needing, key=lambda pid: needing[pid][3])
+    order = sorted(needing, key=lambda pid: needing[pid].shown_at)
     used = None if hyper is None else hyper.current(len(answered))
     engine = QuestionEngine(config, answered, used, optimizers)
     stored = 0
-    shown = {pid: needing[pid][1] for pid in order}
-    shown_virtual = {pid: needing[pid][4] for pid in order}
+    shown = {pid: needing[pid].shown for pid in order}
+    shown_virtual = {pid: needing[pid].shown_virtual for pid in order}
+    holder = None if share is None else share.name
+    seconds = 0.0 if share is None else share.lease_seconds
     for pid, options in engine.propose_each(shown, shown_virtual):
-        now = needing_questions(store, config, [pid]).get(pid)
+        now = store.needing_questions(most, [pid]).get(pid)
         if now is not None:
             carried = engine.carried.get(pid)
-            virtual = None if carried is None else carried.tolist()
-            stored += queue(
-                store, pid, now[0], options.tolist(), needing[pid][2], virtual
+            made = MadeQuestion(
+                participant_id=pid,
+                seq=now.seq,
+                options=options.tolist(),
+                based_on=needing[pid].answers,
+                virtual=None if carried is None else carried.tolist(),
             )
+            stored += store.queue_question(made, holder, seconds)
         if hyper is not None:  # fitted by the first proposal
             hyper.update(engine, len(answered), used)
             hyper = None
     return stored
 
 
+def _mine(needing: dict[int, Needing], share: Share | None) -> dict[int, Needing]:
+    r"""The participants of ``needing`` whose questions this worker makes."""
+    if share is None:
+        return needing
+    held = share.take(needing)
+    return {pid: n for pid, n in needing.items() if pid in held}
+
+
 def collaborative_round(
     store: Store,
     config: StudyConfig,
     engine: CollaborativeEngine,
-    seen: dict[int, tuple[int, float]],
-    index: int = 0,
-    workers: int = 1,
-) -> tuple[int, dict[int, tuple[int, float]]]:
+    seen: dict[int, Progress],
+    share: Share | None = None,
+) -> tuple[int, dict[int, Progress]]:
     r"""One round of the collaborative kind: tell ``engine`` the answers of
     each participant whose progress
     (:meth:`~prefbo.serve.store.Store.answer_progress`) moved since ``seen``,
     swap in or start its fits, then store the questions of this worker's
-    waiting participants from one batched step, in one transaction
-    (:func:`~prefbo.serve.flow.queue_many`).
+    waiting participants (those ``share`` gives it; ``None``: everyone) from
+    one batched step, in one transaction
+    (:meth:`~prefbo.serve.store.Store.queue_questions`).
     Returns how many were stored and the progress now."""
     progress = store.answer_progress()
     changed = sorted(
@@ -149,21 +162,24 @@ def collaborative_round(
     if changed:
         rows: dict[int, list] = {pid: [] for pid in changed}
         for row in store.answered(changed):
-            rows[row["participant_id"]].append(row)
+            rows[row.participant_id].append(row)
         for pid in changed:
             engine.update(pid, rows[pid])
     engine.maintain()
     needing = {
-        pid: v
-        for pid, v in needing_questions(store, config).items()
-        if pid % workers == index and progress.get(pid, (0, 0.0))[0] == v[2]
+        pid: n
+        for pid, n in store.needing_questions(config.answers_per_participant).items()
+        if progress.get(pid, Progress(0, 0.0)).answers == n.answers
     }
-    asked = engine.propose({p: v[1] for p, v in needing.items()})
+    needing = _mine(needing, share)
+    asked = engine.propose({pid: n.shown for pid, n in needing.items()})
     made = [
-        (pid, needing[pid][0], options.tolist(), needing[pid][2])
+        MadeQuestion(pid, needing[pid].seq, options.tolist(), needing[pid].answers)
         for pid, options in asked.items()
     ]
-    return queue_many(store, made), progress
+    holder = None if share is None else share.name
+    seconds = 0.0 if share is None else share.lease_seconds
+    return store.queue_questions(made, holder, seconds), progress
 
 
 def encode_state(state: dict[str, Any]) -> str:
@@ -193,7 +209,7 @@ def snapshot_once(
     answers = store.count_answers()
     if answers == last:
         return last
-    pids = [p["id"] for p in store.participants()]
+    pids = [p.id for p in store.participants()]
     state = hyper and hyper.state
     engine = QuestionEngine(config, store.answered(), state, optimizers)
     store.add_snapshot(answers, engine.favourites(pids))
@@ -205,7 +221,6 @@ def run_worker(
     root: str,
     stop: Any = None,
     index: int = 0,
-    workers: int = 1,
     poll: float = 0.05,
     snapshot_every: float | None = None,
     parent: int | None = None,
@@ -213,15 +228,17 @@ def run_worker(
     r"""The worker loop, until ``stop`` (an event; ``None``: never, the
     server's workers end on SIGTERM) is set or the server that started it
     (process ``parent``, by default this process's parent) is gone (killed:
-    its workers do not outlive it). Index 0 also keeps the researcher's
-    favourites up to date, every ``snapshot_every`` seconds (default: the
-    kind's, 5 s for the exact kinds and 2.5 s for the collaborative one)."""
+    its workers do not outlive it). The worker makes the questions of the
+    participants it holds leases on (:class:`~prefbo.serve.sharing.Share`,
+    given up when it stops). Index 0 also keeps the researcher's favourites
+    up to date, every ``snapshot_every`` seconds (default: the kind's, 5 s
+    for the exact kinds and 2.5 s for the collaborative one)."""
     stop = threading.Event() if stop is None else stop
     store = Store(url)
     config = config_from_store(store, root)
     parent = os.getppid() if parent is None else parent
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
-    seat = Seat(store, config, index, workers)
+    seat = Seat(store, config, index, Share(store))
     if config.model_kind == "collaborative":
         step: _ExactRounds | _CollaborativeRounds = _CollaborativeRounds(seat)
     else:
@@ -246,19 +263,20 @@ def run_worker(
                 stop.wait(poll)
     finally:
         step.close()
+        seat.share.close()
         store.engine.dispose()
 
 
 @dataclass(frozen=True)
 class Seat:
-    r"""Where a worker works: the study's database and settings, and which
-    of ``workers`` it is (it takes the participants whose id is ``index``
-    modulo ``workers``)."""
+    r"""Where a worker works: the study's database and settings, its index
+    (index 0 keeps the favourites and the saved model) and its share of the
+    participants (``None``: everyone, without leases)."""
 
     store: Store
     config: StudyConfig
     index: int = 0
-    workers: int = 1
+    share: Share | None = None
 
 
 class _ExactRounds:
@@ -275,9 +293,7 @@ class _ExactRounds:
 
     def round(self) -> int:
         s = self.seat
-        return work_once(
-            s.store, s.config, s.index, s.workers, self.hyper, self.optimizers
-        )
+        return work_once(s.store, s.config, s.share, self.hyper, self.optimizers)
 
     def snapshot(self) -> None:
         s = self.seat
@@ -299,7 +315,7 @@ class _CollaborativeRounds:
     def __init__(self, seat: Seat) -> None:
         self.seat = seat
         self.engine = CollaborativeEngine(seat.config)
-        self.seen: dict[int, tuple[int, float]] = {}
+        self.seen: dict[int, Progress] = {}
         self.last = -1
         saved = seat.store.model_state()
         if saved is not None:  # a worker before this one fitted it
@@ -309,7 +325,7 @@ class _CollaborativeRounds:
     def round(self) -> int:
         s = self.seat
         made, self.seen = collaborative_round(
-            s.store, s.config, self.engine, self.seen, s.index, s.workers
+            s.store, s.config, self.engine, self.seen, s.share
         )
         fits = len(self.engine.fits)
         if s.index == 0 and fits > self.saved_fits:
@@ -320,7 +336,7 @@ class _CollaborativeRounds:
     def snapshot(self) -> None:
         answers = sum(n for n, _ in self.seen.values())
         if answers != self.last and self.engine.model is not None:
-            pids = [p["id"] for p in self.seat.store.participants()]
+            pids = [p.id for p in self.seat.store.participants()]
             self.seat.store.add_snapshot(answers, self.engine.favourites(pids))
             self.last = answers
 

@@ -131,9 +131,9 @@ def test_opening_the_join_link_makes_nobody_until_start_is_pressed(client):
     assert client.store.count_participants() == 0
     r = client.post("/join/JOIN", data={"label": "P017"}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"].startswith("/p/")
-    assert [p["label"] for p in client.store.participants()] == ["P017"]
+    assert [p.label for p in client.store.participants()] == ["P017"]
     r = client.post("/join/JOIN", follow_redirects=False)  # no label: numbered
-    assert client.store.participants()[1]["label"] == "participant 2"
+    assert client.store.participants()[1].label == "participant 2"
 
 
 def test_people_get_pages_and_scripts_get_json(client):
@@ -169,7 +169,7 @@ def test_a_repeated_undo_withdraws_one_answer(client):
     assert first.status_code == second.status_code == 200
     assert first.json()["question_id"] == second.json()["question_id"]
     assert client.store.count_answers() == 1
-    undos = [e for e in client.store.events() if e["kind"] == "undo"]
+    undos = [e for e in client.store.events() if e.kind == "undo"]
     assert len(undos) == 1
     # an answer that is not the latest cannot be withdrawn
     older = client.post(f"{api}/undo", json={"question_id": "nope"})
@@ -268,11 +268,11 @@ def test_a_question_that_cannot_be_shown_is_replaced(store, make_config, caplog)
     shown = [o for q in seen if not q["done"] for o in q["options"]]
     assert all(o["sweetness"] <= 5 for o in shown)  # only what renders
     events = store.events()
-    replaced = [e for e in events if e["kind"] == "replace"]
+    replaced = [e for e in events if e.kind == "replace"]
     assert replaced, "the seed draws no failing question: the test checks nothing"
-    assert all("secret detail" in e["data"]["reason"] for e in replaced)
-    assert {e["question_id"] for e in replaced}.isdisjoint(
-        row["id"] for row in store.answered()
+    assert all("secret detail" in e.data["reason"] for e in replaced)
+    assert {e.question_id for e in replaced}.isdisjoint(
+        row.id for row in store.answered()
     )
     assert "replaced by a new one" in caplog.text
 
@@ -338,7 +338,7 @@ def test_a_display_that_hangs_on_a_design_holds_no_question_long(
                 f"/api/p/{token}/answer",
                 json={"question_id": q["question_id"], "choice": 0},
             ).json()
-    reasons = [e["data"]["reason"] for e in store.events() if e["kind"] == "replace"]
+    reasons = [e.data["reason"] for e in store.events() if e.kind == "replace"]
     assert reasons and all("did not return within 0.1 s" in r for r in reasons)
 
 

@@ -1,5 +1,6 @@
 import copy
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
@@ -7,6 +8,7 @@ import torch
 from prefbo.models.collaborative.questions import next_questions, pair_eubo
 from prefbo.serve import flow
 from prefbo.serve.collaborative import CollaborativeEngine, told_answers
+from prefbo.serve.rows import QuestionRow
 from prefbo.serve.worker import collaborative_round
 
 BOX = [
@@ -29,15 +31,18 @@ def rows_of(pid, count, seed=0, start=0):
     for seq in range(start, start + count):
         X = torch.rand(2, 2, generator=g, dtype=torch.float64)
         out.append(
-            {
-                "id": f"{pid}-{seq}",
-                "participant_id": pid,
-                "seq": seq,
-                "options": X.tolist(),
-                "choice": int(utility(X, pid).argmax()),
-                "no_preference": False,
-                "answered_at": float(seq),
-            }
+            QuestionRow(
+                id=f"{pid}-{seq}",
+                participant_id=pid,
+                seq=seq,
+                options=X.tolist(),
+                origin="model",
+                based_on=seq,
+                created_at=float(seq),
+                shown_at=float(seq),
+                answered_at=float(seq),
+                choice=int(utility(X, pid).argmax()),
+            )
         )
     return out
 
@@ -71,11 +76,11 @@ def test_no_question_before_the_first_model(config):
 
 def test_no_preference_answers_are_not_told():
     rows = rows_of(0, 3)
-    rows[1] = {**rows[1], "no_preference": True, "choice": None}
+    rows[1] = replace(rows[1], no_preference=True, choice=None)
     told = told_answers(rows)
     assert [t[0] for t in told] == [("0-0", 0.0), ("0-2", 2.0)]
-    X = torch.tensor(rows[2]["options"], dtype=torch.float64)
-    assert torch.equal(told[1][1], X[rows[2]["choice"]])
+    X = torch.tensor(rows[2].options, dtype=torch.float64)
+    assert torch.equal(told[1].winner, X[rows[2].choice])
 
 
 def test_a_newcomers_first_question_is_the_populations_best_pair(engine):
@@ -103,7 +108,7 @@ def test_questions_follow_each_persons_posterior(engine):
 
 
 def test_the_next_question_believes_the_likelier_answer(engine):
-    options = rows_of(2, 1, seed=7)[0]["options"]
+    options = rows_of(2, 1, seed=7)[0].options
     question = engine.propose({2: options})[2]
     # the same as a copy of the model that observed the believed answer
     copy_ = copy.deepcopy(engine.model)
@@ -181,7 +186,7 @@ def test_favourites_of_the_population_and_each_participant(engine):
     mean, sd = engine.utility([None, 0], engine.candidates(0, 16))
     assert mean.shape == sd.shape == (2, 16) and bool((sd > 0).all())
     # a favourite is the told design of highest posterior mean
-    shown = torch.tensor([r["options"] for r in rows_of(1, 5)]).reshape(-1, 2)
+    shown = torch.tensor([r.options for r in rows_of(1, 5)]).reshape(-1, 2)
     got = fav["participants"]["1"]["values"]
     assert min(abs(got["x"] - a) + abs(got["y"] - b) for a, b in shown.tolist()) < 1e-6
     with torch.no_grad():
@@ -203,13 +208,13 @@ def test_a_worker_round_queues_model_questions(store, make_config):
         flow.answer(store, config, pid, q["question_id"], 0)
     made, seen = collaborative_round(store, config, engine, seen)
     assert made == 3 and engine.fits == [3]
-    assert {pid: n for pid, (n, _) in seen.items()} == dict.fromkeys(pids, 1)
+    assert {pid: p.answers for pid, p in seen.items()} == dict.fromkeys(pids, 1)
     # each participant's next question is the worker's
     for pid in pids:
         q = flow.current(store, config, pid)
         nxt = flow.answer(store, config, pid, q["question_id"], 1)
         row = store.questions_of(pid)[nxt["seq"]]
-        assert row["origin"] == "model"
+        assert row.origin == "model"
     made, seen = collaborative_round(store, config, engine, seen)
     assert made == 3 and engine.answers == 6
 
@@ -317,8 +322,8 @@ def test_a_question_answered_again_differently_is_observed_again(engine):
     # an undo and a new answer to the same question between two rounds:
     # the same question ids, but the answer in force changed
     rows = rows_of(1, 5)
-    again = [dict(r) for r in rows]
-    again[-1] = {**again[-1], "choice": 1 - again[-1]["choice"], "answered_at": 9.0}
+    again = list(rows)
+    again[-1] = replace(again[-1], choice=1 - again[-1].choice, answered_at=9.0)
     engine.update(1, again)
     _assert_observed_afresh(engine, 1, again)
 

@@ -1,20 +1,27 @@
+from dataclasses import replace
+
 import torch
 
 from prefbo.loop import PreferentialOptimizer
 from prefbo.serve.engine import QuestionEngine
+from prefbo.serve.rows import QuestionRow
 
 
 def _row(pid, k, X, virtual=None):
     r"""``pid``'s answered question ``k``: the sweeter option of ``X`` wins."""
-    return {
-        "participant_id": pid,
-        "seq": k,
-        "options": X.tolist(),
-        "answered_at": float(k),
-        "choice": int(X[:, 0].argmax()),
-        "no_preference": False,
-        "virtual_comparisons": None if virtual is None else virtual.tolist(),
-    }
+    return QuestionRow(
+        id=f"{pid}-{k}",
+        participant_id=pid,
+        seq=k,
+        options=X.tolist(),
+        origin="model",
+        based_on=k,
+        created_at=float(k),
+        shown_at=float(k),
+        answered_at=float(k),
+        choice=int(X[:, 0].argmax()),
+        virtual_comparisons=None if virtual is None else virtual.tolist(),
+    )
 
 
 def _answers(config, pid, n, seed=0):
@@ -45,7 +52,7 @@ def test_the_next_question_is_not_the_one_being_looked_at(make_config):
 def test_no_preference_answers_are_not_told(make_config):
     config = make_config()
     rows = _answers(config, 1, 3)
-    rows[1]["no_preference"], rows[1]["choice"] = True, None
+    rows[1] = replace(rows[1], no_preference=True, choice=None)
     assert len(QuestionEngine(config, rows).answered) == 2
 
 
@@ -97,22 +104,22 @@ def test_an_individual_participant_is_asked_what_the_library_loop_asks(make_conf
         assert (carried is None) == (same is None)
         made += carried is not None
         rows.append(_row(pid, k, X, carried))
-        loop.tell(rows[-1]["choice"])
+        loop.tell(rows[-1].choice)
     assert made > 0  # some questions had options on the sweetness faces
     # the question made while one is on screen tells its believed answer with
     # the comparisons that question carries: the loop's next question when
     # the believed answer is the real one
-    shown = max(range(8), key=lambda k: rows[k]["virtual_comparisons"] is not None)
-    shown_virtual = {pid: rows[shown]["virtual_comparisons"]}
+    shown = max(range(8), key=lambda k: rows[k].virtual_comparisons is not None)
+    shown_virtual = {pid: rows[shown].virtual_comparisons}
     after = QuestionEngine(config, rows[:shown]).propose(
-        {pid: rows[shown]["options"]}, shown_virtual
+        {pid: rows[shown].options}, shown_virtual
     )[pid]
     mean, _ = (
         QuestionEngine(config, rows[:shown])
         ._individual(pid)
-        .predict(torch.tensor(rows[shown]["options"], dtype=torch.float64))
+        .predict(torch.tensor(rows[shown].options, dtype=torch.float64))
     )
-    believed = dict(rows[shown], choice=int(mean.argmax()))
+    believed = replace(rows[shown], choice=int(mean.argmax()))
     stored = QuestionEngine(config, [*rows[:shown], believed])
     torch.testing.assert_close(after, stored.propose({pid: None})[pid], atol=0, rtol=0)
 
@@ -132,7 +139,7 @@ def test_kept_optimisers_ask_what_rebuilt_ones_ask(make_config):
         torch.testing.assert_close(again.question, fresh.question, atol=0, rtol=0)
         assert (again.carried[1] is None) == (fresh.carried[1] is None)
         rows.append(_row(1, k, fresh.question, fresh.carried[1]))
-        shown = {1: rows[-1]["options"]}, {1: rows[-1]["virtual_comparisons"]}
+        shown = {1: rows[-1].options}, {1: rows[-1].virtual_comparisons}
         believing = QuestionEngine(config, rows[:-1], optimizers=kept).propose(*shown)
         expected = QuestionEngine(config, rows[:-1]).propose(*shown)
         torch.testing.assert_close(believing[1], expected[1], atol=0, rtol=0)

@@ -4,6 +4,7 @@ import json
 
 from prefbo.serve import flow
 from prefbo.serve.export import export_csv, export_json
+from prefbo.serve.rows import MadeQuestion
 
 
 def test_exports_hold_every_answer_in_plain_columns(store, make_config):
@@ -14,7 +15,8 @@ def test_exports_hold_every_answer_in_plain_columns(store, make_config):
     q1 = flow.answer(store, config, pid, q["question_id"], 1)
     flow.undo(store, config, pid, q["question_id"])
     carried = [[[0.1, 0.2], [0.0, 0.2]]]  # a worker's question on a face
-    assert flow.queue(store, pid, 2, [[0.0, 0.2], [0.9, 0.8]], 1, carried)
+    made = MadeQuestion(pid, 2, [[0.0, 0.2], [0.9, 0.8]], 1, carried)
+    assert store.queue_question(made)
     q1 = flow.answer(store, config, pid, q["question_id"], 0)
     flow.answer(store, config, pid, q1["question_id"], None)
     rows = list(csv.DictReader(io.StringIO(export_csv(store, config))))
@@ -26,7 +28,7 @@ def test_exports_hold_every_answer_in_plain_columns(store, make_config):
     assert float(rows[0]["option1.sweetness"]) == q["options"][1]["sweetness"]
     assert int(rows[0]["option0.size"]) == q["options"][0]["size"]
     data = json.loads(json.dumps(export_json(store, config)))  # plain JSON
-    assert data["study"] == config.source and data["schema_version"] == 2
+    assert data["study"] == config.source and data["schema_version"] == 3
     kinds = [e["kind"] for e in data["events"]]
     assert kinds == ["join", "answer", "undo", "answer", "answer"]
     assert data["events"][1]["data"]["choice"] == 1  # the undone answer stays

@@ -3,6 +3,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from prefbo.serve import flow
+from prefbo.serve.rows import MadeQuestion
 
 
 def _join(store, name="p"):
@@ -26,9 +27,9 @@ def test_answers_commit_with_the_next_question_until_done(store, make_config):
     assert done == {"done": True, "answered": 4, "total": 4, "previous_id": last}
     assert flow.current(store, config, pid)["done"]
     rows = store.questions_of(pid)
-    assert [r["choice"] for r in rows] == [1, 0, 1, 0]
-    assert [p["finished_at"] is not None for p in store.participants()] == [True]
-    assert [e["kind"] for e in store.events()] == ["join"] + ["answer"] * 4
+    assert [r.choice for r in rows] == [1, 0, 1, 0]
+    assert [p.finished_at is not None for p in store.participants()] == [True]
+    assert [e.kind for e in store.events()] == ["join"] + ["answer"] * 4
 
 
 def test_bad_answers_store_nothing(store, make_config):
@@ -53,7 +54,7 @@ def test_bad_answers_store_nothing(store, make_config):
     with pytest.raises(flow.Conflict, match="answered already"):  # a double submit
         flow.answer(store, config, pid, q["question_id"], 1)
     assert store.count_answers() == 1
-    assert store.questions_of(pid)[0]["choice"] == 0
+    assert store.questions_of(pid)[0].choice == 0
 
 
 def test_undo_shows_the_question_again_and_keeps_the_trail(store, make_config):
@@ -73,8 +74,8 @@ def test_undo_shows_the_question_again_and_keeps_the_trail(store, make_config):
     again = flow.answer(store, config, pid, q0["question_id"], 1)
     assert again["question_id"] == q1["question_id"]  # the same next question
     rows = store.questions_of(pid)
-    assert (rows[0]["choice"], rows[0]["no_preference"]) == (1, False)
-    kinds = [(e["kind"], e["data"].get("choice")) for e in store.events()]
+    assert (rows[0].choice, rows[0].no_preference) == (1, False)
+    kinds = [(e.kind, e.data.get("choice")) for e in store.events()]
     assert kinds == [("join", None), ("answer", None), ("undo", None), ("answer", 1)]
 
 
@@ -92,7 +93,7 @@ def test_an_undo_withdraws_the_named_answer_once(store, make_config):
     repeat = flow.undo(store, config, pid, ids[2])  # a double click, a 2nd tab
     assert first["question_id"] == repeat["question_id"] == ids[2]
     assert store.count_answers() == 2
-    assert [e["kind"] for e in store.events()].count("undo") == 1
+    assert [e.kind for e in store.events()].count("undo") == 1
 
 
 def test_concurrent_undos_of_one_answer_withdraw_it_once(store, make_config):
@@ -114,42 +115,17 @@ def test_a_replaced_question_is_gone_and_its_successor_differs(store, make_confi
     config = make_config()
     pid = _join(store)
     q0 = flow.current(store, config, pid)
-    assert flow.queue(store, pid, 1, [[0.5, 0.5], [0.1, 0.9]], 0)  # believed q0
+    assert store.queue_question(MadeQuestion(pid, 1, [[0.5, 0.5], [0.1, 0.9]], 0))
     q1 = flow.replace(store, config, pid, q0["question_id"], "no file")
     assert q1["seq"] == 0 and q1["options"] != q0["options"]
-    assert [r["seq"] for r in store.questions_of(pid)] == [0]  # the worker's goes
+    assert [r.seq for r in store.questions_of(pid)] == [0]  # the worker's goes
     q2 = flow.replace(store, config, pid, q1["question_id"], "again")
     assert q2["options"] not in (q0["options"], q1["options"])
     with pytest.raises(flow.Conflict, match="not the current question"):
         flow.replace(store, config, pid, q0["question_id"], "stale")
-    events = [e for e in store.events() if e["kind"] == "replace"]
-    assert [e["data"]["reason"] for e in events] == ["no file", "again"]
-    assert events[0]["question_id"] == q0["question_id"]
-
-
-def test_a_worker_question_is_shown_next_and_never_twice(store, make_config):
-    config = make_config()
-    pid = _join(store)
-    assert flow.needing_questions(store, config) == {
-        pid: (0, None, 0, float("inf"), None)
-    }
-    # the question carries one virtual comparison at a face to its answer
-    carried = [[[0.1, 0.2], [0.0, 0.2]]]
-    assert flow.queue(store, pid, 0, [[0.0, 0.2], [0.9, 0.8]], 0, carried)
-    assert not flow.queue(store, pid, 0, [[0.3, 0.2], [0.9, 0.8]], 0)  # taken
-    assert flow.needing_questions(store, config) == {}  # one waits, unshown
-    q0 = flow.current(store, config, pid)
-    assert q0["options"][0]["sweetness"] == pytest.approx(0.0)
-    seq, shown, answers, since, virtual = flow.needing_questions(store, config)[pid]
-    assert (seq, answers) == (1, 0) and shown == [[0.0, 0.2], [0.9, 0.8]]
-    assert since == store.questions_of(pid)[0]["shown_at"] and virtual == carried
-    assert flow.needing_questions(store, config, only=[pid + 1]) == {}
-    flow.queue(store, pid, 1, [[0.5, 0.0], [0.6, 1.0]], 0)
-    q1 = flow.answer(store, config, pid, q0["question_id"], 0)
-    assert q1["options"][0]["sweetness"] == pytest.approx(5.0)
-    rows = store.questions_of(pid)
-    assert [r["origin"] for r in rows] == ["model", "model"]
-    assert [r["virtual_comparisons"] for r in rows] == [carried, None]
+    events = [e for e in store.events() if e.kind == "replace"]
+    assert [e.data["reason"] for e in events] == ["no file", "again"]
+    assert events[0].question_id == q0["question_id"]
 
 
 def test_without_a_worker_question_a_random_one_is_shown(store, make_config):
@@ -157,9 +133,9 @@ def test_without_a_worker_question_a_random_one_is_shown(store, make_config):
     pid = _join(store)
     q0 = flow.current(store, config, pid)
     [row] = store.questions_of(pid)
-    assert row["origin"] == "random" and q0["options"][0] != q0["options"][1]
+    assert row.origin == "random" and q0["options"][0] != q0["options"][1]
     # the same draw for the same participant, question and seed
-    assert flow._random_options(config, pid, 0) == row["options"]
+    assert flow._random_options(config, pid, 0) == row.options
 
 
 def test_a_newcomer_waits_briefly_for_the_models_first_question(store, make_config):
@@ -172,47 +148,25 @@ def test_a_newcomer_waits_briefly_for_the_models_first_question(store, make_conf
     started = time.monotonic()
     flow.current(store, config, first)
     assert time.monotonic() - started < flow.FIRST_QUESTION_WAIT / 2
-    assert store.questions_of(first)[0]["origin"] == "random"
-    flow.queue(store, first, 1, [[0.1, 0.2], [0.9, 0.8]], 0)  # a model exists
+    assert store.questions_of(first)[0].origin == "random"
+    # a model exists
+    store.queue_question(MadeQuestion(first, 1, [[0.1, 0.2], [0.9, 0.8]], 0))
     late = _join(store, "late")
-    worker = threading.Timer(
-        0.1, flow.queue, (store, late, 0, [[0.3, 0.2], [0.7, 0.8]], 0)
-    )
+    made = MadeQuestion(late, 0, [[0.3, 0.2], [0.7, 0.8]], 0)
+    worker = threading.Timer(0.1, store.queue_question, (made,))
     worker.start()
     q0 = flow.current(store, config, late)
     worker.join()
     assert q0["options"][0]["sweetness"] == pytest.approx(3.0)
-    assert store.questions_of(late)[0]["origin"] == "model"
+    assert store.questions_of(late)[0].origin == "model"
     # no worker question within the wait: a uniform one
     last = _join(store, "last")
     started = time.monotonic()
     flow.current(store, config, last)
     assert time.monotonic() - started >= flow.FIRST_QUESTION_WAIT
-    assert store.questions_of(last)[0]["origin"] == "random"
+    assert store.questions_of(last)[0].origin == "random"
     # the individual kind does not wait: a newcomer's model knows nothing
     solo = make_config(model={"kind": "individual"})
     started = time.monotonic()
     flow.current(store, solo, _join(store, "solo"))
     assert time.monotonic() - started < flow.FIRST_QUESTION_WAIT / 2
-
-
-def test_a_rounds_questions_are_stored_in_one_go_where_still_wanted(store, make_config):
-    config = make_config()
-    a, b, c = (_join(store, n) for n in "abc")
-    qa = flow.current(store, config, a)  # a looks at question 0
-    flow.current(store, config, b)
-    X = [[0.1, 0.2], [0.9, 0.8]]
-    made = [
-        (a, 1, X, 0),  # still wanted
-        (b, 1, X, 1),  # made at 1 answer, but b has none: stale
-        (c, 0, X, 0),  # a newcomer's first
-        (a, 1, X, 0),  # the same seq twice: stored once
-    ]
-    assert flow.queue_many(store, made) == 2
-    assert [r["origin"] for r in store.questions_of(a)] == ["random", "model"]
-    assert [r["seq"] for r in store.questions_of(b)] == [0]
-    assert [r["origin"] for r in store.questions_of(c)] == ["model"]
-    assert flow.queue_many(store, []) == 0
-    # the stored question is what a's answer shows next
-    nxt = flow.answer(store, config, a, qa["question_id"], 0)
-    assert nxt["options"][0]["sweetness"] == pytest.approx(1.0)

@@ -48,6 +48,6 @@ def test_a_version_1_database_gains_the_virtual_comparisons_column(store):
         )
     assert migrate(store.engine) == 1
     with store.engine.connect() as conn:
-        assert schema_version(conn) == SCHEMA_VERSION == 2
+        assert schema_version(conn) == SCHEMA_VERSION == 3
     (q,) = store.answered()
-    assert q["options"] == [[0.5], [0.7]] and q["virtual_comparisons"] is None
+    assert q.options == [[0.5], [0.7]] and q.virtual_comparisons is None

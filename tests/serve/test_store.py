@@ -8,14 +8,15 @@ from prefbo.serve.store import Store, token_hash
 
 def test_participants_tokens_are_stored_hashed(store):
     pid = store.add_participant("secret-token", "Ann")
-    assert store.participant_by_token("secret-token")["id"] == pid
+    assert store.participant_by_token("secret-token").id == pid
     assert store.participant_by_token("other") is None
     with store.engine.connect() as conn:
         stored = conn.execute(text("SELECT token_hash FROM participants")).scalar()
     assert stored == token_hash("secret-token") and "secret-token" not in stored
     [row] = store.participants()
-    assert row["label"] == "Ann" and row["answers"] == 0 and "token_hash" not in row
-    assert [e["kind"] for e in store.events()] == ["join"]
+    assert (row.label, row.answers, row.last) == ("Ann", 0, None)
+    assert "token_hash" not in row.as_dict()
+    assert [e.kind for e in store.events()] == ["join"]
 
 
 def test_secrets_and_study_are_made_once(store):
@@ -32,8 +33,8 @@ def test_snapshots_latest_first(store):
     store.add_snapshot(3, {"population": None})
     store.add_snapshot(5, {"population": {"mean": 1.0}})
     snap = store.latest_snapshot()
-    assert snap["answers"] == 5 and snap["data"] == {"population": {"mean": 1.0}}
-    assert json.dumps(snap["data"])
+    assert snap.answers == 5 and snap.data == {"population": {"mean": 1.0}}
+    assert json.loads(json.dumps(snap.as_dict()))["data"] == snap.data
 
 
 def test_the_write_probe_commits_a_row(store):
@@ -105,18 +106,18 @@ def test_answers_of_some_participants_and_the_progress_of_each(store, tmp_path):
     flow.answer(store, config, b, qb["question_id"], 0)
     flow.answer(store, config, a, qa1["question_id"], 0)
     progress = store.answer_progress()
-    assert {pid: n for pid, (n, _) in progress.items()} == {a: 2, b: 1}
-    assert [(r["participant_id"], r["seq"]) for r in store.answered([a])] == [
+    assert {pid: p.answers for pid, p in progress.items()} == {a: 2, b: 1}
+    assert [(r.participant_id, r.seq) for r in store.answered([a])] == [
         (a, 0),
         (a, 1),
     ]
     assert len(store.answered()) == 3 and store.answered([]) == []
     # an undo and the same count again: the pair still changes
     flow.undo(store, config, a, qa1["question_id"])
-    assert store.answer_progress()[a][0] == 1
+    assert store.answer_progress()[a].answers == 1
     flow.answer(store, config, a, qa1["question_id"], 1)
     again = store.answer_progress()[a]
-    assert again[0] == 2 and again != progress[a]
+    assert again.answers == 2 and again != progress[a]
 
 
 def test_the_model_state_is_saved_and_replaced(store):

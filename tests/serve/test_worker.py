@@ -7,6 +7,7 @@ import pytest
 
 from prefbo.serve import flow
 from prefbo.serve.engine import QuestionEngine
+from prefbo.serve.sharing import Share
 from prefbo.serve.worker import (
     Hyperparameters,
     config_from_store,
@@ -24,12 +25,16 @@ def test_a_round_queues_a_question_for_each_participant(store, make_config):
     assert work_once(store, config) == 2
     assert work_once(store, config) == 0  # nothing more to do
     q = flow.current(store, config, a)
-    assert store.questions_of(a)[0]["origin"] == "model"
-    # with two workers each takes its own participants
-    assert work_once(store, config, index=1, workers=2) == 1  # a (id 1): seq 1
-    assert work_once(store, config, index=0, workers=2) == 0  # b waits already
+    assert store.questions_of(a)[0].origin == "model"
+    # with two workers each takes its own participants: w1 ranks first of
+    # the two live ones (even ids), w2 second (odd ids)
+    one, two = Share(store, "w1"), Share(store, "w2")
+    one.renew(), two.renew(), one.renew()
+    assert work_once(store, config, one) == 0  # b (id 2) waits already
+    assert work_once(store, config, two) == 1  # a (id 1): seq 1
+    assert store.lease_holders() == {a: "w2"}
     nxt = flow.answer(store, config, a, q["question_id"], 0)
-    assert nxt["seq"] == 1 and store.questions_of(a)[1]["origin"] == "model"
+    assert nxt["seq"] == 1 and store.questions_of(a)[1].origin == "model"
     assert len(store.questions_of(b)) == 1
 
 
@@ -41,9 +46,9 @@ def test_snapshots_follow_the_answers(store, make_config):
     flow.answer(store, config, pid, q["question_id"], 0)
     assert snapshot_once(store, config, 0) == 1
     snap = store.latest_snapshot()
-    assert snap["answers"] == 1 and "1" in snap["data"]["participants"]
+    assert snap.answers == 1 and "1" in snap.data["participants"]
     assert snapshot_once(store, config, 1) == 1  # unchanged: none stored
-    assert store.latest_snapshot()["id"] == snap["id"]
+    assert store.latest_snapshot().id == snap.id
 
 
 def test_the_loop_stops_on_its_event(store, make_config):
@@ -72,7 +77,7 @@ def test_a_participant_who_moved_on_gets_the_question_one_later(
     monkeypatch.setattr(QuestionEngine, "propose_each", meanwhile)
     assert work_once(store, config) == 1
     rows = store.questions_of(pid)
-    assert [(r["seq"], r["origin"], r["based_on"]) for r in rows] == [
+    assert [(r.seq, r.origin, r.based_on) for r in rows] == [
         (0, "random", 0),
         (1, "random", 1),
         (2, "model", 0),
@@ -153,7 +158,7 @@ def test_the_workers_questions_keep_their_virtual_comparisons(
         while work_once(store, config):
             pass
         q = flow.current(store, config, pid)
-        carried = store.questions_of(pid)[q["seq"]]["virtual_comparisons"]
+        carried = store.questions_of(pid)[q["seq"]].virtual_comparisons
         if carried:
             break
         sweeter = max(range(2), key=lambda i: q["options"][i]["sweetness"])

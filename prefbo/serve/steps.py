@@ -1,0 +1,148 @@
+r"""The queries of one participant's step (:mod:`prefbo.serve.flow`'s
+answer, undo, replacement or showing), all inside one transaction.
+
+:meth:`Store.participant <prefbo.serve.store.Store.participant>` opens the
+transaction and gives a :class:`ParticipantSteps`; what the step decides
+(which question to show, whether an answer fits) is the flow's. Conflicts
+between concurrent steps are decided by conditional updates: a write that
+found the row changed says so (``False``) instead of writing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
+
+from prefbo.serve.rows import QuestionRow
+from prefbo.serve.schema import events, participants, questions
+
+
+class Raced(Exception):
+    r"""Another process wrote the same row first (a question ``seq`` made at
+    the same moment); the step may be tried again."""
+
+
+class ParticipantSteps:
+    r"""Participant ``pid``'s queries within the open transaction ``conn``.
+
+    Args:
+        conn: The step's transaction.
+        pid: The participant's id.
+    """
+
+    def __init__(self, conn: Connection, pid: int) -> None:
+        self.conn = conn
+        self.pid = pid
+
+    def questions(self) -> list[QuestionRow]:
+        r"""The participant's questions by ``seq``."""
+        rows = self.conn.execute(
+            select(questions)
+            .where(questions.c.participant_id == self.pid)
+            .order_by(questions.c.seq)
+        ).all()
+        return [QuestionRow.from_db(r) for r in rows]
+
+    def add_question(self, question: QuestionRow) -> None:
+        r"""Store ``question`` (one of this participant's)."""
+        values = question.as_dict()
+        values["options"] = json.dumps(question.options)
+        virtual = question.virtual_comparisons
+        values["virtual_comparisons"] = None if virtual is None else json.dumps(virtual)
+        self.conn.execute(insert(questions).values(**values))
+
+    def show(self, question_id: str, at: float) -> None:
+        r"""Mark question ``question_id`` shown at ``at``."""
+        self.conn.execute(
+            update(questions).where(questions.c.id == question_id).values(shown_at=at)
+        )
+
+    def record_answer(self, question_id: str, choice: int | None, at: float) -> bool:
+        r"""Answer question ``question_id`` with ``choice`` (``None``: no
+        preference) at ``at``, unless it is answered; returns whether it was
+        answered now."""
+        done = self.conn.execute(
+            update(questions)
+            .where(
+                and_(questions.c.id == question_id, questions.c.answered_at.is_(None))
+            )
+            .values(answered_at=at, choice=choice, no_preference=choice is None)
+        )
+        return done.rowcount == 1
+
+    def withdraw(self, question_id: str) -> bool:
+        r"""Withdraw the answer to question ``question_id``, unless it holds
+        none; returns whether one was withdrawn now."""
+        done = self.conn.execute(
+            update(questions)
+            .where(
+                and_(questions.c.id == question_id, questions.c.answered_at.isnot(None))
+            )
+            .values(answered_at=None, choice=None, no_preference=False)
+        )
+        return done.rowcount == 1
+
+    def hide(self, seq: int) -> None:
+        r"""Mark question ``seq`` unshown (it waits again)."""
+        self.conn.execute(
+            update(questions)
+            .where(and_(questions.c.participant_id == self.pid, questions.c.seq == seq))
+            .values(shown_at=None)
+        )
+
+    def drop_from(self, seq: int) -> None:
+        r"""Delete the questions from ``seq`` on."""
+        self.conn.execute(
+            delete(questions).where(
+                and_(questions.c.participant_id == self.pid, questions.c.seq >= seq)
+            )
+        )
+
+    def set_finished(self, at: float | None) -> None:
+        r"""Mark the participant finished at ``at`` (``None``: not finished)."""
+        self.conn.execute(
+            update(participants)
+            .where(participants.c.id == self.pid)
+            .values(finished_at=at)
+        )
+
+    def count_events(self, kind: str) -> int:
+        r"""How many events of ``kind`` the participant's trail holds."""
+        return self.conn.execute(
+            select(func.count())
+            .select_from(events)
+            .where(and_(events.c.participant_id == self.pid, events.c.kind == kind))
+        ).scalar_one()
+
+    def log(
+        self,
+        question_id: str | None,
+        kind: str,
+        data: dict[str, Any],
+        at: float | None = None,
+    ) -> None:
+        r"""Append one event to the participant's audit trail."""
+        log_event(self.conn, self.pid, question_id, kind, data, at)
+
+
+def log_event(
+    conn: Connection,
+    pid: int,
+    question_id: str | None,
+    kind: str,
+    data: dict[str, Any],
+    at: float | None = None,
+) -> None:
+    r"""Append one event to the audit trail (inside ``conn``'s transaction)."""
+    conn.execute(
+        insert(events).values(
+            participant_id=pid,
+            question_id=question_id,
+            kind=kind,
+            at=time.time() if at is None else at,
+            data=json.dumps(data),
+        )
+    )

@@ -1,0 +1,180 @@
+r"""The queries of the workers' questions: who waits for one, and storing
+the questions made.
+
+Per participant, questions ``0 .. a-1`` are answered (``a`` answers),
+question ``a`` is on screen or queued, and at most one more, ``a + 1``,
+waits unshown (:mod:`prefbo.serve.flow`). A worker's question is stored
+unless one is there already (the unique ``(participant, seq)``), and, where
+a lease ``holder`` is named, only while that holder holds the participant's
+lease (:mod:`prefbo.serve.leases`), in the same transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select, tuple_
+from sqlalchemy.exc import IntegrityError
+
+from prefbo.serve.leases import renew_for_storing
+from prefbo.serve.rows import MadeQuestion, Needing, QuestionRow
+from prefbo.serve.schema import participants, questions
+
+
+def needing_questions(
+    conn: Connection, most: int, only: Iterable[int] | None = None
+) -> dict[int, Needing]:
+    r"""Participants (of ``only``, default all) without a waiting question
+    whose next question's ``seq`` is below ``most`` (the answers a
+    participant gives), by id.
+
+    Two queries whatever the study's size: each active participant's answer
+    count and last ``seq``, then the rows on screen of those whose last
+    question is the one they look at."""
+    query = select(participants.c.id).where(participants.c.finished_at.is_(None))
+    if only is not None:
+        query = query.where(participants.c.id.in_(list(only)))
+    active = conn.execute(query).scalars().all()
+    counts = (
+        conn.execute(
+            select(
+                questions.c.participant_id,
+                func.count(questions.c.answered_at).label("answers"),
+                func.max(questions.c.seq).label("top"),
+            )
+            .where(questions.c.participant_id.in_(active))
+            .group_by(questions.c.participant_id)
+        ).all()
+        if active
+        else []
+    )
+    last = {r.participant_id: (int(r.answers), int(r.top)) for r in counts}
+    # a participant's last question is the one at seq = answers: on screen
+    # (then the next one is needed) or queued unshown (nothing is)
+    at = [(pid, a) for pid, (a, top) in last.items() if top == a]
+    rows = (
+        conn.execute(
+            select(questions).where(
+                tuple_(questions.c.participant_id, questions.c.seq).in_(at)
+            )
+        ).all()
+        if at
+        else []
+    )
+    on_screen = {r.participant_id: QuestionRow.from_db(r) for r in rows}
+    out: dict[int, Needing] = {}
+    for pid in active:
+        a, top = last.get(pid, (0, -1))
+        shown = on_screen.get(pid)
+        if top > a or (shown is not None and shown.shown_at is None):
+            continue  # question a + 1, or an unshown question a, waits
+        if shown is None:
+            needing = Needing(seq=a, shown=None, answers=a, shown_at=float("inf"))
+        else:
+            needing = Needing(
+                seq=a + 1,
+                shown=shown.options,
+                answers=a,
+                shown_at=shown.shown_at,
+                shown_virtual=shown.virtual_comparisons,
+            )
+        if needing.seq < most:
+            out[pid] = needing
+    return out
+
+
+def store_questions(
+    conn: Connection,
+    made: list[MadeQuestion],
+    holder: str | None = None,
+    lease_seconds: float = 0.0,
+) -> int:
+    r"""Store the questions ``made`` in ``conn``'s transaction: each unless
+    the participant has answered or undone since (their answer count is no
+    longer the one it was made at), a question ``seq`` is there already, or
+    (``holder`` named) ``holder`` no longer holds the participant's lease
+    (held ones are renewed for ``lease_seconds``); returns how many were
+    stored."""
+    if not made:
+        return 0
+    pids = sorted({m.participant_id for m in made})
+    if holder is not None:  # the write first: the lock, then the reads
+        held = renew_for_storing(conn, holder, pids, lease_seconds, time.time())
+        made = [m for m in made if m.participant_id in held]
+        if not made:
+            return 0
+    counts = {
+        r.participant_id: int(r.answers)
+        for r in conn.execute(
+            select(
+                questions.c.participant_id,
+                func.count(questions.c.answered_at).label("answers"),
+            )
+            .where(questions.c.participant_id.in_(pids))
+            .group_by(questions.c.participant_id)
+        )
+    }
+    wanted = [(m.participant_id, m.seq) for m in made]
+    taken = {
+        (r.participant_id, r.seq)
+        for r in conn.execute(
+            select(questions.c.participant_id, questions.c.seq).where(
+                tuple_(questions.c.participant_id, questions.c.seq).in_(wanted)
+            )
+        )
+    }
+    stored = 0
+    for m in made:
+        if counts.get(m.participant_id, 0) != m.based_on:
+            continue
+        if (m.participant_id, m.seq) in taken:
+            continue
+        try:
+            with conn.begin_nested():  # another process's insert first
+                conn.execute(_model_question(m))
+            stored += 1
+            taken.add((m.participant_id, m.seq))
+        except IntegrityError:
+            pass
+    return stored
+
+
+def store_question(conn: Connection, made: MadeQuestion) -> None:
+    r"""Store a worker's question (in ``conn``'s transaction).
+
+    Raises:
+        IntegrityError: A question ``made.seq`` of the participant is there
+            already.
+    """
+    conn.execute(_model_question(made))
+
+
+def has_question(conn: Connection, pid: int) -> bool:
+    r"""Whether participant ``pid`` has a question."""
+    mine = select(questions.c.id).where(questions.c.participant_id == pid)
+    return conn.execute(mine.limit(1)).first() is not None
+
+
+def any_model_question(conn: Connection) -> bool:
+    r"""Whether a worker has stored a question in this study."""
+    made = select(questions.c.id).where(questions.c.origin == "model")
+    return conn.execute(made.limit(1)).first() is not None
+
+
+def _model_question(m: MadeQuestion) -> Any:
+    r"""The insert of a worker's question."""
+    return insert(questions).values(
+        id=uuid.uuid4().hex,
+        participant_id=m.participant_id,
+        seq=m.seq,
+        options=json.dumps(m.options),
+        origin="model",
+        based_on=m.based_on,
+        created_at=time.time(),
+        no_preference=False,
+        virtual_comparisons=None if m.virtual is None else json.dumps(m.virtual),
+    )
