@@ -10,7 +10,7 @@ from prefbo.loop.study import PopulationStudy
 from prefbo.models.collaborative import (
     CollaborativePreferenceGP,
     PersonModel,
-    laplace_people,
+    ep_people,
 )
 
 SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20}
@@ -192,15 +192,14 @@ def test_a_tell_updates_only_the_teller_online(monkeypatch):
     assert len(calls) == n
     study.ask("p0")
     assert len(calls) == n + 1 and calls[-1] == [0]
-    # the online path: the same model, and p0's posterior is the Laplace
-    # posterior of all their answers at the shared part's means
+    # the online path: the same model, and p0's posterior is the EP
+    # posterior (the probit's default) of all their answers at the shared
+    # part's means
     assert study.model is model and study.collaborative.fits == [3]
     ids = torch.tensor([0])
     batch = model.answers.gather(ids)
     delta, offset = model.answer_rows(batch.winners, batch.losers)
-    post = laplace_people(
-        model.likelihood, delta, offset, batch.mask, model.prior_mean(ids)
-    )
+    post = ep_people(model.likelihood, delta, offset, batch.mask, model.prior_mean(ids))
     assert int(batch.mask.sum()) == 3
     torch.testing.assert_close(model.latent_mean[ids], post.mean)
     torch.testing.assert_close(model.latent_precision_chol[ids], post.precision_chol)

@@ -97,3 +97,108 @@ def check_person_features(
     if not bool(torch.isfinite(features).all()):
         raise InputDataError("person_features must be finite; got NaN or inf.")
     return features.to(like)
+
+
+def check_answer_sides(winners: object, losers: object, d: int) -> None:
+    r"""Check an answer batch's ``winners`` and ``losers``: ``k`` long design
+    rows or ``k x d`` finite designs each, one row per answer.
+
+    Raises:
+        InputTypeError: Not an integer or floating tensor.
+        InputDataError: Wrong shape, NaN or inf, or unequal counts.
+    """
+    for name, t in (("winners", winners), ("losers", losers)):
+        if not isinstance(t, Tensor) or t.is_complex() or t.dtype == torch.bool:
+            raise InputTypeError(
+                f"{name} must be k long design rows or k x d designs; got "
+                f"{describe(t)}."
+            )
+        if t.is_floating_point():
+            if t.ndim != 2 or t.shape[-1] != d:
+                raise InputDataError(
+                    f"{name} must be k x {d} designs or k "
+                    f"design rows; got shape {tuple(t.shape)}."
+                )
+            if not bool(torch.isfinite(t).all()):
+                raise InputDataError(f"{name} must be finite; got NaN or inf.")
+    if winners.shape[0] != losers.shape[0]:
+        raise InputDataError(
+            f"winners and losers must have one row per answer; got "
+            f"{winners.shape[0]} and {losers.shape[0]}."
+        )
+
+
+def check_designs(designs: object) -> None:
+    r"""Check ``n x d`` finite floating designs with ``n ≥ 1``.
+
+    Raises:
+        InputTypeError: Not a floating tensor.
+        InputDataError: Wrong shape, or NaN or inf.
+    """
+    if not isinstance(designs, Tensor) or not designs.is_floating_point():
+        raise InputTypeError(
+            f"designs must be an n x d floating tensor; got {describe(designs)}."
+        )
+    if designs.ndim != 2 or designs.shape[0] == 0:
+        raise InputDataError(
+            f"designs must be n x d with n >= 1; got shape {tuple(designs.shape)}."
+        )
+    if not bool(torch.isfinite(designs).all()):
+        raise InputDataError("designs must be finite; got NaN or inf.")
+
+
+def check_inducing(inducing_points: object, designs: Tensor) -> Tensor | None:
+    r"""Check ``M x d`` finite floating inducing points (``None`` passes).
+
+    Returns:
+        The points detached, in ``designs``' dtype and device, or ``None``.
+
+    Raises:
+        InputDataError: Not a finite ``M x d`` floating tensor with ``M ≥ 1``.
+    """
+    if inducing_points is None:
+        return None
+    if (
+        not isinstance(inducing_points, Tensor)
+        or not inducing_points.is_floating_point()
+        or inducing_points.ndim != 2
+        or inducing_points.shape[0] == 0
+        or inducing_points.shape[-1] != designs.shape[-1]
+        or not bool(torch.isfinite(inducing_points).all())
+    ):
+        raise InputDataError(
+            f"inducing_points must be a finite M x {designs.shape[-1]} floating "
+            f"tensor with M >= 1; got {describe(inducing_points)}."
+        )
+    return inducing_points.detach().to(designs)
+
+
+def check_newcomer_features(
+    features: object, person_features: Tensor | None
+) -> Tensor | None:
+    r"""Check a newcomer's ``features`` against the model's ``P x e``
+    ``person_features`` (``None``: the model has none, and so must they).
+
+    Returns:
+        The ``1 x e`` row to append, or ``None``.
+
+    Raises:
+        InputDataError: Not ``e`` finite features, or features given to a
+            model without them.
+    """
+    if person_features is None:
+        if features is not None:
+            raise InputDataError(
+                "features given but the model has no person features; got "
+                f"{describe(features)}."
+            )
+        return None
+    e = person_features.shape[1]
+    if not isinstance(features, Tensor) or features.shape != (e,):
+        raise InputDataError(
+            f"features must be a tensor of the {e} person features; got "
+            f"{describe(features)}."
+        )
+    if not bool(torch.isfinite(features).all()):
+        raise InputDataError("features must be finite; got NaN or inf.")
+    return features.to(person_features).unsqueeze(0)

@@ -41,17 +41,27 @@ from botorch.posteriors.gpytorch import GPyTorchPosterior
 from gpytorch.distributions import MultivariateNormal
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.exceptions import InputDataError
 from prefbo.likelihoods import PairwiseProbitLikelihood
 from prefbo.likelihoods.pairwise import as_prefbo_likelihood
 from prefbo.models.collaborative.answers import AnswerTable
-from prefbo.models.collaborative.checks import check_answers, check_person_features
+from prefbo.models.collaborative.checks import (
+    check_answer_sides,
+    check_answers,
+    check_designs,
+    check_inducing,
+    check_newcomer_features,
+    check_person_features,
+)
+from prefbo.models.collaborative.ep import check_ep_likelihood, ep_people
 from prefbo.models.collaborative.people import PersonPosterior, laplace_people
 from prefbo.models.collaborative.shared import SharedFunctions, choose_inducing
 from prefbo.models.collaborative.training import fit_collaborative
 from prefbo.utils.checks import check_int, describe
 from prefbo.utils.threads import limited
 
+#: The ways of computing each person's posterior (``people_inference``).
+PEOPLE_INFERENCE = ("auto", "ep", "laplace")
 #: Added to a posterior covariance's diagonal for BoTorch's samplers.
 POSTERIOR_JITTER = 1e-10
 
@@ -80,6 +90,17 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             Sobol set of the box where few designs are known yet); default
             ``num_inducing`` of the designs, by conditional variance
             reduction. The residual's are their first ``num_residual``.
+        people_inference: Each person's posterior: ``"ep"``
+            (expectation propagation,
+            :func:`~prefbo.models.collaborative.ep.ep_people`; probit only),
+            ``"laplace"`` (the mode,
+            :func:`~prefbo.models.collaborative.people.laplace_people`; any
+            link) or ``"auto"``: EP for the probit, else Laplace. Where a few
+            answers are nearly decisive (a newcomer's first answers,
+            rankings) the posterior is skewed and EP's mean follows its mass
+            beyond the mode. The fit's own steps use Laplace posteriors
+            whatever this says (:func:`~prefbo.models.collaborative.training.
+            fit_collaborative`).
     """
 
     def __init__(
@@ -95,23 +116,27 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         likelihood: Any = None,
         seed: int = 0,
         inducing_points: Tensor | None = None,
+        people_inference: str = "auto",
     ) -> None:
         gpytorch.Module.__init__(self)
-        if not isinstance(designs, Tensor) or not designs.is_floating_point():
-            raise InputTypeError(
-                f"designs must be an n x d floating tensor; got {describe(designs)}."
-            )
-        if designs.ndim != 2 or designs.shape[0] == 0:
-            raise InputDataError(
-                f"designs must be n x d with n >= 1; got shape {tuple(designs.shape)}."
-            )
-        if not bool(torch.isfinite(designs).all()):
-            raise InputDataError("designs must be finite; got NaN or inf.")
+        check_designs(designs)
         answers, P = check_answers(answers, designs.shape[0], num_people)
         K = check_int("num_tastes", num_tastes, 0)
         M = check_int("num_inducing", num_inducing, 1)
         Mr = check_int("num_residual", num_residual, 0)
         self.likelihood = as_prefbo_likelihood(likelihood or PairwiseProbitLikelihood())
+        if people_inference not in PEOPLE_INFERENCE:
+            raise InputDataError(
+                f"people_inference must be one of {sorted(PEOPLE_INFERENCE)}; got "
+                f"{people_inference!r}."
+            )
+        if people_inference == "auto":
+            probit = isinstance(self.likelihood, PairwiseProbitLikelihood)
+            people_inference = "ep" if probit else "laplace"
+        if people_inference == "ep":  # refused here, not at the first answer
+            check_ep_likelihood(self.likelihood)
+        #: ``"ep"`` or ``"laplace"``: how people's posteriors are computed.
+        self.people_inference = people_inference
         # buffers, so that .to() and .double() move and cast them with the rest
         self.register_buffer("designs", designs)
         self.num_initial = designs.shape[0]
@@ -122,22 +147,9 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             if item_effects
             else torch.full((designs.shape[0],), -1, device=designs.device),
         )
-        if inducing_points is None:
+        Z = check_inducing(inducing_points, designs)
+        if Z is None:
             Z = choose_inducing(designs, M, seed)
-        elif (
-            not isinstance(inducing_points, Tensor)
-            or not inducing_points.is_floating_point()
-            or inducing_points.ndim != 2
-            or inducing_points.shape[0] == 0
-            or inducing_points.shape[-1] != designs.shape[-1]
-            or not bool(torch.isfinite(inducing_points).all())
-        ):
-            raise InputDataError(
-                f"inducing_points must be a finite M x {designs.shape[-1]} floating "
-                f"tensor with M >= 1; got {describe(inducing_points)}."
-            )
-        else:
-            Z = inducing_points.detach().to(designs)
         self.shared = SharedFunctions(Z, K, self.num_items, min(Mr, Z.shape[0]), seed)
         self.answers = AnswerTable(answers.to(designs.device), P)
         U = check_person_features(person_features, P, designs)
@@ -193,24 +205,9 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
                 has person features; the training people's mean is not
                 assumed).
         """
-        if self.person_features is not None:
-            if not isinstance(features, Tensor) or features.shape != (
-                self.person_features.shape[1],
-            ):
-                raise InputDataError(
-                    "features must be a tensor of the "
-                    f"{self.person_features.shape[1]} person features; got "
-                    f"{describe(features)}."
-                )
-            if not bool(torch.isfinite(features).all()):
-                raise InputDataError("features must be finite; got NaN or inf.")
-            row = features.to(self.person_features).unsqueeze(0)
+        row = check_newcomer_features(features, self.person_features)
+        if row is not None:
             self.person_features = torch.cat([self.person_features, row])
-        elif features is not None:
-            raise InputDataError(
-                "features given but the model has no person features; got "
-                f"{describe(features)}."
-            )
         pid = self.answers.add_person()
         with torch.no_grad():
             mean = self.prior_mean(torch.tensor([pid], device=self.designs.device))
@@ -268,25 +265,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             :class:`~prefbo.models.collaborative.people.PersonPosterior`.
         """
         person = self._check_person(person)
-        for name, t in (("winners", winners), ("losers", losers)):
-            if not isinstance(t, Tensor) or t.is_complex() or t.dtype == torch.bool:
-                raise InputTypeError(
-                    f"{name} must be k long design rows or k x d designs; got "
-                    f"{describe(t)}."
-                )
-            if t.is_floating_point():
-                if t.ndim != 2 or t.shape[-1] != self.designs.shape[-1]:
-                    raise InputDataError(
-                        f"{name} must be k x {self.designs.shape[-1]} designs or k "
-                        f"design rows; got shape {tuple(t.shape)}."
-                    )
-                if not bool(torch.isfinite(t).all()):
-                    raise InputDataError(f"{name} must be finite; got NaN or inf.")
-        if winners.shape[0] != losers.shape[0]:
-            raise InputDataError(
-                f"winners and losers must have one row per answer; got "
-                f"{winners.shape[0]} and {losers.shape[0]}."
-            )
+        check_answer_sides(winners, losers, self.designs.shape[-1])
         pair = []
         for t in (winners, losers):
             if t.is_floating_point():
@@ -328,15 +307,42 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         return self.refit_people(people, delta, offset, batch.mask)
 
     def refit_people(
-        self, people: Tensor, delta: Tensor, offset: Tensor, mask: Tensor
+        self,
+        people: Tensor,
+        delta: Tensor,
+        offset: Tensor,
+        mask: Tensor,
+        inference: str | None = None,
     ) -> PersonPosterior:
         r"""Refit and store ``B`` people's posteriors from their answers'
         ``B x A x D`` rows, ``B x A`` offsets and mask (as
         :meth:`answer_rows` and :meth:`AnswerTable.gather
         <prefbo.models.collaborative.answers.AnswerTable.gather>` give them;
-        taken as constants)."""
+        taken as constants), by ``inference`` (default
+        :attr:`people_inference`)."""
+        post = self.infer_people(people, delta, offset, mask, inference)
+        self.latent_mean[people] = post.mean
+        self.latent_precision_chol[people] = post.precision_chol
+        return post
+
+    def infer_people(
+        self,
+        people: Tensor,
+        delta: Tensor,
+        offset: Tensor,
+        mask: Tensor,
+        inference: str | None = None,
+    ) -> PersonPosterior:
+        r"""``B`` people's posteriors from answers' rows, offsets and mask
+        (as :meth:`refit_people` takes them) by ``inference`` (``"ep"`` or
+        ``"laplace"``; default :attr:`people_inference`), without storing
+        them (Laplace starts from their stored posterior means)."""
         with torch.no_grad(), limited(len(people) * 16):
-            post = laplace_people(
+            if (inference or self.people_inference) == "ep":
+                return ep_people(
+                    self.likelihood, delta, offset, mask, self.prior_mean(people)
+                )
+            return laplace_people(
                 self.likelihood,
                 delta,
                 offset,
@@ -344,9 +350,6 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
                 self.prior_mean(people),
                 start=self.latent_mean[people],
             )
-        self.latent_mean[people] = post.mean
-        self.latent_precision_chol[people] = post.precision_chol
-        return post
 
     def answer_rows(self, winners: Tensor, losers: Tensor) -> tuple[Tensor, Tensor]:
         r"""``B x A x D`` rows ``Δ`` and ``B x A`` offsets ``c`` of answers

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.models.collaborative.people import PersonPosterior, laplace_people
+from prefbo.models.collaborative.people import PersonPosterior
 from prefbo.utils.checks import describe
 from prefbo.utils.threads import limited
 
@@ -230,11 +230,5 @@ def imagined_posteriors(
         W = torch.cat([batch.winners, winners.reshape(-1, 1).to(people)], -1)
         L = torch.cat([batch.losers, losers.reshape(-1, 1).to(people)], -1)
         delta, offset = model.answer_rows(W, L)
-        return laplace_people(
-            model.likelihood,
-            delta,
-            offset,
-            torch.cat([batch.mask, extra], -1),
-            model.prior_mean(people),
-            start=model.latent_mean[people],
-        )
+        mask = torch.cat([batch.mask, extra], -1)
+        return model.infer_people(people, delta, offset, mask)

@@ -89,14 +89,15 @@ def minibatch_elbo(
 ) -> Tensor:
     r"""The ELBO per answer estimated from ``people``, with gradients to the
     shared part and the feature map: at their posteriors as stored, or,
-    with ``refit``, after refitting them at the current shared means (from
-    the same differences the ELBO uses)."""
+    with ``refit``, after refitting their Laplace posteriors at the current
+    shared means (from the same differences the ELBO uses; Newton from the
+    last mode converges in a step or two, which is what makes a step cheap)."""
     batch = model.answers.gather(people)
     differences = model.shared.answer_differences(
         model.designs, model.items, batch.winners, batch.losers, variance=True
     )
     if refit:
-        model.refit_people(people, *differences[:2], batch.mask)
+        model.refit_people(people, *differences[:2], batch.mask, "laplace")
     latent = PersonPosterior(
         model.latent_mean[people], model.latent_precision_chol[people]
     )

@@ -7,8 +7,12 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.mlls import PairwiseLaplaceMLL  # noqa: F401
-from prefbo.models import PairwiseLaplaceGP
-from prefbo.models.collaborative import CollaborativePreferenceGP, laplace_people
+from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP
+from prefbo.models.collaborative import (
+    CollaborativePreferenceGP,
+    ep_people,
+    laplace_people,
+)
 
 
 def fitted(population, steps=40, **kwargs):
@@ -21,8 +25,9 @@ def fitted(population, steps=40, **kwargs):
     return model, X
 
 
-def test_online_updates_equal_a_refit_with_the_shared_part_fixed(population):
-    model, X = fitted(population, num_residual=5)
+@pytest.mark.parametrize("inference", ["laplace", "ep"])
+def test_online_updates_equal_a_refit_with_the_shared_part_fixed(population, inference):
+    model, X = fitted(population, num_residual=5, people_inference=inference)
     rows = torch.tensor([[3, 7], [1, 2], [7, 1], [9, 3], [2, 9]])
     one_by_one, at_once = model, copy.deepcopy(model)
     a = one_by_one.add_person()
@@ -30,7 +35,8 @@ def test_online_updates_equal_a_refit_with_the_shared_part_fixed(population):
         one_by_one.observe(a, torch.tensor([w]), torch.tensor([l]))
     b = at_once.add_person()
     at_once.observe(b, rows[:, 0], rows[:, 1])
-    direct = laplace_people(
+    refit = laplace_people if inference == "laplace" else ep_people
+    direct = refit(
         model.likelihood,
         *model.answer_rows(rows[:, 0][None], rows[:, 1][None]),
         torch.ones(1, 5, dtype=torch.bool),
@@ -104,13 +110,20 @@ def test_moments_match_monte_carlo(population):
     )
 
 
-def test_without_tastes_a_person_is_an_exact_laplace_gp(population):
+@pytest.mark.parametrize("inference", ["laplace", "ep"])
+def test_without_tastes_a_person_is_an_exact_gp(population, inference):
     r"""K = 0 with the shared utility known to be zero: the person's posterior
-    is prefbo's PairwiseLaplaceGP with the residual's kernel (its inducing
-    points are all the designs, so the Nyström kernel is the kernel)."""
+    is prefbo's PairwiseLaplaceGP (Laplace) or PairwiseEPGP (EP) with the
+    residual's kernel (its inducing points are all the designs, so the
+    Nyström kernel is the kernel)."""
     X, answers, _, _ = population(n=8)
     model = CollaborativePreferenceGP(
-        X, answers, num_tastes=0, num_inducing=8, num_residual=8
+        X,
+        answers,
+        num_tastes=0,
+        num_inducing=8,
+        num_residual=8,
+        people_inference=inference,
     )
     with torch.no_grad():
         model.shared.mean.zero_()  # the shared utility known to be zero
@@ -122,7 +135,8 @@ def test_without_tastes_a_person_is_an_exact_laplace_gp(population):
     kernel = ScaleKernel(RBFKernel(ard_num_dims=2)).double()
     kernel.base_kernel.lengthscale = model.shared.kernel.lengthscale.detach()
     kernel.outputscale = 0.64
-    exact = PairwiseLaplaceGP(X, comps, covar_module=kernel).eval()
+    exact_model = PairwiseLaplaceGP if inference == "laplace" else PairwiseEPGP
+    exact = exact_model(X, comps, covar_module=kernel).eval()
     want = exact.posterior(X)
     got = model.posterior(X, person=new)
     torch.testing.assert_close(got.mean, want.mean, atol=1e-4, rtol=0)
