@@ -47,7 +47,13 @@ Protocol (every seed is a constant of this script, fixed before any run):
     with ``--tastes`` tastes, fitted (``fit(seed=FIT_SEED)``) once per fold
     on the training people with their features; each held-out person is
     added (``add_person(features=u)``) and their revealed answers observed
-    online (the shared part stays fixed).
+    online (the shared part stays fixed), each person's posterior by EP
+    (the model's default); ``collaborative_laplace`` the same with Laplace
+    posteriors (modes).
+- **Open pairs.** A test pair whose order follows from the revealed answers
+  by transitivity is *closed*: on consistent rankings the per-person model
+  already gets it right. ``accuracy_open`` scores the open pairs alone
+  (:func:`open_pairs`), where the models can differ.
 - **Report.** Per data set and ``k``: each model's mean accuracy ± s.e.
   over held-out people; the paired difference collaborative − other
   (mean ± s.e., two-sided Wilcoxon signed-rank p over people, zero
@@ -303,9 +309,12 @@ def fit_population(fold: Fold, options: argparse.Namespace) -> tuple[Predict, di
     return predict, note
 
 
-def fit_collaborative(fold: Fold, options: argparse.Namespace) -> tuple[Predict, dict]:
+def fit_collaborative(
+    fold: Fold, options: argparse.Namespace, people_inference: str = "auto"
+) -> tuple[Predict, dict]:
     r"""The collaborative model of the training people; each held-out person
-    is added and observed online."""
+    is added and observed online (people's posteriors by
+    ``people_inference``: the model's default, EP for its probit)."""
     from prefbo.models.collaborative import CollaborativePreferenceGP
 
     model = CollaborativePreferenceGP(
@@ -314,6 +323,7 @@ def fit_collaborative(fold: Fold, options: argparse.Namespace) -> tuple[Predict,
         num_people=fold.num_people,
         person_features=fold.features,
         num_tastes=options.tastes,
+        people_inference=people_inference,
     )
     model.fit(seed=FIT_SEED)
 
@@ -324,7 +334,15 @@ def fit_collaborative(fold: Fold, options: argparse.Namespace) -> tuple[Predict,
         with torch.no_grad():
             return model.utility_mean(pid).reshape(-1)
 
-    return predict, {"tastes": options.tastes}
+    return predict, {"tastes": options.tastes, "people": model.people_inference}
+
+
+def fit_collaborative_laplace(
+    fold: Fold, options: argparse.Namespace
+) -> tuple[Predict, dict]:
+    r"""As :func:`fit_collaborative` with Laplace posteriors for the people
+    (their modes), to show what EP's means add."""
+    return fit_collaborative(fold, options, people_inference="laplace")
 
 
 def fit_features_only(fold: Fold, options: argparse.Namespace) -> tuple[Predict, dict]:
@@ -353,6 +371,7 @@ MODELS: dict[str, Callable[[Fold, argparse.Namespace], tuple[Predict, dict]]] = 
     "pooled": fit_pooled,
     "population": fit_population,
     "collaborative": fit_collaborative,
+    "collaborative_laplace": fit_collaborative_laplace,
     "features_only": fit_features_only,
 }
 
@@ -374,6 +393,20 @@ def accuracy(mean: Tensor, answers: Tensor) -> float:
     higher ``mean``; a tie counts ½."""
     gap = mean[answers[:, 0]] - mean[answers[:, 1]]
     return float(torch.where(gap == 0, 0.5, (gap > 0).double()).mean())
+
+
+def open_pairs(revealed: Tensor, tested: Tensor, n: int) -> Tensor:
+    r"""Which ``m x 2`` ``tested`` pairs the ``k x 2`` ``revealed`` answers
+    leave open: neither order follows from them by transitivity (``a ≻ b``
+    and ``b ≻ c`` give ``a ≻ c``). A closed pair is one a person-by-person
+    model already gets right from the revealed answers alone (on consistent
+    rankings), so it cannot tell models apart."""
+    reach = torch.zeros(n, n, dtype=torch.bool)
+    reach[revealed[:, 0], revealed[:, 1]] = True
+    for via in range(n):  # Warshall's transitive closure
+        reach |= reach[:, via : via + 1] & reach[via : via + 1, :]
+    w, l = tested.unbind(-1)
+    return ~(reach[w, l] | reach[l, w])
 
 
 def true_answers(utilities: Tensor, answers: Tensor) -> Tensor:
@@ -405,6 +438,10 @@ def run_fold(
             seconds = time.perf_counter() - t0
             rec = {"kind": "person", **key, "person": person.person, "k": k}
             rec |= {"accuracy": accuracy(mean, rest), "tested": len(rest)}
+            left = open_pairs(revealed, rest, fold.designs.shape[0])
+            if bool(left.any()):
+                rec |= {"accuracy_open": accuracy(mean, rest[left])}
+                rec |= {"tested_open": int(left.sum())}
             if person.utilities is not None:
                 truth = true_answers(person.utilities, rest)
                 rec["accuracy_true"] = accuracy(mean, truth)
@@ -508,7 +545,13 @@ PROTOCOL = (
     "- collaborative: `CollaborativePreferenceGP` fitted once per fold "
     f"(`fit(seed={FIT_SEED})`) on the training people and their features; each "
     "held-out person added with their features and the revealed answers "
-    "observed online, the shared part fixed.",
+    "observed online, the shared part fixed; people's posteriors by EP (the "
+    "model's default for the probit).",
+    "- collaborative_laplace: the same with Laplace posteriors (the modes) "
+    "for the people instead of EP's means.",
+    "- Open pairs: a person's test pairs whose order does not follow from "
+    "their revealed answers by transitivity; `accuracy_open` scores those "
+    "alone.",
     "- features_only: each item's utility linear in the person's features "
     "(an intercept and a coefficient per feature and item), ridge least "
     f"squares (penalty {FEATURES_RIDGE}) on the training answers; the revealed "
@@ -667,6 +710,7 @@ def page(
     for title, field in (
         ("Accuracy on the held-out answers", "accuracy"),
         ("Synthetic: accuracy against the true utility", "accuracy_true"),
+        ("Accuracy on the pairs the revealed answers leave open", "accuracy_open"),
     ):
         shown = [
             d
@@ -687,7 +731,10 @@ def page(
                         [
                             r[field]
                             for key, r in people.items()
-                            if key[0] == d and key[2] == k and key[3] == m
+                            if key[0] == d
+                            and key[2] == k
+                            and key[3] == m
+                            and field in r
                         ]
                     )
                     for k in ks
@@ -703,26 +750,18 @@ def page(
             "other's: mean ± s.e., two-sided Wilcoxon signed-rank p (zero "
             "differences dropped), people.",
             "",
-            "| data | k | other | difference | p | people |",
-            "|---|---|---|---|---|---|",
+            *_paired_lines(people, datasets, models, "accuracy"),
+            "",
+            "### On the pairs the revealed answers leave open",
+            "",
+            "The same, on each person's test pairs whose order does not follow "
+            "from their revealed answers by transitivity (`open_pairs`; people "
+            "with at least one such pair). On Game's consistent rankings the "
+            "per-person model gets every closed pair right, so there the "
+            "models differ on the open pairs only.",
+            "",
+            *_paired_lines(people, datasets, models, "accuracy_open"),
         ]
-        for d in datasets:
-            for k in sorted({key[2] for key in people if key[0] == d}):
-                acc = {
-                    m: {
-                        key[1]: r["accuracy"]
-                        for key, r in people.items()
-                        if key[0] == d and key[2] == k and key[3] == m
-                    }
-                    for m in models
-                }
-                for m in models:
-                    if m == REFERENCE:
-                        continue
-                    mean, se, p, n = paired(acc[REFERENCE], acc[m])
-                    lines.append(
-                        f"| {d} | {k} | {m} | {mean:+.3f} ± {se:.3f} | {_p(p)} | {n} |"
-                    )
     lines += [
         "",
         "## Time",
@@ -756,6 +795,41 @@ def page(
     if notes:
         lines += ["", "## Notes", "", *notes]
     return "\n".join(lines) + "\n"
+
+
+def _paired_lines(
+    people: dict[tuple, dict], datasets: list[str], models: list[str], field: str
+) -> list[str]:
+    r"""The paired table (collaborative − each other model) of ``field``."""
+    lines = [
+        "| data | k | other | difference | p | people | pairs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for d in datasets:
+        for k in sorted({key[2] for key in people if key[0] == d}):
+            mine = {
+                m: {
+                    key[1]: r
+                    for key, r in people.items()
+                    if key[0] == d and key[2] == k and key[3] == m and field in r
+                }
+                for m in models
+            }
+            tested = "tested_open" if field == "accuracy_open" else "tested"
+            for other in models:
+                if other == REFERENCE or not mine[REFERENCE]:
+                    continue
+                a = {q: r[field] for q, r in mine[REFERENCE].items()}
+                b = {q: r[field] for q, r in mine[other].items()}
+                mean, se, p, n = paired(a, b)
+                pairs = sum(
+                    r.get(tested, 0) for q, r in mine[REFERENCE].items() if q in b
+                )
+                lines.append(
+                    f"| {d} | {k} | {other} | {mean:+.3f} ± {se:.3f} | {_p(p)} "
+                    f"| {n} | {pairs} |"
+                )
+    return lines
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -218,3 +218,11 @@ def test_features_only_recovers_utilities_linear_in_the_features(load_benchmark)
     for u in (-0.8, 0.3, 0.9):
         mean = predict(torch.tensor([u], dtype=torch.float64), torch.zeros(0, 2))
         assert torch.equal(mean.argsort(), (a + c * u).argsort())
+
+
+def test_open_pairs_are_those_transitivity_leaves_open(load_benchmark):
+    bench = load_benchmark("collaborative_heldout")
+    revealed = torch.tensor([[0, 1], [1, 2], [4, 3]])  # 0 > 1 > 2, 4 > 3
+    tested = torch.tensor([[0, 2], [2, 0], [0, 3], [3, 4], [2, 4], [1, 0]])
+    got = bench.open_pairs(revealed, tested, 5)
+    assert got.tolist() == [False, False, True, False, True, False]
