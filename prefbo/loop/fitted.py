@@ -2,10 +2,11 @@ r"""The loop's models: fitted on the answers, in the unit cube of the box.
 
 :class:`FittedModels` is the part of
 :class:`~prefbo.loop.PreferentialOptimizer` that turns its answers into
-models: the map between the box and the unit cube the models see, the chain
-of hyperparameter fits (one per ``refit_every`` answers, each warm-started
-from the previous one and run under an RNG seeded by its answer count), the
-model conditioned on every answer, and its predictions and recommendation.
+models (their inputs from the optimiser's :class:`~prefbo.loop.box.DesignBox`):
+the chain of hyperparameter fits (one per ``refit_every`` answers, each
+warm-started from the previous one and run under an RNG seeded by its answer
+count), the model conditioned on every answer, and its predictions and
+recommendation.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torch import Tensor
 
 from prefbo.exceptions import InputDataError
 from prefbo.loop.answers import Answer, check_designs, pairs_from
+from prefbo.loop.box import DesignBox
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.options import SEED_MOD
 from prefbo.utils.seeds import fit_seed
@@ -45,7 +47,7 @@ class FittedModels:
     answers ``_tells``, the model kind ``_kind`` and the fit settings)."""
 
     bounds: Tensor
-    unit_cube: bool
+    box: DesignBox
     seed: int
     refit_every: int
     warm_start_fits: bool
@@ -62,7 +64,8 @@ class FittedModels:
         return pairs_from(self._tells)
 
     def to_unit(self, X: Tensor) -> Tensor:
-        r"""Designs of the box as points of the unit cube (the models' inputs).
+        r"""Designs of the box as points of the unit cube (the models' inputs;
+        :meth:`DesignBox.to_unit <prefbo.loop.box.DesignBox.to_unit>`).
 
         Args:
             X: ``... x d`` designs (a tensor; not checked: designs outside the
@@ -71,8 +74,7 @@ class FittedModels:
         Returns:
             ``(X - lower) / (upper - lower)``, float64.
         """
-        lo, hi = self.bounds
-        return (X.to(lo) - lo) / (hi - lo)
+        return self.box.to_unit(X)
 
     def from_unit(self, Z: Tensor) -> Tensor:
         r"""Points of the unit cube as designs of the box (inverse of
@@ -85,26 +87,7 @@ class FittedModels:
         Returns:
             ``lower + (upper - lower) Z``, float64.
         """
-        lo, hi = self.bounds
-        return torch.minimum(torch.maximum(lo + (hi - lo) * Z.to(lo), lo), hi)
-
-    def _to_model(self, X: Tensor) -> Tensor:
-        r"""Designs of the box as the models' inputs (the unit cube, or the
-        box itself without ``unit_cube``)."""
-        return self.to_unit(X) if self.unit_cube else X.to(self.bounds)
-
-    def _from_model(self, Z: Tensor) -> Tensor:
-        r"""The models' inputs as designs of the box (inverse of
-        :meth:`_to_model`)."""
-        return self.from_unit(Z) if self.unit_cube else Z
-
-    def _model_box(self) -> Tensor:
-        r"""The ``2 x d`` box of the models' inputs."""
-        if not self.unit_cube:
-            return self.bounds
-        cube = torch.zeros_like(self.bounds)
-        cube[1] = 1.0
-        return cube
+        return self.box.from_unit(Z)
 
     def _model_data(self, tells: list[Answer] | None = None) -> tuple[Tensor, Tensor]:
         r"""The models' designs and comparisons of ``tells`` (default: every
@@ -112,7 +95,7 @@ class FittedModels:
         each answer after the virtual comparisons made for its question
         (:mod:`prefbo.loop.boundary`)."""
         designs, comps = pairs_from(self._model_events(tells))
-        return self._to_model(designs), comps
+        return self.box.to_model(designs), comps
 
     def _model_events(self, tells: list[Answer] | None = None) -> list[Answer]:
         r"""The answers of :meth:`_model_data` in its order, a virtual
@@ -144,7 +127,7 @@ class FittedModels:
         X = check_designs("X", X, self.bounds)
         if not self._tells:
             raise InputDataError("predict() needs at least one answer; none was told.")
-        return self._mean_sd(self._to_model(X))
+        return self._mean_sd(self.box.to_model(X))
 
     @property
     def work_size(self) -> int:
@@ -252,6 +235,6 @@ class FittedModels:
         if not self._tells:
             raise InputDataError("best() needs at least one answer; none was told.")
         designs, _ = self.data()  # told, so checked at tell
-        mean, sd = self._mean_sd(self._to_model(designs))  # n, n
+        mean, sd = self._mean_sd(self.box.to_model(designs))  # n, n
         i = int(mean.argmax())
         return designs[i].clone(), float(mean[i]), float(sd[i])

@@ -37,8 +37,10 @@ from prefbo.exceptions import InputDataError
 from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer, check_answer, check_virtual
 from prefbo.loop.boundary import DEFAULT_STEP
+from prefbo.loop.box import DesignBox
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import FittedModels
+from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.questions import Questions
 from prefbo.loop.replay import replay
 from prefbo.loop.session import SessionLog, check_json_config
@@ -129,72 +131,21 @@ class PreferentialOptimizer(Questions, FittedModels):
                 ``q=2``), ``"ts"`` (the current best, or kept winner, against
                 ``q-1`` Thompson maximisers) or ``"random"``.
             q: Options per question, ``>= 2``.
-            keep_winner: Put the previous answer's winner first in the next
-                question and choose only the other ``q-1`` options.
-            refit_every: Refit hyperparameters after every this many answers
-                (the model is always conditioned on all answers).
-            seed: Seed of every random choice, an int in ``[-2**63, 2**64 - 1]``.
             log_path: Append-only session log to create (see
                 :mod:`prefbo.loop.session`); ``None`` for none. The optimiser
                 holds the log's exclusive lock until :meth:`close` (or the
                 end of a ``with`` block, its garbage collection, or the end
                 of the process).
-            initial_random: Questions drawn uniformly at random before the
-                strategy takes over; at least 1 unless the strategy uses no
-                model (the first question comes before any answer).
-            warm_start_fits: Start each refit at the hyperparameters and
-                approximation of the previous one (the fit at ``c`` answers
-                starts from the fit at ``c - refit_every``, a chain that
-                depends on the answers alone, so a resumed session recomputes
-                it exactly). ``False``: every refit starts at the model's
-                default hyperparameters.
-            unit_cube: The models see the unit cube of the box (every
-                default prior is set for inputs in ``[0, 1]^d``). ``False``:
-                the box's own units, as logs written before this setting.
-            avoid_resolved: Never ask a repeat or near-copy the model no
-                longer needs, nor a repeat where an unasked question is
-                nearly as informative (:mod:`prefbo.loop.repeats`). ``False``:
-                only identical options refused, as logs before this setting.
-            boundary_step: Tell the model that the utility rises into the
-                box from its faces (:mod:`prefbo.loop.boundary`): while a
-                question is computed, every option the strategy proposes on
-                a face becomes the loser of a virtual comparison with the
-                design this far inside (a fraction of the box's width, in
-                ``[0.001, 0.5]``; with a space, only its continuous
-                variables have faces) and the question is computed again
-                (up to 4 computations; options still on a face are then
-                asked this far inside); the comparisons go with the answer.
-                Only strategies that use the model, after ``initial_random``;
-                never for a kept winner. It keeps EUBO from spending its
-                questions on the faces and corners, where a stationary
-                model's variance is largest, at a price: a person whose
-                best design lies on a face is only brought to within about
-                ``boundary_step`` of it (pass ``None`` where that is
-                expected). ``None``: no virtual comparisons, as logs written
-                before this setting.
-            fit_options: scipy L-BFGS-B ``options`` of the Laplace and EP
-                hyperparameter refits (``fit_gpytorch_mll``'s
-                ``optimizer_kwargs["options"]``); default ``{"maxfun": 30,
-                "ftol": 1e-6}``: at most 30 evaluations, and a stop once the
-                evidence changes by less than 1e-6 of itself.
-            acqf_options: ``num_restarts``, ``raw_samples``, ``maxiter`` and
-                ``ftol`` (L-BFGS-B's relative tolerance on the acquisition
-                value, default 1e-6; ``None``: BoTorch's) of the acquisition
-                maximiser, ``mc_samples`` of qEUBO, and ``optimizer``, the
-                maximiser of strategy ``"eubo"``: ``"scipy"`` (default,
-                BoTorch's ``optimize_acqf``, which stops at local optima) or
-                ``"torch"`` (:func:`~prefbo.acquisition.maximize_eubo`, which
-                scores every pair of ``raw_samples`` Sobol designs and
-                refines the best ``num_restarts`` by at most ``maxiter``
-                Newton steps: it finds higher EUBO values, which is not
-                better for regret, see ``benchmarks/decisions.md``).
-            model_options: Keyword arguments of the model's constructor.
-            metadata: JSON-serialisable data stored in the log header (e.g.
-                variable names), available as ``self.metadata``.
-            settings: Every setting above at once, as a
+            settings: Every setting at once, as a
                 :class:`~prefbo.loop.settings.LoopSettings` (then ``bounds``
                 is ``None`` and the other settings are left at their
-                defaults); the arguments above are its convenience form.
+                defaults); the other arguments are its convenience form.
+            seed, keep_winner, refit_every, initial_random, warm_start_fits,
+                unit_cube, avoid_resolved, boundary_step, fit_options,
+                acqf_options, model_options, metadata: The other settings,
+                as :class:`~prefbo.loop.settings.LoopSettings` documents
+                them (``seed``: of every random choice; ``metadata``:
+                JSON-serialisable data stored in the log header).
 
         Raises:
             InputTypeError: ``q``, ``refit_every``, ``seed`` or
@@ -232,8 +183,13 @@ class PreferentialOptimizer(Questions, FittedModels):
             "metadata": metadata,
         }
         self.settings = settings_from(given, settings)
-        self.space, self.bounds = self.settings.space, self.settings.box
-        self._strategy = self.settings.strategy_object
+        self.box = DesignBox(
+            self.settings.box, self.settings.space, self.settings.unit_cube
+        )
+        self.space, self.bounds = self.box.space, self.box.bounds
+        self.question_maker = QuestionMaker(
+            self.box, self.strategy, self.q, self.acqf_options, self.keep_winner
+        )
         self._kind = self.settings.model_kind(self.model_options, self.seed)
         self._start_state()
         self._create_log(log_path)
@@ -365,7 +321,7 @@ class PreferentialOptimizer(Questions, FittedModels):
             if virtual is not None:
                 record["virtual"] = virtual.tolist()
             seq = self._log.append(record)
-        self._apply_tell(options, answer, seq, virtual)
+        self.restore(Answer(seq, options, answer, virtual))
 
     def _same_question(self, options: Tensor) -> bool:
         r"""Whether ``options`` are the pending question's (up to the rounding
@@ -417,11 +373,30 @@ class PreferentialOptimizer(Questions, FittedModels):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _apply_tell(
-        self, options: Tensor, answer: int, seq: int, virtual: Tensor | None = None
-    ) -> None:
-        self._tells.append(Answer(seq, options.clone(), answer, virtual))
+    def restore(self, answer: Answer) -> None:
+        r"""Hold an answer read back from storage as :meth:`tell` held it,
+        without logging it (how :mod:`prefbo.loop.replay` rebuilds an
+        optimiser from its session log).
+
+        Args:
+            answer: The answer, its ``options`` and ``answer`` checked as
+                :meth:`check_answer` checks them and its ``virtual``
+                comparisons by :func:`~prefbo.loop.answers.check_virtual`
+                (neither is checked here); ``seq``: its line in the log.
+
+        Raises:
+            InputDataError: The optimiser is a read-only view.
+        """
+        self._check_writable("restore")
+        options, virtual = answer.options.clone(), answer.virtual
+        self._tells.append(Answer(answer.seq, options, answer.answer, virtual))
         self._pending, self._pending_virtual, self._model = None, None, None
+
+    @property
+    def num_answers(self) -> int:
+        r"""The number of answers in force (``len(history)``, without copying
+        them)."""
+        return len(self._tells)
 
     def _apply_undo(self) -> Answer:
         last = self._tells.pop()

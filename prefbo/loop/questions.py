@@ -6,8 +6,9 @@ options first (``initial_random``), then the strategy's, with the option
 kept from the last answer (``keep_winner``), the rule against questions not
 worth asking (:mod:`prefbo.loop.repeats`, a random question if the strategy
 finds nothing else) and the virtual comparisons at the box's faces
-(:mod:`prefbo.loop.boundary`). Each question is computed under an RNG
-seeded by ``(seed, number of answers)``.
+(:mod:`prefbo.loop.boundary`). Each question is made by the optimiser's
+:class:`~prefbo.loop.question_maker.QuestionMaker` under an RNG seeded by
+``(seed, number of answers)``.
 """
 
 from __future__ import annotations
@@ -17,14 +18,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from prefbo.loop import options as _options
 from prefbo.loop.answers import Answer
 from prefbo.loop.boundary import ROUNDS, face_columns, face_comparisons, off_faces
-from prefbo.loop.fit_warnings import expected_fit_warnings
-from prefbo.loop.fitted import seeded
+from prefbo.loop.box import DesignBox
+from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
-from prefbo.loop.spaces import choose_options, random_designs, takes_exact
-from prefbo.loop.strategies import Question
 from prefbo.space import Space
 from prefbo.utils.seeds import question_seed
 from prefbo.utils.threads import limited
@@ -37,6 +35,7 @@ class Questions:
 
     space: Space | None
     bounds: Tensor
+    box: DesignBox
     q: int
     seed: int
     strategy: str
@@ -48,19 +47,11 @@ class Questions:
     model: Any
     acqf_options: dict[str, Any]
     random_fallbacks: int
-    _strategy: Any
+    question_maker: QuestionMaker
     _tells: list[Answer]
     _model: Any
     _proposed: list[Tensor]
     _pending_virtual: Tensor | None
-
-    def _uniform(self, k: int, step_seed: int, avoid: Tensor | None = None) -> Tensor:
-        if self.space is not None:  # distinct designs, none the kept winner
-            seed = step_seed % _options.SEED_MOD
-            return random_designs(self.space, k, seed, avoid)
-        gen = torch.Generator().manual_seed(step_seed % _options.SEED_MOD)
-        u = torch.rand(k, self.dim, generator=gen, dtype=torch.float64)  # k x d
-        return self.bounds[0] + (self.bounds[1] - self.bounds[0]) * u
 
     def _fixed_option(self) -> Tensor | None:
         r"""The ``d`` design every new question starts with, or ``None``."""
@@ -86,7 +77,7 @@ class Questions:
         strategy could not make worth asking (a random one) is counted once
         in ``random_fallbacks`` and ends the rounds."""
         question, fallback = self._question()
-        use = self.boundary_step is not None and self._strategy.uses_model
+        use = self.boundary_step is not None and self.question_maker.uses_model
         if use and len(self._tells) >= self.initial_random:
             columns = face_columns(self.space, self.dim)
             kept = int(self._fixed_option() is not None)  # told already
@@ -120,7 +111,7 @@ class Questions:
         moved = torch.cat([question[:kept], self.from_unit(Z)])  # q x d
         if self.space is not None:
             moved = self.space.snap(moved)
-        if self._rule().allowed(self._to_model(moved[kept:])):
+        if self._rule().allowed(self.box.to_model(moved[kept:])):
             return moved
         return question
 
@@ -130,43 +121,25 @@ class Questions:
         fixed = self._fixed_option()
         return RepeatRule(
             self.model,
-            [self._to_model(t.options) for t in self._tells],
-            fixed=None if fixed is None else self._to_model(fixed),
+            [self.box.to_model(t.options) for t in self._tells],
+            fixed=None if fixed is None else self.box.to_model(fixed),
             avoid_resolved=self.avoid_resolved,
         )
 
     def _question(self) -> tuple[Tensor, bool]:
-        r"""The strategy's question under the current model, and whether it
-        is a random one because the strategy found nothing worth asking."""
+        r"""The strategy's question under the current model (a random one
+        before ``initial_random`` answers), and whether it is a random one
+        because the strategy found nothing worth asking
+        (:class:`~prefbo.loop.question_maker.QuestionMaker`)."""
         k = len(self._tells)
         step_seed = question_seed(self.seed, k)
         fixed = self._fixed_option()
-        n_new = self.q - (fixed is not None)
-        fallback = False
-        if k < self.initial_random or not self._strategy.uses_model:
-            new = self._uniform(n_new, step_seed, fixed)
-        else:
-            rule = self._rule()
-            exact = takes_exact(self.space, self.strategy, self.q, self.keep_winner)
-            question = Question(
-                model=rule.model,
-                bounds=self._model_box(),
-                fixed=rule.fixed,
-                num_new=n_new,
-                seed=step_seed % _options.SEED_MOD,
-                options=self.acqf_options,
-                best=lambda: self._to_model(self.best()[0]),
-                rule=rule,
-            )
-            with seeded(step_seed), expected_fit_warnings():
-                new = choose_options(
-                    self.strategy, self._strategy, question, self.space, exact
-                )
-            if new is not None and rule.allowed(new):
-                new = self._from_model(new)
-            else:  # the strategy found nothing worth asking: a random question
-                fallback = True
-                new = self._uniform(n_new, step_seed, fixed)
-        if fixed is None:
-            return new, fallback
-        return torch.cat([fixed.unsqueeze(0), new]), fallback  # q x d
+        maker = self.question_maker
+        if k < self.initial_random or not maker.uses_model:
+            return maker.random(step_seed, fixed), False
+        rule = self._rule()
+
+        def best() -> Tensor:  # the recommendation, a model input
+            return self.box.to_model(self.best()[0])
+
+        return maker.from_model(rule, step_seed, best, fixed)

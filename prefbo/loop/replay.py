@@ -28,7 +28,7 @@ from prefbo.exceptions import (
     SessionLogError,
     SessionLogWarning,
 )
-from prefbo.loop.answers import check_virtual
+from prefbo.loop.answers import Answer, check_virtual
 from prefbo.loop.session import read_session_log
 from prefbo.loop.settings import LoopSettings
 from prefbo.space import Space
@@ -215,9 +215,9 @@ def _apply(opt: Any, log_path: str | os.PathLike, rec: dict[str, Any]) -> None:
     if rec["type"] == "tell":
         options, answer = tell_record(log_path, rec, opt.check_answer)
         virtual = virtual_record(log_path, rec, opt) if "virtual" in rec else None
-        opt._apply_tell(options, answer, rec["seq"], virtual)
-    elif opt._tells:  # undo
-        opt._apply_undo()
+        opt.restore(Answer(rec["seq"], options, answer, virtual))
+    elif opt.num_answers:  # undo (no log attached yet: nothing written)
+        opt.undo()
     else:
         why = "withdraws an answer where none is left"
         raise SessionLogError(line_error(log_path, rec["seq"], "undo", why))

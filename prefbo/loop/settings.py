@@ -122,14 +122,74 @@ class LoopSettings:
     r"""Every setting of a :class:`~prefbo.loop.PreferentialOptimizer`,
     checked when made (see the module docstring).
 
-    The arguments are the optimiser's (its constructor documents each);
-    each is checked as the optimiser checks it, and kept normalised:
-    ``bounds`` as the float64 ``2 x d`` box (a copy) or the
+    Each setting is checked when the settings are made, and kept
+    normalised: ``bounds`` as the float64 ``2 x d`` box (a copy) or the
     :class:`~prefbo.space.Space`, the option dictionaries with their
     defaults filled in, ``seed`` an int and ``boundary_step`` a float or
     ``None``. Two settings are equal when their :meth:`to_dict` are. The
     dictionaries are the object's own: read them, do not edit them
     (:func:`dataclasses.replace` makes changed settings, checked again).
+
+    Args:
+        bounds, model, strategy, q: The designs, the model kind, the
+            strategy and the options per question, as
+            :class:`~prefbo.loop.PreferentialOptimizer` documents them.
+        keep_winner: Put the previous answer's winner first in the next
+            question and choose only the other ``q-1`` options.
+        refit_every: Refit hyperparameters after every this many answers
+            (the model is always conditioned on all answers).
+        seed: Seed of every random choice, an int in ``[-2**63, 2**64 - 1]``.
+        initial_random: Questions drawn uniformly at random before the
+            strategy takes over; at least 1 unless the strategy uses no
+            model (the first question comes before any answer).
+        warm_start_fits: Start each refit at the hyperparameters and
+            approximation of the previous one (the fit at ``c`` answers
+            starts from the fit at ``c - refit_every``, a chain that
+            depends on the answers alone, so a resumed session recomputes
+            it exactly). ``False``: every refit starts at the model's
+            default hyperparameters.
+        unit_cube: The models see the unit cube of the box (every
+            default prior is set for inputs in ``[0, 1]^d``). ``False``:
+            the box's own units (older log headers).
+        avoid_resolved: Never ask a repeat or near-copy the model no
+            longer needs, nor a repeat where an unasked question is
+            nearly as informative (:mod:`prefbo.loop.repeats`). ``False``:
+            only identical options refused (older log headers).
+        boundary_step: Tell the model that the utility rises into the
+            box from its faces (:mod:`prefbo.loop.boundary`): while a
+            question is computed, every option the strategy proposes on
+            a face becomes the loser of a virtual comparison with the
+            design this far inside (a fraction of the box's width, in
+            ``[0.001, 0.5]``; with a space, only its continuous
+            variables have faces) and the question is computed again
+            (up to 4 computations; options still on a face are then
+            asked this far inside); the comparisons go with the answer.
+            Only strategies that use the model, after ``initial_random``;
+            never for a kept winner. It keeps EUBO from spending its
+            questions on the faces and corners, where a stationary
+            model's variance is largest, at a price: a person whose
+            best design lies on a face is only brought to within about
+            ``boundary_step`` of it (pass ``None`` where that is
+            expected). ``None``: no virtual comparisons (older log headers).
+        fit_options: scipy L-BFGS-B ``options`` of the Laplace and EP
+            hyperparameter refits (``fit_gpytorch_mll``'s
+            ``optimizer_kwargs["options"]``); default ``{"maxfun": 30,
+            "ftol": 1e-6}``: at most 30 evaluations, and a stop once the
+            evidence changes by less than 1e-6 of itself.
+        acqf_options: ``num_restarts``, ``raw_samples``, ``maxiter`` and
+            ``ftol`` (L-BFGS-B's relative tolerance on the acquisition
+            value, default 1e-6; ``None``: BoTorch's) of the acquisition
+            maximiser, ``mc_samples`` of qEUBO, and ``optimizer``, the
+            maximiser of strategy ``"eubo"``: ``"scipy"`` (default,
+            BoTorch's ``optimize_acqf``, which stops at local optima) or
+            ``"torch"`` (:func:`~prefbo.acquisition.maximize_eubo`, which
+            scores every pair of ``raw_samples`` Sobol designs and
+            refines the best ``num_restarts`` by at most ``maxiter``
+            Newton steps: it finds higher EUBO values, which is not
+            better for regret, see ``benchmarks/decisions.md``).
+        model_options: Keyword arguments of the model's constructor.
+        metadata: JSON-serialisable data stored in the log header (e.g.
+            variable names), available as the optimiser's ``metadata``.
 
     Raises:
         InputTypeError: A setting of the wrong type (named).

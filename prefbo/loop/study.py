@@ -46,14 +46,14 @@ from torch import Tensor
 from prefbo.exceptions import InputDataError, InputTypeError, SessionLogLockedError
 from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import options as _options
-from prefbo.loop.answers import pairs_from
+from prefbo.loop.box import DesignBox
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.optimizer import PreferentialOptimizer
+from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.session import lock_holder
-from prefbo.loop.spaces import choose_options, takes_exact
-from prefbo.loop.strategies import Question, get_strategy
+from prefbo.loop.settings import LoopSettings
 from prefbo.loop.study_collaborative import (
     COLLABORATIVE,
     CollaborativeState,
@@ -173,13 +173,16 @@ class PopulationStudy:
             )
         check_seed("seed", seed)
         check_int("initial_random", initial_random, 1)
-        # the participants' optimisers only check and log their answers
-        self._template = PreferentialOptimizer(bounds, strategy="random", seed=seed)
-        self.space, self.bounds = self._template.space, self._template.bounds
+        # the designs, checked as the participants' optimisers check them
+        # (those only check and log their answers)
+        settings = LoopSettings(bounds, strategy="random", seed=seed)
+        self.box = DesignBox(settings.box, settings.space)
+        self._bounds = settings.to_dict()["bounds"]  # its JSON form
+        self.space, self.bounds = self.box.space, self.box.bounds
         self.model_name, self.strategy = model, strategy
         self.seed, self.initial_random = int(seed), initial_random
         self.acqf_options = _options.acqf_options(acqf_options)
-        self._strategy = get_strategy(strategy)
+        self.question_maker = QuestionMaker(self.box, strategy, 2, self.acqf_options)
         self._people: dict[str, PreferentialOptimizer] = {}
         self._order: list[str] = []  # participants by their id
         self._pending: dict[str, Tensor] = {}
@@ -207,7 +210,7 @@ class PopulationStudy:
     def config(self) -> dict[str, Any]:
         r"""The settings, JSON-serialisable (``study.json``)."""
         return {
-            "bounds": self._template.config["bounds"],
+            "bounds": self._bounds,
             "model": self.model_name,
             "strategy": self.strategy,
             "seed": self.seed,
@@ -323,8 +326,8 @@ class PopulationStudy:
             if name is None:
                 self._collab.rebuild(self._data(), n, k)
             else:
-                last, pid = self._people[name]._tells[-1], self._order.index(name)
-                opts = self._template._to_model(last.options)
+                last, pid = self._people[name].history[-1], self._order.index(name)
+                opts = self.box.to_model(last.options)
                 if self._collab.told(pid, opts, last.answer, self._data, n, k):
                     self._pending.pop(name, None)
                     return
@@ -332,15 +335,15 @@ class PopulationStudy:
 
     # ------------------------------------------------------------ the model
     def _answers(self) -> int:  # the count, without history's copies
-        return sum(len(p._tells) for p in self._people.values())
+        return sum(p.num_answers for p in self._people.values())
 
     def _data(self) -> dict[int, tuple[Tensor, Tensor]]:
         data = {}
         for pid, name in enumerate(self._order):
-            tells = self._people[name]._tells
-            if tells:
-                designs, comps = pairs_from(tells)
-                data[pid] = (self._template._to_model(designs), comps)
+            person = self._people[name]
+            if person.num_answers:
+                designs, comps = person.data()
+                data[pid] = (self.box.to_model(designs), comps)
         return data
 
     @property
@@ -436,7 +439,7 @@ class PopulationStudy:
         if self._answers() == 0:
             raise InputDataError("best() needs at least one answer; none was told.")
         designs = self._told_designs()
-        Z = self._template._to_model(designs)
+        Z = self.box.to_model(designs)
         with torch.no_grad(), expected_fit_warnings():
             if self._collab is not None:  # name None: the population's
                 post = self._collab_view(name).posterior(Z.unsqueeze(-2))
@@ -450,9 +453,7 @@ class PopulationStudy:
 
     def _told_designs(self) -> Tensor:
         r"""Every participant's told designs, stacked (box coordinates)."""
-        return torch.cat(
-            [pairs_from(p._tells)[0] for p in self._people.values() if p._tells]
-        )
+        return torch.cat([p.data()[0] for p in self._people.values() if p.num_answers])
 
     def disagreement(self) -> float:
         r"""The fitted share of the utility's prior variance that is a
@@ -464,36 +465,24 @@ class PopulationStudy:
                 "disagreement() needs at least one answer; none was told."
             )
         designs = self._told_designs()
-        return disagreement(self.model, self._template._to_model(designs))
+        return disagreement(self.model, self.box.to_model(designs))
 
     # ------------------------------------------------------------ questions
     def _question(self, name: str, person: PreferentialOptimizer) -> Tensor:
         k, pid = self._answers(), self._order.index(name)
         step_seed = participant_question_seed(self.seed, k, pid)
-        if k < self.initial_random or self.strategy == "random":
-            return person._uniform(2, step_seed)
+        if k < self.initial_random or not self.question_maker.uses_model:
+            return self.question_maker.random(step_seed)
         if self._collab is not None:  # from the model (fitted here if none)
             self._collab.current(self._data, len(self._order), k)
-            own = len(person._tells)
-            return person._from_model(self._collab.question(pid, own, self.space))
+            own = person.num_answers
+            return self.box.from_model(self._collab.question(pid, own, self.space))
         view = ParticipantView(self.model, pid)
-        rule = RepeatRule(view, [person._to_model(t.options) for t in person._tells])
-        question = Question(
-            model=view,
-            bounds=person._model_box(),
-            fixed=None,
-            num_new=2,
-            seed=step_seed % _options.SEED_MOD,
-            options=self.acqf_options,
-            best=lambda: person._to_model(self.best(name)[0]),
-            rule=rule,
-        )
-        exact = takes_exact(self.space, self.strategy, 2, False)
-        with seeded(step_seed), expected_fit_warnings():
-            new = choose_options(
-                self.strategy, self._strategy, question, self.space, exact
-            )
-        if new is not None and rule.allowed(new):
-            return person._from_model(new)
-        self.random_fallbacks += 1
-        return person._uniform(2, step_seed)
+        rule = RepeatRule(view, [self.box.to_model(t.options) for t in person.history])
+
+        def best() -> Tensor:  # their recommendation, a model input
+            return self.box.to_model(self.best(name)[0])
+
+        question, fallback = self.question_maker.from_model(rule, step_seed, best)
+        self.random_fallbacks += int(fallback)
+        return question

@@ -206,11 +206,11 @@ def test_answers_given_as_a_space_s_dicts_keep_the_virtual_comparisons():
 
 
 def test_a_failing_round_leaves_no_virtual_comparison_behind(monkeypatch):
-    import prefbo.loop.questions as questions
+    import prefbo.loop.question_maker as question_maker
 
     opt = _run(answers=2)
     calls = []
-    real = questions.choose_options
+    real = question_maker.choose_options
 
     def failing(*args, **kwargs):
         calls.append(1)
@@ -219,7 +219,7 @@ def test_a_failing_round_leaves_no_virtual_comparison_behind(monkeypatch):
         return real(*args, **kwargs)
 
     before = opt.best()[1:]
-    monkeypatch.setattr(questions, "choose_options", failing)
+    monkeypatch.setattr(question_maker, "choose_options", failing)
     with pytest.raises(KeyboardInterrupt):
         opt.ask()
     assert len(calls) == 2  # the first proposal had an option on a face
@@ -228,10 +228,10 @@ def test_a_failing_round_leaves_no_virtual_comparison_behind(monkeypatch):
 
 
 def test_random_fallbacks_count_questions_not_rounds(monkeypatch):
-    import prefbo.loop.questions as questions
+    import prefbo.loop.question_maker as question_maker
 
     opt = _run(answers=2)
-    monkeypatch.setattr(questions, "choose_options", lambda *a, **k: None)
+    monkeypatch.setattr(question_maker, "choose_options", lambda *a, **k: None)
     opt.ask()
     assert opt.random_fallbacks == 1 and opt._pending_virtual is None
 

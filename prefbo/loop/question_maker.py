@@ -1,0 +1,144 @@
+r"""One question maker: a strategy's question under a model, over a box.
+
+A :class:`QuestionMaker` turns a model, the rule against questions not worth
+asking (:class:`~prefbo.loop.repeats.RepeatRule`, which holds the model and
+the questions asked so far) and a seed into the next question: the
+strategy's options (:func:`~prefbo.loop.spaces.choose_options`, under an
+RNG seeded by that seed), or uniformly random ones where the strategy finds
+nothing the rule allows, or before the model is used. It is what
+:class:`~prefbo.loop.PreferentialOptimizer` asks with (``opt.question_maker``)
+and what :class:`~prefbo.loop.PopulationStudy` asks each participant with
+(a participant's view of the population model as the model), so the same
+model, rule and seed give the same question to either.
+
+Example:
+    >>> maker = QuestionMaker(DesignBox(bounds), "eubo", q=2)
+    >>> X, fallback = maker.from_model(RepeatRule(model, asked), seed, best)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from prefbo.loop.box import DesignBox
+from prefbo.loop.fit_warnings import expected_fit_warnings
+from prefbo.loop.fitted import seeded
+from prefbo.loop.options import DEFAULT_ACQF_OPTIONS, SEED_MOD
+from prefbo.loop.repeats import RepeatRule
+from prefbo.loop.spaces import choose_options, takes_exact
+from prefbo.loop.strategies import Question, Strategy, get_strategy
+
+
+class QuestionMaker:
+    r"""The questions of one strategy over one box (see the module docstring).
+
+    Args:
+        box: The designs' box and the models' coordinates of them.
+        strategy: A registered strategy's name
+            (:mod:`prefbo.loop.strategies`).
+        q: Options per question (checked by the caller against the
+            strategy, as :class:`~prefbo.loop.settings.LoopSettings` does).
+        acqf_options: The acquisition maximiser's options, complete (as
+            :func:`~prefbo.loop.options.acqf_options` gives them); default
+            :data:`~prefbo.loop.options.DEFAULT_ACQF_OPTIONS`.
+        keep_winner: Whether every question starts with a kept winner (a
+            finite space's pairs are then not enumerated).
+
+    Raises:
+        InputDataError: An unknown strategy.
+    """
+
+    def __init__(
+        self,
+        box: DesignBox,
+        strategy: str,
+        q: int = 2,
+        acqf_options: dict[str, Any] | None = None,
+        keep_winner: bool = False,
+    ) -> None:
+        self.box = box
+        self.strategy_name = strategy
+        self.strategy: Strategy = get_strategy(strategy)
+        self.q = q
+        self.acqf_options = dict(
+            DEFAULT_ACQF_OPTIONS if acqf_options is None else acqf_options
+        )
+        # a finite space's pairs enumerated (prefbo.loop.spaces)
+        self.exact = takes_exact(box.space, strategy, q, keep_winner)
+
+    @property
+    def uses_model(self) -> bool:
+        r"""Whether the strategy's questions come from a model (else every
+        question is :meth:`random`)."""
+        return self.strategy.uses_model
+
+    def random(self, seed: int, fixed: Tensor | None = None) -> Tensor:
+        r"""A question of uniformly random designs.
+
+        Args:
+            seed: The question's seed.
+            fixed: The ``d`` design the question starts with (a kept
+                winner), or ``None``.
+
+        Returns:
+            The ``q x d`` float64 question: ``fixed`` (if any), then new
+            designs drawn by :meth:`DesignBox.uniform
+            <prefbo.loop.box.DesignBox.uniform>` (none equal to ``fixed``).
+        """
+        new = self.box.uniform(self.q - (fixed is not None), seed, fixed)
+        return self._with(fixed, new)
+
+    def from_model(
+        self,
+        rule: RepeatRule,
+        seed: int,
+        best: Callable[[], Tensor],
+        fixed: Tensor | None = None,
+    ) -> tuple[Tensor, bool]:
+        r"""The strategy's question under ``rule.model``.
+
+        Args:
+            rule: The rule against questions not worth asking, holding the
+                model (inputs in the box's model coordinates), the questions
+                asked and ``rule.fixed``, ``fixed`` as a model input.
+            seed: The question's seed: the strategy runs under the CPU RNG
+                seeded by it, and a random question is drawn with it.
+            best: The current recommendation as a ``d`` model input (called
+                only by the strategies that use it).
+            fixed: The ``d`` design every question starts with (a kept
+                winner), or ``None``.
+
+        Returns:
+            ``(question, fallback)``: the ``q x d`` float64 question
+            (``fixed`` first, if any) and whether it is a random one
+            because the strategy found nothing the rule allows.
+        """
+        num_new = self.q - (fixed is not None)
+        question = Question(
+            model=rule.model,
+            bounds=self.box.model_bounds,
+            fixed=rule.fixed,
+            num_new=num_new,
+            seed=seed % SEED_MOD,
+            options=self.acqf_options,
+            best=best,
+            rule=rule,
+        )
+        with seeded(seed), expected_fit_warnings():
+            new = choose_options(
+                self.strategy_name, self.strategy, question, self.box.space, self.exact
+            )
+        if new is not None and rule.allowed(new):
+            return self._with(fixed, self.box.from_model(new)), False
+        return self.random(seed, fixed), True
+
+    @staticmethod
+    def _with(fixed: Tensor | None, new: Tensor) -> Tensor:
+        r"""The ``q x d`` question ``[fixed, new]`` (``new`` without one)."""
+        if fixed is None:
+            return new
+        return torch.cat([fixed.unsqueeze(0), new])  # q x d
