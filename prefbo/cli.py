@@ -130,7 +130,7 @@ def run_session(opt: PreferentialOptimizer, stdin: TextIO, stdout: TextIO) -> in
         for line in lines:
             print(line, file=stdout, flush=True)
 
-    say(f"{len(opt.history)} answer(s) so far; log: {opt._log.path}")
+    say(f"{len(opt.history)} answer(s) so far; log: {opt.log_path}")
     while True:
         X = opt.ask()
         say("", f"question {len(opt.history) + 1}: which do you prefer?")

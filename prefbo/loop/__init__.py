@@ -3,8 +3,10 @@ r"""The preference-elicitation loop: ask, fit, choose the next question.
 :class:`PreferentialOptimizer` is the ask/tell loop (durable with a session
 log, see :mod:`prefbo.loop.session`), its settings a frozen, versioned
 :class:`LoopSettings` (:mod:`prefbo.loop.settings`). It is built from public
-parts: a :class:`DesignBox` (the designs and the models' coordinates of them)
-and a :class:`QuestionMaker` (a strategy's question under a model), which
+parts: a :class:`DesignBox` (the designs and the models' coordinates of
+them), the models of its answers (:class:`~prefbo.loop.fitted.FittedModels`),
+the rounds of a question (:class:`~prefbo.loop.questions.Questions`) and a
+:class:`QuestionMaker` (a strategy's question under a model), which
 :class:`PopulationStudy` asks its participants with too. Its models come
 from the model kinds of :mod:`prefbo.loop.model_kinds` and its questions
 from the strategies of :mod:`prefbo.loop.strategies`, each registered by name

@@ -24,6 +24,7 @@ from prefbo.loop.answers import Answer, check_designs, pairs_from
 from prefbo.loop.box import DesignBox
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.options import SEED_MOD
+from prefbo.loop.settings import LoopSettings
 from prefbo.utils.seeds import fit_seed
 from prefbo.utils.threads import limited
 
@@ -42,71 +43,87 @@ def seeded(seed: int) -> Iterator[None]:
 
 
 class FittedModels:
-    r"""Models of an optimiser's answers (a mixin of
-    :class:`~prefbo.loop.PreferentialOptimizer`, which holds ``bounds``, the
-    answers ``_tells``, the model kind ``_kind`` and the fit settings)."""
+    r"""The models of an optimiser's answers (see the module docstring), held
+    by :class:`~prefbo.loop.PreferentialOptimizer` as ``opt.models``.
 
-    bounds: Tensor
-    box: DesignBox
-    seed: int
-    refit_every: int
-    warm_start_fits: bool
-    fit_options: dict[str, Any]
-    failed_fits: int
-    _tells: list[Answer]
-    _proposed: list[Tensor]
-    _fits: dict[int, Any]
-    _model: Any
-    _kind: Any
+    It holds the answers in force (:attr:`answers`, told with :meth:`add`
+    and withdrawn with :meth:`withdraw`) and the virtual comparisons of the
+    question being computed (:attr:`proposed`, :meth:`propose`,
+    :meth:`clear_proposed`); the model follows them.
+
+    Args:
+        settings: The optimiser's settings (model kind and options, seed,
+            ``refit_every``, ``warm_start_fits``, ``fit_options``, ``q``).
+        box: The designs' box and the models' coordinates of them.
+    """
+
+    def __init__(self, settings: LoopSettings, box: DesignBox) -> None:
+        self.settings, self.box = settings, box
+        self.kind = settings.model_kind(settings.model_options, settings.seed)
+        #: The answers in force, oldest first (edit only through add/withdraw).
+        self.answers: list[Answer] = []
+        #: The ``2 x d`` virtual comparisons ``[inner, face]`` made for the
+        #: question being computed (:mod:`prefbo.loop.boundary`).
+        self.proposed: list[Tensor] = []
+        #: answers -> the model fitted on the first that many (0: the
+        #: defaults): its kernel and approximation start the next fit and the
+        #: models built from it
+        self.fits: dict[int, Any] = {}
+        #: Refits that failed (their starting hyperparameters kept).
+        self.failed_fits = 0
+        self._model: Any = None
+
+    def add(self, answer: Answer) -> None:
+        r"""Hold one more answer (the model follows it)."""
+        self.answers.append(answer)
+        self._model = None
+
+    def withdraw(self) -> Answer:
+        r"""Drop the latest answer, and every fit it was part of.
+
+        Returns:
+            The withdrawn answer.
+        """
+        last = self.answers.pop()
+        self._model = None
+        for c in [c for c in self.fits if c > len(self.answers)]:
+            del self.fits[c]  # its answers are no longer all in force
+        return last
+
+    def propose(self, pairs: list[Tensor]) -> None:
+        r"""Add virtual comparisons (``2 x d`` designs ``[inner, face]``
+        each) for the question being computed; the model follows them."""
+        self.proposed += pairs
+        self._model = None
+
+    def clear_proposed(self) -> None:
+        r"""Drop the virtual comparisons of :meth:`propose`: the model of the
+        answers alone."""
+        if self.proposed:
+            self.proposed, self._model = [], None
 
     def data(self) -> tuple[Tensor, Tensor]:
         r"""``n x d`` float64 designs and ``m x 2`` ``[winner, loser]`` indices."""
-        return pairs_from(self._tells)
+        return pairs_from(self.answers)
 
-    def to_unit(self, X: Tensor) -> Tensor:
-        r"""Designs of the box as points of the unit cube (the models' inputs;
-        :meth:`DesignBox.to_unit <prefbo.loop.box.DesignBox.to_unit>`).
-
-        Args:
-            X: ``... x d`` designs (a tensor; not checked: designs outside the
-                box map outside the cube).
-
-        Returns:
-            ``(X - lower) / (upper - lower)``, float64.
-        """
-        return self.box.to_unit(X)
-
-    def from_unit(self, Z: Tensor) -> Tensor:
-        r"""Points of the unit cube as designs of the box (inverse of
-        :meth:`to_unit` on the cube; the result is clamped to the box, which
-        also moves points given outside the cube onto its faces).
-
-        Args:
-            Z: ``... x d`` points of ``[0, 1]^d``.
-
-        Returns:
-            ``lower + (upper - lower) Z``, float64.
-        """
-        return self.box.from_unit(Z)
-
-    def _model_data(self, tells: list[Answer] | None = None) -> tuple[Tensor, Tensor]:
+    def model_data(self, tells: list[Answer] | None = None) -> tuple[Tensor, Tensor]:
         r"""The models' designs and comparisons of ``tells`` (default: every
         answer, and the virtual comparisons of the question being computed),
         each answer after the virtual comparisons made for its question
         (:mod:`prefbo.loop.boundary`)."""
-        designs, comps = pairs_from(self._model_events(tells))
+        designs, comps = pairs_from(self.model_events(tells))
         return self.box.to_model(designs), comps
 
-    def _model_events(self, tells: list[Answer] | None = None) -> list[Answer]:
-        r"""The answers of :meth:`_model_data` in its order, a virtual
+    def model_events(self, tells: list[Answer] | None = None) -> list[Answer]:
+        r"""The answers of :meth:`model_data` in its order, a virtual
         comparison as an :class:`Answer` with ``seq = -1``."""
         events: list[Answer] = []
-        for t in self._tells if tells is None else tells:
+        for t in self.answers if tells is None else tells:
             if t.virtual is not None:
                 events += [Answer(-1, pair, 0) for pair in t.virtual]
             events.append(t)
         if tells is None:
-            events += [Answer(-1, pair, 0) for pair in self._proposed]
+            events += [Answer(-1, pair, 0) for pair in self.proposed]
         return events
 
     def predict(self, X: Tensor) -> tuple[Tensor, Tensor]:
@@ -124,20 +141,21 @@ class FittedModels:
                 or has a design that is not finite or outside the box (where
                 the model knows nothing but its prior).
         """
-        X = check_designs("X", X, self.bounds)
-        if not self._tells:
+        X = check_designs("X", X, self.box.bounds)
+        if not self.answers:
             raise InputDataError("predict() needs at least one answer; none was told.")
-        return self._mean_sd(self.box.to_model(X))
+        return self.mean_sd(self.box.to_model(X))
 
     @property
     def work_size(self) -> int:
         r"""The latent values of the model (at most ``q`` per answer and
         question, virtual comparisons included): the size by which
         :func:`prefbo.utils.threads.limited` runs its fits and questions."""
-        virtual = sum(0 if t.virtual is None else len(t.virtual) for t in self._tells)
-        return self.q * (len(self._tells) + 1) + 2 * virtual
+        answers = self.answers
+        virtual = sum(0 if t.virtual is None else len(t.virtual) for t in answers)
+        return self.settings.q * (len(answers) + 1) + 2 * virtual
 
-    def _mean_sd(self, Z: Tensor) -> tuple[Tensor, Tensor]:
+    def mean_sd(self, Z: Tensor) -> tuple[Tensor, Tensor]:
         r"""Posterior mean and sd of the utility at ``n x d`` model inputs."""
         with torch.no_grad(), expected_fit_warnings(), limited(self.work_size):
             post = self.model.posterior(Z.unsqueeze(-2))  # n x 1 x d
@@ -149,7 +167,8 @@ class FittedModels:
     def model(self) -> Any:
         r"""The model conditioned on every answer (``None`` before the first).
 
-        The model's inputs are the unit cube of the box (:meth:`to_unit`;
+        The model's inputs are the unit cube of the box
+        (:meth:`DesignBox.to_model <prefbo.loop.box.DesignBox.to_model>`;
         the box itself if ``unit_cube`` is off): every model kind's default
         priors, like BoTorch's, are set for inputs in ``[0, 1]^d``, so the
         same answers give the same model whatever the box's units.
@@ -159,20 +178,20 @@ class FittedModels:
         ``refit_every`` answers (see ``warm_start_fits``), run under an RNG
         seeded by that count.
         """
-        k = len(self._tells)
+        k = len(self.answers)
         if k == 0:
             return None
         if self._model is None:
-            c = k - k % self.refit_every
-            designs, comps = self._model_data()
-            fitted = self._fitted(c)
+            c = k - k % self.settings.refit_every
+            designs, comps = self.model_data()
+            fitted = self.fitted(c)
             # always rebuilt from the fitted kernel (and started at the fit's
             # approximation): never the fitted model itself, whose cached
             # state depends on the optimiser's path
-            with seeded(fit_seed(self.seed, k)), expected_fit_warnings():
-                self._model = self._kind.build(designs, comps, fitted.covar_module)
+            with seeded(fit_seed(self.settings.seed, k)), expected_fit_warnings():
+                self._model = self.kind.build(designs, comps, fitted.covar_module)
             if c > 0:  # the fit's data are a prefix of these
-                self._kind.warm_start(self._model, fitted)
+                self.kind.warm_start(self._model, fitted)
             self._model.eval()
         return self._model
 
@@ -182,11 +201,11 @@ class FittedModels:
         :meth:`~prefbo.loop.PreferentialOptimizer.undo` below it the chain is
         refitted from the defaults, to the same hyperparameters (each fit is
         seeded by its count), only slower."""
-        if self._fits:
-            latest = max(self._fits)
-            self._fits = {latest: self._fits[latest]}
+        if self.fits:
+            latest = max(self.fits)
+            self.fits = {latest: self.fits[latest]}
 
-    def _fitted(self, c: int) -> Any:
+    def fitted(self, c: int) -> Any:
         r"""The model fitted on the first ``c`` answers (``c = 0``: an unfitted
         model with the defaults, for its kernel).
 
@@ -194,33 +213,36 @@ class FittedModels:
         starts from the one at ``c - refit_every``, computed first if missing.
         """
         if c == 0:
-            if 0 not in self._fits:
-                with seeded(fit_seed(self.seed)), expected_fit_warnings():
-                    self._fits[0] = self._kind.build(*self._model_data(self._tells))
-            return self._fits[0]
-        if c in self._fits:
-            return self._fits[c]
-        step, first = self.refit_every, c
-        while self.warm_start_fits and first > step and first - step not in self._fits:
+            if 0 not in self.fits:
+                with seeded(fit_seed(self.settings.seed)), expected_fit_warnings():
+                    self.fits[0] = self.kind.build(*self.model_data(self.answers))
+            return self.fits[0]
+        if c in self.fits:
+            return self.fits[c]
+        warm, step, first = self.settings.warm_start_fits, self.settings.refit_every, c
+        while warm and first > step and first - step not in self.fits:
             first -= step  # a missing link of the chain: fitted first
         for count in range(first, c + 1, step):
             previous = None
-            if self.warm_start_fits and count > step:
-                previous = self._fits[count - step]
-            with seeded(fit_seed(self.seed, count)), expected_fit_warnings():
-                designs, comps = self._model_data(self._tells[:count])
+            if warm and count > step:
+                previous = self.fits[count - step]
+            with seeded(fit_seed(self.settings.seed, count)), expected_fit_warnings():
+                designs, comps = self.model_data(self.answers[:count])
                 start = None if previous is None else previous.covar_module
-                fitted = self._kind.build_for_fit(designs, comps, start)
+                fitted = self.kind.build_for_fit(designs, comps, start)
                 if previous is not None:
-                    self._kind.warm_start(fitted, previous)
-                self._fit(fitted)
-            self._fits[count] = fitted
-        return self._fits[c]
+                    self.kind.warm_start(fitted, previous)
+                self.fit(fitted)
+            self.fits[count] = fitted
+        return self.fits[c]
 
-    def _fit(self, model: Any) -> None:
+    def fit(self, model: Any) -> None:
+        r"""Fit ``model``'s hyperparameters in place (the model kind's fit
+        with ``fit_options``); a failed fit keeps the starting ones and is
+        counted in :attr:`failed_fits`."""
         with expected_fit_warnings(), torch.enable_grad(), limited(self.work_size):
             try:
-                self._kind.fit(model, self.fit_options)
+                self.kind.fit(model, self.settings.fit_options)
             except ModelFittingError:  # keep the starting hyperparameters
                 self.failed_fits += 1
         model.eval()
@@ -232,9 +254,9 @@ class FittedModels:
             ``(design, mean, sd)``: a ``d`` float64 tensor and the posterior
             mean and standard deviation of the utility there.
         """
-        if not self._tells:
+        if not self.answers:
             raise InputDataError("best() needs at least one answer; none was told.")
         designs, _ = self.data()  # told, so checked at tell
-        mean, sd = self._mean_sd(self.box.to_model(designs))  # n, n
+        mean, sd = self.mean_sd(self.box.to_model(designs))  # n, n
         i = int(mean.argmax())
         return designs[i].clone(), float(mean[i]), float(sd[i])

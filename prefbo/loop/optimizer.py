@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from torch import Tensor
@@ -59,7 +60,7 @@ def _setting(name: str, doc: str) -> property:
     return property(lambda self: getattr(self.settings, name), doc=doc)
 
 
-class PreferentialOptimizer(Questions, FittedModels):
+class PreferentialOptimizer:
     r"""Ask/tell preferential BO over a box or a
     :class:`~prefbo.space.Space` (see the module docstring)."""
 
@@ -140,12 +141,14 @@ class PreferentialOptimizer(Questions, FittedModels):
                 :class:`~prefbo.loop.settings.LoopSettings` (then ``bounds``
                 is ``None`` and the other settings are left at their
                 defaults); the other arguments are its convenience form.
-            seed, keep_winner, refit_every, initial_random, warm_start_fits,
-                unit_cube, avoid_resolved, boundary_step, fit_options,
-                acqf_options, model_options, metadata: The other settings,
-                as :class:`~prefbo.loop.settings.LoopSettings` documents
-                them (``seed``: of every random choice; ``metadata``:
-                JSON-serialisable data stored in the log header).
+
+        The other arguments (``seed``, ``keep_winner``, ``refit_every``,
+        ``initial_random``, ``warm_start_fits``, ``unit_cube``,
+        ``avoid_resolved``, ``boundary_step``, ``fit_options``,
+        ``acqf_options``, ``model_options``, ``metadata``) are the settings
+        :class:`~prefbo.loop.settings.LoopSettings` documents (``seed``: of
+        every random choice; ``metadata``: JSON-serialisable data stored in
+        the log header).
 
         Raises:
             InputTypeError: ``q``, ``refit_every``, ``seed`` or
@@ -163,25 +166,13 @@ class PreferentialOptimizer(Questions, FittedModels):
             UnsupportedError: A strategy that cannot serve ``q`` or the model
                 kind.
         """
-        _options.check_setting_types(log_path, flags={}, dicts={})
+        # every setting argument by name: the parameters but these three
         given = {
-            "bounds": bounds,
-            "model": model,
-            "strategy": strategy,
-            "q": q,
-            "keep_winner": keep_winner,
-            "refit_every": refit_every,
-            "seed": seed,
-            "initial_random": initial_random,
-            "warm_start_fits": warm_start_fits,
-            "unit_cube": unit_cube,
-            "avoid_resolved": avoid_resolved,
-            "boundary_step": boundary_step,
-            "fit_options": fit_options,
-            "acqf_options": acqf_options,
-            "model_options": model_options,
-            "metadata": metadata,
+            k: v
+            for k, v in locals().items()
+            if k not in ("self", "log_path", "settings")
         }
+        _options.check_setting_types(log_path, flags={}, dicts={})
         self.settings = settings_from(given, settings)
         self.box = DesignBox(
             self.settings.box, self.settings.space, self.settings.unit_cube
@@ -190,28 +181,17 @@ class PreferentialOptimizer(Questions, FittedModels):
         self.question_maker = QuestionMaker(
             self.box, self.strategy, self.q, self.acqf_options, self.keep_winner
         )
-        self._kind = self.settings.model_kind(self.model_options, self.seed)
-        self._start_state()
-        self._create_log(log_path)
-
-    def _start_state(self) -> None:
-        r"""The state before any answer: no answers, question, model or fit."""
-        self.failed_fits = 0
+        # the parts: the answers' models, and the questions made from them
+        self.models = FittedModels(self.settings, self.box)
+        self.questions = Questions(self.settings, self.question_maker, self.models)
         # questions the strategy could not make worth asking (see
         # prefbo.loop.repeats), replaced by uniformly random options
         self.random_fallbacks = 0
-        self._tells: list[Answer] = []
-        # the virtual comparisons ([inner, face], 2 x d) of the options
-        # proposed for the question being computed (prefbo.loop.boundary);
-        # once it is asked, _pending_virtual (k x 2 x d), kept for its answer
-        self._proposed: list[Tensor] = []
+        # the question asked and not yet answered, and the virtual
+        # comparisons (k x 2 x d, prefbo.loop.boundary) it carries
         self._pending: Tensor | None = None
         self._pending_virtual: Tensor | None = None
-        self._model = None
-        # answers -> the model fitted on the first that many (0: the defaults):
-        # its kernel and approximation start the next fit and the models
-        # built from it
-        self._fits: dict[int, Any] = {}
+        self._create_log(log_path)
 
     def _create_log(self, log_path: str | os.PathLike | None) -> None:
         r"""Create the session log at ``log_path``, its header the
@@ -240,7 +220,7 @@ class PreferentialOptimizer(Questions, FittedModels):
                 t.answer,
                 None if t.virtual is None else t.virtual.clone(),
             )
-            for t in self._tells
+            for t in self.models.answers
         ]
 
     @property
@@ -258,7 +238,9 @@ class PreferentialOptimizer(Questions, FittedModels):
             A ``q x d`` float64 tensor of options.
         """
         if self._pending is None:
-            self._pending = self._next_question()
+            question, virtual, fallback = self.questions.make()
+            self.random_fallbacks += int(fallback)
+            self._pending, self._pending_virtual = question, virtual
         return self._pending.clone()
 
     @property
@@ -315,7 +297,7 @@ class PreferentialOptimizer(Questions, FittedModels):
         if virtual is None and self._pending is not None:
             if self._same_question(options):  # the pending question's
                 virtual = self._pending_virtual
-        seq = len(self._tells)
+        seq = self.num_answers
         if self._log is not None:
             record = {"type": "tell", "options": options.tolist(), "answer": answer}
             if virtual is not None:
@@ -338,11 +320,12 @@ class PreferentialOptimizer(Questions, FittedModels):
             The withdrawn answer; its question is asked again next.
         """
         self._check_writable("undo")
-        if not self._tells:
+        if not self.models.answers:
             raise InputDataError("undo() needs an answer to withdraw; none is left.")
         if self._log is not None:
             self._log.append({"type": "undo"})
-        return self._apply_undo()
+        self._pending, self._pending_virtual = None, None
+        return self.models.withdraw()
 
     def check_answer(self, answer: Any, options: Any) -> tuple[Tensor, int]:
         r"""``(options, answer)`` checked as :meth:`tell` checks them."""
@@ -358,6 +341,14 @@ class PreferentialOptimizer(Questions, FittedModels):
                 f"{self._view_of!r}; resume it without read_only=True (once no "
                 "other optimiser holds it) to answer."
             )
+
+    @property
+    def log_path(self) -> Path | None:
+        r"""The session log's path (a read-only view's too); ``None``
+        without a log."""
+        if self._view_of is not None:
+            return Path(self._view_of)
+        return None if self._log is None else self._log.path
 
     def close(self) -> None:
         r"""Close the session log and release its lock (no-op without a log).
@@ -389,21 +380,64 @@ class PreferentialOptimizer(Questions, FittedModels):
         """
         self._check_writable("restore")
         options, virtual = answer.options.clone(), answer.virtual
-        self._tells.append(Answer(answer.seq, options, answer.answer, virtual))
-        self._pending, self._pending_virtual, self._model = None, None, None
+        self.models.add(Answer(answer.seq, options, answer.answer, virtual))
+        self._pending, self._pending_virtual = None, None
 
     @property
     def num_answers(self) -> int:
         r"""The number of answers in force (``len(history)``, without copying
         them)."""
-        return len(self._tells)
+        return len(self.models.answers)
 
-    def _apply_undo(self) -> Answer:
-        last = self._tells.pop()
-        self._pending, self._pending_virtual, self._model = None, None, None
-        for c in [c for c in self._fits if c > len(self._tells)]:
-            del self._fits[c]  # its answers are no longer all in force
-        return last
+    # ------------------------------------------------------------ the models
+    @property
+    def model(self) -> Any:
+        r"""The model conditioned on every answer (``None`` before the
+        first; :attr:`FittedModels.model <prefbo.loop.fitted.FittedModels.model>`)."""
+        return self.models.model
+
+    def predict(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        r"""Posterior mean and sd of the utility at ``n x d`` designs of the
+        box: two ``n`` float64 tensors
+        (:meth:`FittedModels.predict <prefbo.loop.fitted.FittedModels.predict>`)."""
+        return self.models.predict(X)
+
+    def best(self) -> tuple[Tensor, float, float]:
+        r"""``(design, mean, sd)``: the told ``d`` design with the highest
+        posterior mean, and the mean and sd of the utility there."""
+        return self.models.best()
+
+    def data(self) -> tuple[Tensor, Tensor]:
+        r"""``n x d`` float64 designs and ``m x 2`` ``[winner, loser]`` indices."""
+        return self.models.data()
+
+    def to_unit(self, X: Tensor) -> Tensor:
+        r"""``... x d`` designs as points of the unit cube
+        (:meth:`DesignBox.to_unit <prefbo.loop.box.DesignBox.to_unit>`)."""
+        return self.box.to_unit(X)
+
+    def from_unit(self, Z: Tensor) -> Tensor:
+        r"""``... x d`` points of the unit cube as designs, clamped to the box
+        (:meth:`DesignBox.from_unit <prefbo.loop.box.DesignBox.from_unit>`)."""
+        return self.box.from_unit(Z)
+
+    @property
+    def work_size(self) -> int:
+        r"""The size by which :func:`prefbo.utils.threads.limited` runs the
+        fits and questions (:attr:`FittedModels.work_size
+        <prefbo.loop.fitted.FittedModels.work_size>`)."""
+        return self.models.work_size
+
+    @property
+    def failed_fits(self) -> int:
+        r"""Refits that failed (their starting hyperparameters kept)."""
+        return self.models.failed_fits
+
+    def release_fits(self) -> None:
+        r"""Free every cached fit but the latest
+        (:meth:`FittedModels.release_fits
+        <prefbo.loop.fitted.FittedModels.release_fits>`)."""
+        self.models.release_fits()
 
     # ------------------------------------------------------------ resume
     @classmethod

@@ -197,7 +197,7 @@ def test_answers_given_as_a_space_s_dicts_keep_the_virtual_comparisons():
     made = 0
     for _ in range(10):
         X = opt.ask()
-        pending = opt._pending_virtual
+        pending = opt.pending_virtual
         opt.tell(person.compare(X[0], X[1]), options=space.decode(X))
         if pending is not None:
             made += 1
@@ -223,7 +223,7 @@ def test_a_failing_round_leaves_no_virtual_comparison_behind(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         opt.ask()
     assert len(calls) == 2  # the first proposal had an option on a face
-    assert opt._proposed == [] and opt.best()[1:] == pytest.approx(before)
+    assert opt.models.proposed == [] and opt.best()[1:] == pytest.approx(before)
     assert opt.model.comparisons.shape[0] == 2
 
 
@@ -233,7 +233,7 @@ def test_random_fallbacks_count_questions_not_rounds(monkeypatch):
     opt = _run(answers=2)
     monkeypatch.setattr(question_maker, "choose_options", lambda *a, **k: None)
     opt.ask()
-    assert opt.random_fallbacks == 1 and opt._pending_virtual is None
+    assert opt.random_fallbacks == 1 and opt.pending_virtual is None
 
 
 def test_an_optimiser_rebuilt_from_answers_and_their_comparisons_asks_the_same():

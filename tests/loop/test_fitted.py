@@ -104,7 +104,7 @@ def test_released_fits_change_no_question():
             opt.tell(int(p(X[0]) < p(X[1])))
         opt.ask()
     released.release_fits()
-    assert list(released._fits) == [5] and len(kept._fits) > 1
+    assert list(released.models.fits) == [5] and len(kept.models.fits) > 1
     torch.testing.assert_close(released.ask(), kept.ask(), atol=0, rtol=0)
     for opt in (kept, released):
         X = opt.ask()
@@ -116,3 +116,29 @@ def test_released_fits_change_no_question():
         opt.undo()
     torch.testing.assert_close(released.ask(), kept.ask(), atol=0, rtol=0)
     torch.testing.assert_close(released.best()[0], kept.best()[0], atol=0, rtol=0)
+
+
+def test_the_models_of_answers_are_a_part_of_their_own(ask_and_tell):
+    from prefbo.loop.fitted import FittedModels
+
+    opt = PreferentialOptimizer(
+        BOUNDS, model="laplace", strategy="random", refit_every=2, seed=1
+    )
+    ask_and_tell(opt, [0, 1, 1], problem=Branin())
+    models = FittedModels(opt.settings, opt.box)
+    for answer in opt.history:
+        models.add(answer)
+    assert models.work_size == opt.work_size == 2 * 4
+    design, mean, sd = models.best()
+    assert torch.equal(design, opt.best()[0]) and (mean, sd) == opt.best()[1:]
+    assert sorted(models.fits) == [2]  # the chain's fit at 2 answers
+    # a virtual comparison is part of the model until cleared
+    pair = opt.history[0].options
+    models.propose([pair])
+    assert models.model.comparisons.shape[0] == 4
+    models.clear_proposed()
+    assert models.model.comparisons.shape[0] == 3
+    # withdrawn: the fits it was part of go with it
+    assert models.withdraw().seq == opt.history[-1].seq
+    assert models.withdraw().seq == opt.history[1].seq
+    assert sorted(models.fits) == [] and len(models.answers) == 1

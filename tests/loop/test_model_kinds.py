@@ -184,7 +184,7 @@ def test_a_kernel_given_in_model_options_is_copied_not_fitted_in_place(warm):
     assert opt.model is not None  # every fit made
     for k, v in kernel.state_dict().items():
         assert torch.equal(v, before[k]), k
-    kernels = [opt._fitted(c).covar_module for c in range(0, 5)]
+    kernels = [opt.models.fitted(c).covar_module for c in range(0, 5)]
     assert all(k is not kernel for k in kernels)
     assert len({id(k) for k in kernels}) == len(kernels)
     if not warm:  # each cold refit starts at the user's kernel, so a refit
@@ -198,6 +198,6 @@ def test_a_kernel_given_in_model_options_is_copied_not_fitted_in_place(warm):
         for t in opt.history[:3]:
             again.tell(t.answer, options=t.options)
         assert torch.allclose(
-            again._fitted(3).covar_module.outputscale,
-            opt._fitted(3).covar_module.outputscale,
+            again.models.fitted(3).covar_module.outputscale,
+            opt.models.fitted(3).covar_module.outputscale,
         )

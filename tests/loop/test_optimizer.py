@@ -4,6 +4,7 @@ import torch
 
 from prefbo.exceptions import InputDataError, InputTypeError, UnsupportedError
 from prefbo.kernels import default_preference_covar_module
+from prefbo.loop.fitted import FittedModels
 from prefbo.loop.model_kinds import LAPLACE_OUTPUTSCALE_BOUNDS
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.test_functions import Branin
@@ -262,14 +263,14 @@ def test_refits_start_from_the_previous_fit(monkeypatch, warm, ask_and_tell):
     from prefbo import PairwiseLaplaceGP
 
     starts, ends = [], []
-    fit = PreferentialOptimizer._fit
+    fit = FittedModels.fit
 
     def recording(self, model):
         starts.append(model.covar_module.outputscale.item())
         fit(self, model)
         ends.append(model.covar_module.outputscale.item())
 
-    monkeypatch.setattr(PreferentialOptimizer, "_fit", recording)
+    monkeypatch.setattr(FittedModels, "fit", recording)
     opt = PreferentialOptimizer(
         BOUNDS,
         model="laplace",
@@ -286,10 +287,10 @@ def test_refits_start_from_the_previous_fit(monkeypatch, warm, ask_and_tell):
     default = default.covar_module.outputscale.item()
     assert starts[0] == default and ends[0] != default
     if warm:  # the whole chain 2, 4, 6, each from the previous fit
-        assert len(starts) == 3 and sorted(opt._fits) == [2, 4, 6]
+        assert len(starts) == 3 and sorted(opt.models.fits) == [2, 4, 6]
         assert starts[1:] == ends[:-1]
     else:  # only the fit at 6, from the defaults
-        assert len(starts) == 1 and sorted(opt._fits) == [6]
+        assert len(starts) == 1 and sorted(opt.models.fits) == [6]
 
 
 def test_the_fit_chain_depends_on_the_answers_alone(ask_and_tell):
@@ -306,8 +307,8 @@ def test_the_fit_chain_depends_on_the_answers_alone(ask_and_tell):
     for X, t in zip(asked, live.history):
         batch.tell(t.answer, options=X)
     assert torch.equal(batch.ask(), live.ask())
-    kernel = dict(batch._fits[6].covar_module.named_parameters())
-    for name, p in live._fits[6].covar_module.named_parameters():
+    kernel = dict(batch.models.fits[6].covar_module.named_parameters())
+    for name, p in live.models.fits[6].covar_module.named_parameters():
         assert torch.equal(p, kernel[name])
 
 
@@ -480,3 +481,14 @@ def test_answers_of_the_wrong_type_are_type_errors():
     with pytest.raises(InputDataError, match=r"got answer=-1"):
         opt.tell(-1)
     assert opt.history == []
+
+
+def test_the_log_path_is_the_logs_or_none(tmp_path):
+    from pathlib import Path
+
+    assert PreferentialOptimizer(BOUNDS, strategy="random").log_path is None
+    path = tmp_path / "s.jsonl"
+    with PreferentialOptimizer(BOUNDS, strategy="random", log_path=str(path)) as opt:
+        assert opt.log_path == Path(path)
+    view = PreferentialOptimizer.resume(path, read_only=True)
+    assert view.log_path == Path(path)  # a view's too

@@ -106,3 +106,21 @@ def test_eubo_torch_optimizer_with_every_model(model, ask_and_tell):
     assert not torch.equal(X, asked[-1])
     # every loop model has the fast moments (not the model.posterior fallback)
     assert type(pair_moments(opt.model)) is not PairMoments
+
+
+def test_the_questions_are_made_by_a_part_of_their_own(ask_and_tell):
+    from prefbo.loop.fitted import FittedModels
+    from prefbo.loop.question_maker import QuestionMaker
+    from prefbo.loop.questions import Questions
+
+    # EUBO on Branin proposes options on the faces: virtual comparisons
+    opt = PreferentialOptimizer(BOUNDS, seed=3, acqf_options=SMALL)
+    ask_and_tell(opt, [0, 1], problem=Branin())
+    models = FittedModels(opt.settings, opt.box)
+    for answer in opt.history:
+        models.add(answer)
+    maker = QuestionMaker(opt.box, opt.strategy, opt.q, opt.acqf_options)
+    question, virtual, fallback = Questions(opt.settings, maker, models).make()
+    assert torch.equal(question, opt.ask()) and not fallback
+    assert virtual is not None and torch.equal(virtual, opt.pending_virtual)
+    assert models.proposed == []  # the model of the answers alone again
