@@ -92,12 +92,23 @@ def test_interacting_sites_converge_site_by_site(monkeypatch):
     )
 
 
-def test_float32_comes_back_as_float32():
+def test_every_device_and_dtype(tkwargs):
+    r"""The result comes back in the inputs' dtype and device, equal to the
+    float64 CPU result (the sweeps run in float64 everywhere)."""
     delta, offset, m0 = _problem()
-    post = ep_people(
-        PROBIT, delta.float(), offset.float(), torch.ones(3, 6, dtype=bool), m0.float()
+    mask = torch.ones(3, 6, dtype=bool)
+    want = ep_people(PROBIT, delta, offset, mask, m0)
+    got = ep_people(
+        PROBIT,
+        delta.to(**tkwargs),
+        offset.to(**tkwargs),
+        mask.to(tkwargs["device"]),
+        m0.to(**tkwargs),
     )
-    assert post.mean.dtype == post.precision_chol.dtype == torch.float32
+    assert got.mean.dtype == got.precision_chol.dtype == tkwargs["dtype"]
+    assert got.mean.device.type == tkwargs["device"].type
+    tol = 1e-5 if tkwargs["dtype"] == torch.float32 else 1e-10
+    torch.testing.assert_close(got.mean.cpu().double(), want.mean, atol=tol, rtol=0)
 
 
 def test_the_model_chooses_and_checks_its_inference(population):
