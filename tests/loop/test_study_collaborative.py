@@ -330,3 +330,19 @@ def test_candidates_keep_a_step_inside_the_faces_of_continuous_variables():
     assert X[:, 0].min() >= DEFAULT_STEP and X[:, 0].max() <= 1 - DEFAULT_STEP
     assert set(X[:, 1:].sum(-1).tolist()) == {1.0}  # one-hot columns kept
     assert all(0.2 <= d["x"] <= 1.8 for d in space.decode(X))
+
+
+def test_small_studies_refit_on_every_answer_large_ones_by_a_quarter():
+    r"""While a study is small each answer refits the shared part (so the
+    first participants' answers reach it), then fits come as the answers
+    grow by a quarter."""
+    assert [sc.next_fit(a) for a in (1, 2, 3, 4, 5, 8, 40, 1000)] == [
+        2,
+        3,
+        4,
+        5,
+        7,
+        10,
+        50,
+        1250,
+    ]

@@ -5,6 +5,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+import prefbo.loop.study_collaborative as sc
 from prefbo.models.collaborative.questions import next_questions, pair_eubo
 from prefbo.serve import flow
 from prefbo.serve.collaborative import CollaborativeEngine, told_answers
@@ -136,17 +137,18 @@ def test_an_undo_observes_the_answers_in_force_again(engine):
 def test_a_refit_is_due_as_the_answers_grow(engine):
     assert engine.fits == [30]
     for pid in range(6):
+        engine.update(pid, rows_of(pid, 6))
+    engine.maintain()
+    assert engine.fits == [30]  # 36 < 38 = 1.25 x 30
+    for pid in range(6):
         engine.update(pid, rows_of(pid, 8))
     engine.maintain()
-    assert engine.fits == [30]  # 48 < 30 + REFIT_MIN_NEW
-    for pid in range(6):
-        engine.update(pid, rows_of(pid, 9))
-    engine.maintain()
-    assert engine.fits == [30, 54]
-    assert engine.model.answers.counts().tolist() == [9] * 6
+    assert engine.fits == [30, 48]
+    assert engine.model.answers.counts().tolist() == [8] * 6
 
 
 def test_a_background_fit_gets_the_answers_told_meanwhile(config, monkeypatch):
+    monkeypatch.setattr(sc, "REFIT_MIN_NEW", 20)  # no refit due at 9 answers
     e = CollaborativeEngine(config)
     release = threading.Event()
     build = e._build
