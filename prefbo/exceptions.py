@@ -29,6 +29,11 @@ class SessionLogLockedError(SessionLogError):
     r"""A session log is open for writing in another optimiser (one writer per log)."""
 
 
+class SettingsVersionError(InputDataError):
+    r"""Settings (a session log's header) of a layout this prefbo cannot
+    read: a newer version, or one that is not a version at all."""
+
+
 class InputTypeError(PrefboError, TypeError):
     r"""An argument has the wrong type or dtype."""
 

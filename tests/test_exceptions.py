@@ -16,6 +16,7 @@ from prefbo.exceptions import (
     SessionLogError,
     SessionLogLockedError,
     SessionLogWarning,
+    SettingsVersionError,
     UnsupportedError,
 )
 
@@ -26,6 +27,7 @@ from prefbo.exceptions import (
         (InputDataError, ValueError),
         (InfeasibleConstraintsError, ValueError),
         (SessionLogError, ValueError),
+        (SettingsVersionError, ValueError),
         (InputTypeError, TypeError),
         (UnsupportedError, ValueError),
         (NumericalError, RuntimeError),
@@ -41,6 +43,7 @@ def test_the_data_errors_are_input_data_errors_and_types_are_not_values():
     assert issubclass(InfeasibleConstraintsError, InputDataError)
     assert issubclass(SessionLogError, InputDataError)
     assert issubclass(SessionLogLockedError, SessionLogError)
+    assert issubclass(SettingsVersionError, InputDataError)
     assert not issubclass(InputTypeError, ValueError)
     assert not issubclass(InputDataError, TypeError)
     assert not issubclass(UnsupportedError, InputDataError)
@@ -68,6 +71,6 @@ def test_every_public_class_is_an_error_or_a_warning():
         for name, value in vars(exceptions).items()
         if isinstance(value, type) and value.__module__ == exceptions.__name__
     }
-    assert len(public) == 13
+    assert len(public) == 14
     for cls in public.values():
         assert issubclass(cls, (PrefboError, PrefboWarning))

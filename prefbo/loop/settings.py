@@ -37,7 +37,7 @@ from typing import Any
 
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.exceptions import InputDataError, InputTypeError, SettingsVersionError
 from prefbo.loop import options as _options
 from prefbo.loop.arguments import check_schedule, design_box, model_and_strategy
 from prefbo.loop.boundary import DEFAULT_STEP
@@ -49,11 +49,6 @@ from prefbo.utils.checks import describe
 
 #: The layout :meth:`LoopSettings.to_dict` writes.
 SETTINGS_VERSION = 2
-
-
-class SettingsVersionError(InputDataError):
-    r"""A settings layout this prefbo cannot read: a newer version, or one
-    that is not a version at all."""
 
 
 def _from_version_1(config: dict[str, Any]) -> dict[str, Any]:

@@ -335,7 +335,7 @@ def test_logs_from_before_warm_starts_maximize_eubo_and_tolerances_resume_as_wri
     # no cap and scipy's tolerances, as written
     assert resumed.fit_options == {"maxfun": 15000, "ftol": 2.220446049250313e-09}
     assert resumed.acqf_options["ftol"] is None  # BoTorch's default
-    # the legacy values also satisfy an explicit expectation
+    # the migrated values also satisfy an explicit expectation
     assert PreferentialOptimizer.resume(path, warm_start_fits=False).ask() is not None
     assert resumed.acqf_options["optimizer"] == "scipy"
     assert PreferentialOptimizer(BOUNDS).warm_start_fits is True

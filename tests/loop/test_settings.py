@@ -10,6 +10,7 @@ from prefbo.exceptions import (
     InputDataError,
     InputTypeError,
     SessionLogError,
+    SettingsVersionError,
     UnsupportedError,
 )
 from prefbo.loop.optimizer import PreferentialOptimizer
@@ -18,7 +19,6 @@ from prefbo.loop.session import encode_record, read_session_log
 from prefbo.loop.settings import (
     SETTINGS_VERSION,
     LoopSettings,
-    SettingsVersionError,
     migrate,
     settings_from,
 )
