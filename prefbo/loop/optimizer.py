@@ -61,8 +61,10 @@ def _setting(name: str, doc: str) -> property:
 
 
 class PreferentialOptimizer:
-    r"""Ask/tell preferential BO over a box or a
-    :class:`~prefbo.space.Space` (see the module docstring)."""
+    r"""Ask/tell preferential BO over a box or a :class:`~prefbo.space.Space`
+    (see the module docstring), built from public parts: ``settings``,
+    ``box``, ``models``, ``question_maker`` and ``questions`` (their classes:
+    :mod:`prefbo.loop`)."""
 
     # the settings (read-only; ``settings`` holds them, see __init__)
     model_name = _setting("model", "The model kind's name.")
