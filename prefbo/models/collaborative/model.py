@@ -99,8 +99,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             answers are nearly decisive (a newcomer's first answers,
             rankings) the posterior is skewed and EP's mean follows its mass
             beyond the mode. The fit's own steps use Laplace posteriors
-            whatever this says (:func:`~prefbo.models.collaborative.training.
-            fit_collaborative`).
+            whatever this says (see :meth:`fit`).
     """
 
     def __init__(

@@ -118,7 +118,9 @@ def fit_collaborative(
     r"""Fit a :class:`~prefbo.models.collaborative.CollaborativePreferenceGP`.
 
     Warm-starts from the model's current state, so a refit after new answers
-    continues where the last fit ended.
+    continues where the last fit ended. Each step refits its people's
+    Laplace posteriors (warm-started Newton); after the last step every
+    person's posterior is computed by the model's ``people_inference``.
 
     Args:
         model: The model.
