@@ -30,9 +30,17 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from prefbo.serve.config import StudyConfig, StudyFileError
+
+
+class Rendered(NamedTuple):
+    r"""A rendered option: its bytes and their mime type."""
+
+    content: bytes
+    mime: str
+
 
 CACHE_SIZE = 512  # rendered options (and designs that failed) kept in memory
 #: Seconds a callable may take on the sample design at start-up.
@@ -60,7 +68,7 @@ class Renderer:
     def __init__(self, config: StudyConfig) -> None:
         self.config = config
         self.kind = config.display["kind"]
-        self._cache: OrderedDict[Any, tuple[bytes, str]] = OrderedDict()
+        self._cache: OrderedDict[Any, Rendered] = OrderedDict()
         self._failed: OrderedDict[Any, str] = OrderedDict()
         self._running: dict[Any, Future] = {}
         self._stuck: set[Any] = set()
@@ -99,7 +107,7 @@ class Renderer:
             return None
         if self.kind == "files":
             return _guess(self._file(values))
-        return self.render(values)[1]
+        return self.render(values).mime
 
     def check(self, values: dict[str, Any]) -> str | None:
         r"""The mime type of an option that can be shown (``None`` for
@@ -115,10 +123,8 @@ class Renderer:
                 raise RenderError(f"no file {path.name!r} in the display folder.")
         return self.mime(values)
 
-    def render(
-        self, values: dict[str, Any], timeout: float | None = None
-    ) -> tuple[bytes, str]:
-        r"""``(bytes, mime type)`` of an option.
+    def render(self, values: dict[str, Any], timeout: float | None = None) -> Rendered:
+        r"""An option's bytes and mime type.
 
         Args:
             values: The design, a dict by variable name.
@@ -141,7 +147,7 @@ class Renderer:
         if self.kind == "files":
             path = self._file(values)
             try:
-                out = (path.read_bytes(), _guess(path))
+                out = Rendered(path.read_bytes(), _guess(path))
             except OSError as e:
                 raise RenderError(f"cannot read {path}: {e}") from e
         elif self.kind == "callable":
@@ -166,7 +172,7 @@ class Renderer:
         stuck = self.stuck
         return {"ok": stuck < MAX_STUCK, "stuck": stuck}
 
-    def _call(self, key: Any, values: dict[str, Any], timeout: float) -> tuple:
+    def _call(self, key: Any, values: dict[str, Any], timeout: float) -> Rendered:
         r"""The callable's ``(bytes, mime type)`` for ``values``, run on a
         thread of its own (one run per design at a time) and waited for
         ``timeout`` seconds from its start; a failure is remembered for the
@@ -199,18 +205,14 @@ class Renderer:
             )
         except BaseException as e:  # the user's code, SystemExit included
             return self._fail(key, f"display.function failed on {values}: {e!r}")
-        if (
-            not isinstance(result, tuple)
-            or len(result) != 2
-            or not isinstance(result[0], (bytes, bytearray))
-            or not isinstance(result[1], str)
-        ):
+        content, mime = result if _pair(result) else (None, None)
+        if not isinstance(content, (bytes, bytearray)) or not isinstance(mime, str):
             return self._fail(
                 key,
                 "display.function must return (bytes, mime type); got "
                 f"{_shape(result)} for {values}.",
             )
-        return bytes(result[0]), result[1]
+        return Rendered(bytes(content), mime)
 
     def _run(self, key: Any, future: Future, values: dict[str, Any]) -> None:
         r"""One call of the callable, its outcome set on ``future``."""
@@ -223,7 +225,7 @@ class Renderer:
                 self._running.pop(key, None)
                 self._stuck.discard(key)
 
-    def _fail(self, key: Any, message: str) -> tuple:
+    def _fail(self, key: Any, message: str) -> Rendered:
         with self._lock:
             _remember(self._failed, key, message)
         raise RenderError(message)
@@ -242,6 +244,11 @@ def _remember(cache: OrderedDict, key: Any, value: Any) -> None:
     cache.move_to_end(key)
     if len(cache) > CACHE_SIZE:
         cache.popitem(last=False)
+
+
+def _pair(result: Any) -> bool:
+    r"""Whether ``result`` is a tuple of two."""
+    return isinstance(result, tuple) and len(result) == 2
 
 
 def _shape(result: Any) -> str:
