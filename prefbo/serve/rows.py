@@ -148,6 +148,14 @@ class Progress(NamedTuple):
     last: float
 
 
+class Renewal(NamedTuple):
+    r"""What a worker's renewal found: the live workers' names (sorted) and
+    the participants whose leases it holds now."""
+
+    live: list[str]
+    held: set[int]
+
+
 @dataclass(frozen=True, slots=True)
 class Needing:
     r"""What a worker needs to make a participant's next question.

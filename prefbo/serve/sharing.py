@@ -1,26 +1,31 @@
 r"""How the workers on one database share the participants: leases.
 
 Each worker (its :class:`Share`) beats its heart in the database every
-:data:`RENEW_SECONDS` and takes, of the participants waiting for a question,
-those whose id is its rank modulo the number of live workers, each by a
-lease (:mod:`prefbo.serve.leases`) that it renews with the heartbeat and
-that lapses :data:`LEASE_SECONDS` after its last renewal. A question is
-stored only by the holder of its participant's lease, so two workers never
-store (nor, while both are alive, make) a question for the same participant
-at once. When a worker stops its leases go at once; when one dies, they lapse
-within :data:`LEASE_SECONDS`, the live workers re-divide the participants
-and take them over. Workers on several hosts share a PostgreSQL database
-the same way.
+:data:`RENEW_SECONDS`, on a thread of its own (:meth:`Share.start`: a round
+of fits that takes longer keeps its leases), and takes, of the participants
+waiting for a question, those whose id is its rank modulo the number of live
+workers, each by a lease (:mod:`prefbo.serve.leases`) that it renews with the
+heartbeat and that lapses :data:`LEASE_SECONDS` after its last renewal. A
+question is stored only by the holder of its participant's lease, so two
+workers never store (nor, while both are alive, make) a question for the
+same participant at once. When a worker stops its leases go at once; when
+one dies, they lapse within :data:`LEASE_SECONDS`, the live workers
+re-divide the participants and take them over. Workers on several hosts
+share a PostgreSQL database the same way.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterable
 
 from prefbo.serve.store import Store
+
+log = logging.getLogger("prefbo.serve")
 
 #: Seconds a worker's heartbeat and leases last without renewal.
 LEASE_SECONDS = 3.0
@@ -72,32 +77,60 @@ class Share:
         self.held: set[int] = set()
         self._renew_at = 0.0
         self._refused: dict[int, float] = {}
+        self._lock = threading.Lock()  # held across each renewal and claim
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
-    def ours(self, pid: int) -> bool:
-        r"""Whether participant ``pid`` falls to this worker among the live
-        ones (by id modulo their number; all of them before the first
-        heartbeat)."""
-        if self.name not in self.live:
+    def ours(self, pid: int, live: list[str] | None = None) -> bool:
+        r"""Whether participant ``pid`` falls to this worker among the
+        ``live`` workers (default: those of the last renewal), by id modulo
+        their number (all of them while this worker is not among them)."""
+        live = self.live if live is None else live
+        if self.name not in live:
             return True
-        return pid % len(self.live) == self.live.index(self.name)
+        return pid % len(live) == live.index(self.name)
+
+    def start(self) -> Share:
+        r"""Renew every :attr:`renew_seconds` on a thread of its own until
+        :meth:`close` (without it, :meth:`take` renews when due); returns
+        ``self``."""
+        self.renew()
+        self._beat = threading.Thread(
+            target=self._beating, name="prefbo-lease", daemon=True
+        )
+        self._beat.start()
+        return self
+
+    def _beating(self) -> None:
+        while not self._stop.wait(self.renew_seconds):
+            try:
+                self.renew()
+            except Exception:  # the database away a moment: the next one retries
+                log.exception("worker %s: renewing its leases failed", self.name)
 
     def renew(self) -> None:
-        r"""Beat the heart, then give up the leases that fall to others now
-        and renew the rest (due every :attr:`renew_seconds`; :meth:`take`
-        calls it)."""
-        self.live = self.store.heartbeat(self.name, self.lease_seconds)
-        release = [pid for pid in self.held if not self.ours(pid)]
-        self.held = self.store.renew_leases(self.name, release, self.lease_seconds)
-        self._renew_at = time.monotonic() + self.renew_seconds
+        r"""Beat the heart, give up the leases that fall to others now and
+        renew the rest, in one transaction."""
+
+        def release(live: list[str]) -> list[int]:
+            return [pid for pid in self.held if not self.ours(pid, live)]
+
+        with self._lock:
+            renewal = self.store.renew_share(self.name, self.lease_seconds, release)
+            self.live, self.held = renewal.live, renewal.held
+            self._renew_at = time.monotonic() + self.renew_seconds
 
     def take(self, waiting: Iterable[int]) -> set[int]:
         r"""Of the participants ``waiting`` for a question, those this worker
         makes the questions of: its own by the share, each under a lease
         (taken now where free or lapsed)."""
         now = time.monotonic()
-        if now >= self._renew_at:
+        if self._beat is None and now >= self._renew_at:
             self.renew()
-        waiting = list(waiting)
+        with self._lock:
+            return self._take(list(waiting), now)
+
+    def _take(self, waiting: list[int], now: float) -> set[int]:
         wanted = [
             pid
             for pid in waiting
@@ -116,7 +149,10 @@ class Share:
         return {pid for pid in waiting if pid in self.held}
 
     def close(self) -> None:
-        r"""Give up the heartbeat and every lease (the others take over at
-        once)."""
+        r"""Stop renewing, and give up the heartbeat and every lease (the
+        others take over at once)."""
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
         self.store.leave(self.name)
         self.held = set()

@@ -32,6 +32,7 @@ from prefbo.serve.rows import (
     ParticipantRow,
     Progress,
     QuestionRow,
+    Renewal,
     SnapshotRow,
 )
 from prefbo.serve.schema import (
@@ -343,20 +344,22 @@ class Store:
             return waiting.store_questions(conn, made, holder, lease_seconds)
 
     # ---------------------------------------------------------------- leases
-    def heartbeat(self, name: str, seconds: float) -> list[str]:
-        r"""Announce worker ``name`` alive for ``seconds``; returns the live
-        workers' names, sorted (:func:`~prefbo.serve.leases.heartbeat`)."""
+    def renew_share(
+        self,
+        name: str,
+        seconds: float,
+        release: Callable[[list[str]], Iterable[int]],
+    ) -> Renewal:
+        r"""In one transaction: announce worker ``name`` alive for
+        ``seconds`` (:func:`~prefbo.serve.leases.heartbeat`), give up its
+        leases on ``release(live workers' names)`` and the finished
+        participants', and renew the rest for ``seconds``
+        (:func:`~prefbo.serve.leases.renew`)."""
+        now = time.time()
         with self.transaction() as conn:
-            return leases.heartbeat(conn, name, seconds, time.time())
-
-    def renew_leases(
-        self, holder: str, release: Iterable[int], seconds: float
-    ) -> set[int]:
-        r"""Give up ``holder``'s leases on ``release`` (and the finished
-        participants'), renew the rest for ``seconds``; returns the
-        participants it holds (:func:`~prefbo.serve.leases.renew`)."""
-        with self.transaction() as conn:
-            return leases.renew(conn, holder, release, seconds, time.time())
+            live = leases.heartbeat(conn, name, seconds, now)
+            held = leases.renew(conn, name, release(live), seconds, now)
+        return Renewal(live=live, held=held)
 
     def claim_leases(
         self, holder: str, pids: Iterable[int], seconds: float

@@ -238,7 +238,7 @@ def run_worker(
     config = config_from_store(store, root)
     parent = os.getppid() if parent is None else parent
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
-    seat = Seat(store, config, index, Share(store))
+    seat = Seat(store, config, index, Share(store).start())
     if config.model_kind == "collaborative":
         step: _ExactRounds | _CollaborativeRounds = _CollaborativeRounds(seat)
     else:

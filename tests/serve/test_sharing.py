@@ -52,6 +52,21 @@ def test_a_dead_workers_participants_are_taken_over(store):
     assert set(store.lease_holders().values()) == {"alive"}
 
 
+def test_a_started_share_keeps_its_leases_between_long_rounds(store):
+    pids = [store.add_participant(f"t{i}", f"p{i}") for i in range(3)]
+    busy = Share(store, "busy", lease_seconds=0.6, renew_seconds=0.2).start()
+    assert busy.take(pids) == set(pids)
+    time.sleep(1.0)  # a round of fits: no take() meanwhile, the thread renews
+    other = Share(store, "other", lease_seconds=0.6, renew_seconds=0.2)
+    other.renew()
+    assert other.live == ["busy", "other"]
+    assert other.take(pids) == set()  # held, and the odd ids fall to busy
+    busy.close()
+    other.renew()
+    other._refused.clear()
+    assert other.live == ["other"] and other.take(pids) == set(pids)
+
+
 @pytest.mark.parametrize("kind", ["collaborative", "individual"])
 def test_two_workers_never_make_the_same_participants_question(
     store, make_config, kind
