@@ -298,7 +298,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
     # ---------------------------------------------------------- updates
     def update_people(self, people: Tensor) -> PersonPosterior:
         r"""Refit ``B`` people's posteriors at the current shared functions
-        (Newton from their last modes) and store them."""
+        (by :attr:`people_inference`) and store them."""
         people = people.to(self.designs.device)
         with torch.no_grad(), limited(len(people) * 16):
             batch = self.answers.gather(people)
