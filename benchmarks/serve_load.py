@@ -5,9 +5,12 @@ Procedure:
     1. a study file: the colour demo (:data:`prefbo.serve.demo.DEMO_STUDY`)
        with ``answers_per_participant = 400`` (nobody finishes during the run)
        and ``display = {"kind": "values"}``, in a fresh temporary folder with a
-       fresh SQLite database;
+       fresh SQLite database (``--db URL``: that database instead, e.g.
+       PostgreSQL, its prefbo tables dropped first: give one the run may
+       empty);
     2. the server as a real process, ``python -m prefbo.cli serve study.json
-       --db study.db --port PORT`` on a free loopback port, with
+       --db DB --port PORT --workers N`` (``--workers``, 1) on a free loopback
+       port, with
        no thread variable set (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
        ``PREFBO_THREADS`` removed: as users start it; it starts its own model
        worker process and gives it its threads); ``--model-kind`` sets the
@@ -31,10 +34,11 @@ Procedure:
        number of answers, and the one the participant was on before the
        crash, or the next one if its in-doubt answer was committed); then the
        clients go on until ``--seconds`` of load have passed;
-    6. after the run the server is stopped and the database is read with
-       ``sqlite3``: every acknowledged answer must be there exactly once with
-       its choice (``questions.answered_at``, ``choice``; one ``answer`` event
-       per question in ``events``), and nothing else may be answered except,
+    6. after the run the server is stopped and the database is read (plain
+       SQL through SQLAlchemy, not prefbo's store): every acknowledged answer
+       must be there exactly once with its choice
+       (``questions.answered_at``, ``choice``; one ``answer`` event per
+       question in ``events``), and nothing else may be answered except,
        after a crash, an in-doubt answer (committed, but its reply was lost);
        per participant the answered questions are ``seq`` ``0 .. a-1`` and at
        most one more is shown. The ``origin`` of the shown questions says how
@@ -51,6 +55,7 @@ Usage::
     python -m benchmarks serve_load --kill          # with a crash and restart
     python -m benchmarks serve_load --participants 20 --seconds 8 --seed 1
     python -m benchmarks serve_load --think 3 --seconds 60   # people's pace
+    python -m benchmarks serve_load --workers 2 --db postgresql+psycopg://...
 
 ``--leftover-wait`` (30 s) is how long the server's processes get to exit
 after it stopped. Prints a Markdown table; exits 1 if a check failed or a
@@ -69,7 +74,6 @@ import os
 import random
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -80,12 +84,24 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import MetaData, create_engine, text
 
 from benchmarks.harness import environment
 from benchmarks.harness.runner import REPO
 
 TARGET_HUE = 200.0
 START_TIMEOUT_S = 120.0
+#: The tables of a served study's database (schema 3), dropped from a
+#: ``--db`` database before a run.
+PREFBO_TABLES = (
+    "leases",
+    "workers",
+    "snapshots",
+    "events",
+    "questions",
+    "participants",
+    "meta",
+)
 
 
 # ------------------------------------------------------------------ study
@@ -188,11 +204,15 @@ def alive(pid: int, start: int) -> bool:
 
 
 class Server:
-    r"""``python -m prefbo.cli serve STUDY --db DB --port PORT`` as a child
-    process; remembers every process it started (walking ``/proc``)."""
+    r"""``python -m prefbo.cli serve STUDY --db DB --port PORT --workers N``
+    as a child process; remembers every process it started (walking
+    ``/proc``)."""
 
-    def __init__(self, study: Path, db: Path, port: int, folder: Path) -> None:
+    def __init__(
+        self, study: Path, db: str, port: int, folder: Path, workers: int = 1
+    ) -> None:
         self.study, self.db, self.port, self.folder = study, db, port, folder
+        self.workers = workers
         self.proc: subprocess.Popen | None = None
         self.join_code: str | None = None
         self.started: dict[int, tuple[int, str]] = {}  # pid -> (start, cmdline)
@@ -220,7 +240,8 @@ class Server:
             p for p in (str(REPO), env.get("PYTHONPATH", "")) if p
         )
         cmd = [sys.executable, "-m", "prefbo.cli", "serve", str(self.study)]
-        cmd += ["--db", str(self.db), "--port", str(self.port)]
+        cmd += ["--db", self.db, "--port", str(self.port)]
+        cmd += ["--workers", str(self.workers)]
         t0 = time.monotonic()
         with open(out, "wb") as fo, open(err, "wb") as fe:
             self.proc = subprocess.Popen(
@@ -430,6 +451,9 @@ class Result:
     think: float = 0.0
     model_kind: str = "population"
     kill_worker: bool = False
+    workers: int = 1
+    #: the database's kind (``sqlite``, ``postgresql``)
+    database: str = "sqlite"
     load_s: float = 0.0
     #: wall-clock (``time.time()``) at the start of the load
     epoch0: float = 0.0
@@ -497,42 +521,63 @@ class Result:
         return out
 
 
-def _answers_by_pid(db: Path) -> tuple[dict[str, int], dict[int, list[dict]], dict]:
-    r"""Read the database: token hash -> participant id, each participant's
-    questions by seq, and the ``answer`` events per question id."""
-    conn = sqlite3.connect(str(db), timeout=30)
-    conn.row_factory = sqlite3.Row
+def database_url(db: str | Path) -> str:
+    r"""``db`` as an SQLAlchemy URL (a path: the SQLite file)."""
+    return str(db) if "://" in str(db) else f"sqlite:///{db}"
+
+
+def _query(db: str, sql: str) -> list[dict[str, Any]]:
+    r"""The rows of ``sql`` on database ``db`` (a URL), as dicts."""
+    engine = create_engine(db)
     try:
-        pids = {
-            r["token_hash"]: r["id"] for r in conn.execute("SELECT * FROM participants")
-        }
-        rows: dict[int, list[dict]] = {}
-        for r in conn.execute("SELECT * FROM questions ORDER BY participant_id, seq"):
-            rows.setdefault(r["participant_id"], []).append(dict(r))
-        events: dict[str, int] = {}
-        for r in conn.execute("SELECT question_id FROM events WHERE kind = 'answer'"):
-            events[r["question_id"]] = events.get(r["question_id"], 0) + 1
+        with engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(text(sql))]
     finally:
-        conn.close()
+        engine.dispose()
+
+
+def empty_database(db: str) -> None:
+    r"""Drop the prefbo tables of database ``db`` (a URL), if any."""
+    engine = create_engine(db)
+    try:
+        found = MetaData()
+        with engine.begin() as conn:
+            names = [t for t in PREFBO_TABLES if engine.dialect.has_table(conn, t)]
+            found.reflect(conn, only=names)
+            found.drop_all(conn)
+    finally:
+        engine.dispose()
+
+
+def _answers_by_pid(db: str) -> tuple[dict[str, int], dict[int, list[dict]], dict]:
+    r"""Read the database (a URL): token hash -> participant id, each
+    participant's questions by seq, and the ``answer`` events per question
+    id."""
+    pids = {r["token_hash"]: r["id"] for r in _query(db, "SELECT * FROM participants")}
+    rows: dict[int, list[dict]] = {}
+    for r in _query(db, "SELECT * FROM questions ORDER BY participant_id, seq"):
+        rows.setdefault(r["participant_id"], []).append(r)
+    events: dict[str, int] = {}
+    for r in _query(db, "SELECT question_id FROM events WHERE kind = 'answer'"):
+        events[r["question_id"]] = events.get(r["question_id"], 0) + 1
     return pids, rows, events
 
 
-def favourites_behind(db: Path, result: Result) -> list[float]:
+def favourites_behind(db: str, result: Result) -> list[float]:
     r"""For each snapshot of the favourites written during the load: the
     seconds from the time its newest answer (its answer count's) was
     committed to the next snapshot (or the end of the load): the most the
     researcher's page lagged the answers while it showed that snapshot."""
-    conn = sqlite3.connect(str(db), timeout=30)
-    try:
-        times = sorted(
-            t
-            for (t,) in conn.execute(
-                "SELECT answered_at FROM questions WHERE answered_at IS NOT NULL"
-            )
+    times = sorted(
+        r["answered_at"]
+        for r in _query(
+            db, "SELECT answered_at FROM questions WHERE answered_at IS NOT NULL"
         )
-        snaps = conn.execute("SELECT at, answers FROM snapshots ORDER BY id").fetchall()
-    finally:
-        conn.close()
+    )
+    snaps = [
+        (r["at"], r["answers"])
+        for r in _query(db, "SELECT at, answers FROM snapshots ORDER BY id")
+    ]
     end = result.epoch0 + result.load_s
     snaps = [(at, n) for at, n in snaps if result.epoch0 <= at <= end and n > 0]
     out = []
@@ -548,7 +593,7 @@ def _hash(token: str) -> str:
 
 
 def check_after_restart(
-    base: str, db: Path, people: list[Participant], result: Result
+    base: str, db: str, people: list[Participant], result: Result
 ) -> None:
     r"""With the clients held at the gate: each participant's current question
     (``GET``) must be the one the database shows as shown and unanswered at
@@ -603,7 +648,7 @@ def check_after_restart(
             )
 
 
-def check_database(db: Path, people: list[Participant], result: Result) -> None:
+def check_database(db: str, people: list[Participant], result: Result) -> None:
     r"""Exactly once: every acknowledged answer in the database once, with its
     choice; nothing else answered but committed in-doubt answers; per
     participant, answers at seq ``0 .. a-1`` and at most one shown beyond."""
@@ -687,6 +732,8 @@ def run(
     think: float = 0.0,
     model_kind: str | None = None,
     kill_worker: bool = False,
+    workers: int = 1,
+    db: str | None = None,
 ) -> Result:
     r"""One run (see the module docstring) in ``folder`` (default: a fresh
     temporary one); the checks are in the result (:meth:`Result.problems`,
@@ -694,17 +741,24 @@ def run(
     ``leftover_wait`` seconds after it stopped, then killed). The server is
     stopped at the end by SIGINT (``final_stop = "interrupt"``, as Ctrl-C:
     it waits up to 10 s for its worker) or SIGKILL (``"kill"``: quicker; its
-    worker is then normally among the leftovers)."""
+    worker is then normally among the leftovers). ``db``: a database URL
+    (its prefbo tables are dropped first), default a fresh SQLite file in
+    the folder; ``workers``: the server's ``--workers``."""
     result = Result(participants, seconds, kill, seed, think)
     result.model_kind = model_kind or demo_study()["model"]["kind"]
     result.kill_worker = kill_worker
+    result.workers = workers
     own = folder is None
     tmp = tempfile.TemporaryDirectory(prefix="prefbo-serve-load-") if own else None
     work = Path(tmp.name) if tmp is not None else Path(folder)  # type: ignore[arg-type]
     try:
         study = write_study(work, model_kind=model_kind)
-        db = work / "study.db"
-        server = Server(study, db, free_port(), work)
+        if db is None:
+            db = database_url(work / "study.db")
+        else:
+            empty_database(db)
+        result.database = db.split(":", 1)[0].split("+", 1)[0]
+        server = Server(study, db, free_port(), work, workers)
         try:
             _drive(server, db, result)
         finally:
@@ -733,7 +787,7 @@ def run(
     return result
 
 
-def _drive(server: Server, db: Path, result: Result) -> None:
+def _drive(server: Server, db: str, result: Result) -> None:
     rng = random.Random(result.seed)
     result.start_s = server.start()
     assert server.join_code is not None
@@ -824,6 +878,7 @@ def report(result: Result) -> str:
     rows = [
         ("participants", str(result.participants)),
         ("model kind", result.model_kind),
+        ("database, workers", f"{result.database}, {result.workers}"),
         ("think time, mean (s)", f"{result.think:g}"),
         ("load time (s, without downtime)", f"{result.load_s:.1f}"),
         ("server start (s)", f"{result.start_s:.1f}"),
@@ -942,6 +997,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--workers", type=int, default=1, help="the server's worker processes"
+    )
+    parser.add_argument(
+        "--db",
+        default=None,
+        help="a database URL whose prefbo tables the run drops and fills "
+        "(default: a fresh SQLite file)",
+    )
+    parser.add_argument(
         "--think", type=float, default=0.0, help="mean seconds a person looks"
     )
     parser.add_argument(
@@ -960,6 +1024,8 @@ def main(argv: list[str] | None = None) -> int:
         think=args.think,
         model_kind=args.model_kind,
         kill_worker=args.kill_worker,
+        workers=args.workers,
+        db=args.db,
     )
     print(report(result))
     print(f"machine: {machine()}")

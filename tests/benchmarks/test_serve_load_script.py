@@ -60,3 +60,21 @@ def test_load_runs_keep_every_acknowledged_answer_exactly_once(
     assert killed.transport_errors > 0  # the clients did see the crash
     assert killed.in_doubt_committed <= killed.in_doubt
     assert not killed.wrong_after_restart
+
+
+def test_a_given_database_is_emptied_of_prefbo_tables_only(load_benchmark, tmp_path):
+    from sqlalchemy import create_engine, inspect, text
+
+    bench = load_benchmark("serve_load")
+    assert bench.database_url(tmp_path / "s.db") == f"sqlite:///{tmp_path / 's.db'}"
+    url = "postgresql+psycopg://u@h/db?options=-csearch_path%3Dx"
+    assert bench.database_url(url) == url
+    db = bench.database_url(tmp_path / "s.db")
+    engine = create_engine(db)
+    with engine.begin() as conn:
+        for name in ("meta", "questions", "leases", "mine"):
+            conn.execute(text(f"CREATE TABLE {name} (id INTEGER)"))
+    bench.empty_database(db)
+    assert inspect(engine).get_table_names() == ["mine"]
+    bench.empty_database(db)  # none left: nothing to do
+    engine.dispose()
