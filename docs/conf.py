@@ -86,8 +86,9 @@ nitpick_ignore = [
         "InducingPointAllocator",
         "ProcessGroup",
         "BaseProcess",
+        "Connection",
     )
-] + [("py:exc", "HTTPException")]
+] + [("py:exc", "HTTPException"), ("py:exc", "IntegrityError")]
 # An attribute set in __init__ (no entry of its own).
 nitpick_ignore += [
     ("py:attr", "carried"),

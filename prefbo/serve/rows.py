@@ -3,7 +3,7 @@ dataclass (or named tuple) per kind of row, its JSON columns decoded.
 
 A row's fields are its table's columns in the table's order (the
 ``participants`` rows add their answer count and latest answer), so
-:meth:`as_dict` gives what the researcher's status and the export show.
+``as_dict()`` gives what the researcher's status and the export show.
 """
 
 from __future__ import annotations

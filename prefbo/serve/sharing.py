@@ -91,7 +91,7 @@ class Share:
         return pid % len(live) == live.index(self.name)
 
     def start(self) -> Share:
-        r"""Renew every :attr:`renew_seconds` on a thread of its own until
+        r"""Renew every ``renew_seconds`` on a thread of its own until
         :meth:`close` (without it, :meth:`take` renews when due); returns
         ``self``."""
         self.renew()
