@@ -43,7 +43,7 @@ from prefbo.models.collaborative.people import PersonPosterior
 from prefbo.utils.normal import probit_terms
 
 #: Stop when no site parameter moves by more than this (float64).
-TOLERANCE = 1e-10
+TOLERANCE = 1e-8
 #: Parallel sweeps (all sites at once, cheap) before the people still moving
 #: go on with sequential ones (site by site, robust where sites interact).
 PARALLEL_SWEEPS = 30
