@@ -29,8 +29,10 @@
 # Inference splits the two levels. The shared part (`g`, the tastes, their
 # scales and lengthscales) is fitted by stochastic variational EM on
 # minibatches of people (`model.fit()`); each person's posterior over their
-# few latent coordinates (weights and residual) is a Laplace approximation
-# found by Newton's method in those few dimensions, so it can be updated the
+# few latent coordinates (weights and residual) is found by expectation
+# propagation in those few dimensions (EP, the default for the probit; its
+# mean follows the skewed posterior of a few decisive answers, where a
+# Laplace approximation's mode lags behind), so it can be updated the
 # moment they answer, with the shared part held fixed.
 #
 # This tutorial follows one story:
@@ -405,15 +407,15 @@ print(f"total time {time.perf_counter() - START:.0f} s")
 #   first question already use what the population taught. It scales to
 #   many people (the fit samples minibatches of people), but it is an
 #   approximation twice over — sparse shared functions, and a person's
-#   Laplace posterior taken at the shared functions' means — and the shared
+#   Gaussian (EP) posterior taken at the shared functions' means — and the shared
 #   part only learns from new answers when you call `fit()` again (it
 #   warm-starts). When people's differences are not low-dimensional, only
 #   the residual can express them.
 #
 # ## Reading the numbers
-# In our full runs (300 training people, 40 newcomers; 20 to 55 s on a
-# shared 2-core machine, depending on its load, of which the fit took 13 to
-# 20 s; the numbers below are the same in every run, the times are not):
+# In our full runs (300 training people, 40 newcomers; 13 s on a quiet
+# 2-core machine and up to 76 s on a loaded one, of which the fit took 11 to
+# 47 s; the numbers below are the same in every run, the times are not):
 #
 # - the model kept two of its three tastes (scales 1.49 and 1.17) and shrank
 #   the third to 0.02; the two kept tastes explain 97–98 % of each planted
@@ -422,21 +424,20 @@ print(f"total time {time.perf_counter() - START:.0f} s")
 # - with no answers, the population's favourite has a median regret of 1.13
 #   for the newcomers (a random item: 4.3) and is the favourite of 18 % of
 #   them: the population posterior is a useful start on its own;
-# - after 1, 2 and 5 answers the model's questions gave a lower median
-#   regret than random pairs (0.28 against 1.13, 0.20 against 1.09, 0.00
-#   against 0.18) and found more newcomers' favourites (25 %, 32 %, 52 %
-#   against 18 %, 15 %, 35 %); paired on the same newcomer they did better
-#   for 12, 18 and 15 of the 40 and worse for 6, 5 and 9;
-# - after **3** answers they did **not**: median 0.58 against 0.40, better
-#   for 9 newcomers and worse for 9. The model-question median went *up*
-#   from 2 to 3 answers (0.20 to 0.58): with one noisy answer per step, an
-#   answer can move a recommendation away from the favourite as well as
-#   toward it. Their upper quartile stayed below random pairs' at every
-#   number of answers (1.11 against 1.97 at 3);
-# - folding in an answer took a median 3–5 ms (`observe`) and choosing the
-#   next question 1–2 ms (`next_questions`), 5–7 ms together and at most
-#   15 ms over 20 answers; one `next_questions` call for all 40 newcomers
-#   took 8–11 ms. BoTorch's EUBO picked the same pair as `next_questions`.
+# - after 1, 2, 3 and 5 answers the model's questions gave a lower median
+#   regret than random pairs (0.28 against 1.25, 0.13 against 1.09, 0.00
+#   against 0.31, 0.00 against 0.13) and found more newcomers' favourites
+#   (25 %, 42 %, 60 %, 65 % against 15 %, 20 %, 30 %, 40 %); paired on the
+#   same newcomer they did better for 15, 22, 22 and 19 of the 40 and worse
+#   for 5, 9, 5 and 6. With Laplace posteriors (`people_inference=
+#   "laplace"`) the model-question median went *up* from 2 to 3 answers
+#   (0.20 to 0.58), no better than random pairs (better for 9 newcomers,
+#   worse for 9);
+# - folding in an answer took a median 4.3 ms (`observe`, EP) and choosing
+#   the next question 1.4 ms (`next_questions`), 5.8 ms together and at most
+#   6.2 ms over 20 answers on a quiet machine (beside jobs that held a load
+#   of 8, `observe` took 45 ms); one `next_questions` call for all 40
+#   newcomers took 4.4 ms. BoTorch's EUBO picked the same pair as `next_questions`.
 #
 # 40 newcomers with one noisy answer stream each is a small sample: read the
 # differences of medians as a tendency, not a precise effect size.
