@@ -47,7 +47,6 @@ from prefbo.loop.study_collaborative import (
     NUM_INDUCING,
     NUM_RESIDUAL,
     NUM_TASTES,
-    REFIT_MIN_NEW,
     REFIT_STEPS,
     ask_people,
     candidates,
@@ -67,6 +66,9 @@ log = logging.getLogger("prefbo.serve")
 #: (a handful), and refits warm-started from it follow at every quarter's
 #: growth; participants get uniform questions until it is done.
 BUILD_STEPS = 100
+#: After a fit fails, the next one waits for this many more answers (a
+#: failure such as running out of memory would repeat at once).
+FIT_RETRY_MIN_NEW = 20
 
 #: The state-dict prefixes of the saved shared part.
 SHARED = "shared."
@@ -188,7 +190,7 @@ class CollaborativeEngine:
         else:
             due = m >= next_fit(self.fits[-1])
         if not due or (
-            self._failed_at is not None and m < self._failed_at + REFIT_MIN_NEW
+            self._failed_at is not None and m < self._failed_at + FIT_RETRY_MIN_NEW
         ):
             return
         self._failed_at, self._job_answers = None, m

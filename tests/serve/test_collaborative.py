@@ -258,6 +258,9 @@ def test_a_failed_fit_is_logged_and_tried_again_with_more_answers(
     assert e.model is None and "fit of the collaborative model failed" in caplog.text
     e.maintain()
     assert calls == [4]  # not again at once
+    e.update(0, rows_of(0, 3))
+    e.maintain()
+    assert calls == [4]  # nor at the next answer (FIT_RETRY_MIN_NEW)
     for pid in range(2):
         e.update(pid, rows_of(pid, 12))
     e.maintain()
