@@ -26,7 +26,7 @@ question comes from the population's posterior.
   on the same model object (:data:`REFIT_STEPS` steps), and every pending
   question is dropped. Fits thus get geometrically rarer: ``O(log m)`` of
   them over ``m`` answers, at least :data:`REFIT_MIN_NEW` answers apart
-  (while the study is small, every answer refits).
+  (up to 5 answers every answer refits, then 7, 9, 12, 15, ...).
 - An undo and a resume rebuild the model from scratch on the answers in
   force (every participant's, stacked in participant order) and restart the
   schedule at that count.
@@ -95,9 +95,10 @@ REFIT_STEPS = 100
 #: A refit is due when the study's answers reach this multiple of those at
 #: the last fit ...
 REFIT_GROWTH = 1.25
-#: ... and at least this many answers came since: while a study is small
-#: every answer refits (cheap there), so the first participants' answers
-#: reach the shared part, which is all a small population's fit may use.
+#: ... and at least this many answers came since: one, so a small study
+#: refits often (cheap there; at 1, 2, 3, 4, 5, 7, 9, 12, ... answers) and
+#: the first participants' answers reach the shared part, which is all a
+#: small population's fit may use.
 REFIT_MIN_NEW = 1
 #: The model's size: latent tastes, inducing points of the shared functions
 #: and of each person's residual.

@@ -26,7 +26,9 @@ as in a cycle); people still moving after a few sweeps go on site by site
 (sequential EP, a rank-one update of ``q`` per site), which converges
 where strongly interacting sites make the parallel sweep slow. The run
 starts from empty sites every time, so a person's posterior after answer
-by answer updates is the same as after one refit.
+by answer updates is that of one refit, to the stopping tolerance (about
+1e-9 in the mean: when a person stops depends on the others in their
+batch).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def _matched(
     v_cav, m_cav = v / keep, (m - v * nu) / keep
     root = (s2 + v_cav).sqrt()
     _, lam, w, _ = probit_terms((offset + m_cav) / root)
+    w = w.clamp(0.0, 1.0)  # in (0, 1); far in the tail it rounds past 1
     tau_new = w / (s2 + v_cav * (1.0 - w))
     return tau_new, tau_new * (m_cav + v_cav * lam / root) + lam / root
 
@@ -172,7 +175,7 @@ def ep_people(
     )
     B, A, D = delta.shape
     eye = torch.eye(D, dtype=delta.dtype, device=delta.device)
-    if A == 0 or D == 0:
+    if B == 0 or A == 0 or D == 0:
         return PersonPosterior(prior_mean.to(dtype), eye.expand(B, D, D).to(dtype))
     s2 = float(likelihood.scale) ** 2
     live = mask.to(delta.device) & ((delta**2).sum(-1) > NO_DIRECTION * s2)

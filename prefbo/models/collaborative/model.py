@@ -17,9 +17,11 @@ each where designs are items known by id;
 
 Inference splits the two levels, as stochastic variational inference does
 with local and global variables (Hoffman et al. 2013): each person's
-posterior over their ``D = K + M_r`` latents is a Laplace approximation at the
-shared functions' posterior means, found by Newton's method in ``D``
-dimensions (milliseconds, exact to a refit when updated answer by answer);
+posterior over their ``D = K + M_r`` latents is found at the shared
+functions' posterior means by expectation propagation (the default for the
+probit; :mod:`~prefbo.models.collaborative.ep`) or a Laplace approximation
+(Newton's method; :mod:`~prefbo.models.collaborative.people`) in ``D``
+dimensions (milliseconds, a refit's result when updated answer by answer);
 the shared functions' variational posteriors, their hyperparameters and the
 feature map ``B`` follow the ELBO's gradient on minibatches of people
 (:mod:`~prefbo.models.collaborative.training`). A newcomer with no answers
@@ -336,8 +338,13 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         (as :meth:`refit_people` takes them) by ``inference`` (``"ep"`` or
         ``"laplace"``; default :attr:`people_inference`), without storing
         them (Laplace starts from their stored posterior means)."""
+        inference = inference or self.people_inference
+        if inference not in ("ep", "laplace"):
+            raise InputDataError(
+                f"inference must be 'ep' or 'laplace'; got {inference!r}."
+            )
         with torch.no_grad(), limited(len(people) * 16):
-            if (inference or self.people_inference) == "ep":
+            if inference == "ep":
                 return ep_people(
                     self.likelihood, delta, offset, mask, self.prior_mean(people)
                 )

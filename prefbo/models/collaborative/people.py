@@ -47,12 +47,13 @@ HALVINGS = 30
 
 
 class PersonPosterior(NamedTuple):
-    r"""Laplace posteriors ``N(mean, (L Lᵀ)⁻¹)`` of ``B`` people's latents.
+    r"""Gaussian posteriors ``N(mean, (L Lᵀ)⁻¹)`` of ``B`` people's latents
+    (Laplace's, or EP's from :mod:`~prefbo.models.collaborative.ep`).
 
     Attributes:
-        mean: ``B x D`` modes.
+        mean: ``B x D`` means (Laplace: the modes).
         precision_chol: ``B x D x D`` lower Cholesky factors ``L`` of the
-            precisions ``H`` at the modes.
+            precisions (Laplace: ``H`` at the modes).
     """
 
     mean: Tensor
@@ -138,7 +139,7 @@ def laplace_people(
     weight = mask.to(delta.dtype)
     z = (prior_mean if start is None else start).clone()
     eye = torch.eye(D, dtype=delta.dtype, device=delta.device)
-    if A == 0 or D == 0:
+    if B == 0 or A == 0 or D == 0:
         return PersonPosterior(prior_mean.to(dtype), eye.expand(B, D, D).to(dtype))
 
     def evaluate(z: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -121,3 +121,19 @@ def test_the_model_chooses_and_checks_its_inference(population):
         CollaborativePreferenceGP(X, answers, likelihood=logit, people_inference="ep")
     with pytest.raises(InputDataError, match="people_inference must be one of"):
         CollaborativePreferenceGP(X, answers, people_inference="mcmc")
+
+
+@pytest.mark.parametrize("infer", [ep_people, laplace_people])
+def test_no_people_is_no_posteriors(infer):
+    delta, offset, m0 = _problem(B=0, A=3, D=2)
+    post = infer(PROBIT, delta, offset, torch.ones(0, 3, dtype=bool), m0)
+    assert post.mean.shape == (0, 2) and post.precision_chol.shape == (0, 2, 2)
+
+
+def test_infer_people_names_its_inference(population):
+    X, answers, _, _ = population(P=6)
+    model = CollaborativePreferenceGP(X, answers)
+    batch = model.answers.gather(torch.tensor([0]))
+    delta, offset = model.answer_rows(batch.winners, batch.losers)
+    with pytest.raises(InputDataError, match="inference must be 'ep' or 'laplace'"):
+        model.infer_people(torch.tensor([0]), delta, offset, batch.mask, "EP")
