@@ -103,10 +103,12 @@ def _sequential(
     prior_mean: Tensor,
     eye: Tensor,
     s2: float,
-) -> Tensor:
-    r"""Sequential sweeps from the given sites (updated in place) until no
-    site moves by :data:`TOLERANCE`; each site's update is a rank-one change
-    of ``q``'s covariance. Returns each person's last largest change."""
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Sequential sweeps from the given sites until no site moves by
+    :data:`TOLERANCE`; each site's update is a rank-one change of ``q``'s
+    covariance. Returns the new ``B x A`` sites ``(τ̃, ν̃)`` and each
+    person's last largest change."""
+    tau, nu = tau.clone(), nu.clone()
     mu, L, _, _ = _moments(delta, tau, nu, prior_mean, eye)
     cov = torch.cholesky_inverse(L)
     change = torch.full_like(offset[:, 0], math.inf)
@@ -127,7 +129,7 @@ def _sequential(
             nu[:, a] += d_nu
         if float(change.max()) < TOLERANCE:
             break
-    return change
+    return tau, nu, change
 
 
 def check_ep_likelihood(likelihood: object) -> None:
@@ -199,18 +201,16 @@ def ep_people(
         nu = nu + damping * (nu_new - nu)
     else:  # the people still moving go on site by site
         moving = (change >= TOLERANCE).nonzero().squeeze(-1)
-        t, n = tau[moving], nu[moving]
-        left = _sequential(
+        tau[moving], nu[moving], left = _sequential(
             delta[moving],
             offset[moving],
             live[moving],
-            t,
-            n,
+            tau[moving],
+            nu[moving],
             prior_mean[moving],
             eye,
             s2,
         )
-        tau[moving], nu[moving] = t, n
         if float(left.max()) >= TOLERANCE:
             warnings.warn(
                 "the people's EP posteriors did not converge in "
