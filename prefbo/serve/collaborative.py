@@ -25,6 +25,11 @@ holds one :class:`CollaborativeEngine` for the life of its process:
   answers have grown by :data:`~prefbo.loop.study_collaborative.REFIT_GROWTH`
   (and by at least :data:`~prefbo.loop.study_collaborative.REFIT_MIN_NEW`),
   the copy swapped in when done and told the answers that came meanwhile.
+  Only the first worker's engine fits; each fit is saved in the database,
+  and every other worker's engine (``fitter=False``) builds its model from
+  it (:meth:`CollaborativeEngine.restore`: the people's posteriors at the
+  saved shared part, no gradient step), so workers add question rounds, not
+  fits, to a machine's load.
 
 Before the first model no question is made here: the participant's page
 then shows a uniform one (``origin = "random"``), as for the other kinds.
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -106,6 +112,10 @@ class CollaborativeEngine:
         config: The study (``model.kind = "collaborative"``, ``q = 2``).
         background: Fit on a thread (``False``: inside :meth:`maintain`,
             for tests and replays).
+        fitter: Whether the engine fits the shared part itself, on the
+            schedule above; ``False``: it never does, and builds its model
+            only from the fits another engine saved (each one given to
+            :meth:`restore`), as every worker but the first does.
 
     Attributes:
         model: The model, or ``None`` before the first fit.
@@ -114,8 +124,11 @@ class CollaborativeEngine:
         fits: The answer counts of the fits made so far.
     """
 
-    def __init__(self, config: StudyConfig, background: bool = True) -> None:
+    def __init__(
+        self, config: StudyConfig, background: bool = True, fitter: bool = True
+    ) -> None:
         self.config = config
+        self.fitter = fitter
         self.model: CollaborativePreferenceGP | None = None
         self.persons: dict[int, int] = {}
         self.told: dict[int, list[Told]] = {}
@@ -185,6 +198,10 @@ class CollaborativeEngine:
         if self._job is not None:
             return
         m = self.answers
+        if not self.fitter:  # a saved fit to adopt, if any
+            if self._saved is not None and m > 0:
+                self._start(m, self._build, self._data(), m, self._take_saved())
+            return
         if self.model is None:
             due = m >= self.config.initial_random
         else:
@@ -193,25 +210,43 @@ class CollaborativeEngine:
             self._failed_at is not None and m < self._failed_at + FIT_RETRY_MIN_NEW
         ):
             return
-        self._failed_at, self._job_answers = None, m
+        self._failed_at = None
+        if self.model is None:
+            self._start(m, self._build, self._data(), m, self._take_saved())
+        else:
+            self._start(
+                m, self._refit, copy.deepcopy(self.model), dict(self.persons), m
+            )
+
+    def _data(self) -> dict[int, list[Told]]:
+        return {pid: list(t) for pid, t in self.told.items()}
+
+    def _take_saved(self) -> dict[str, Tensor] | None:
+        saved, self._saved = self._saved, None  # used once
+        return saved
+
+    def _start(self, m: int, work: Callable[..., tuple], *args: Any) -> None:
+        r"""Run ``work(*args)`` (returning what :meth:`_swap` takes) as the
+        fit at ``m`` answers."""
+        self._job_answers = m
         self._job_counts = {pid: len(t) for pid, t in self.told.items()}
         self._changed_during_job = set()
-        if self.model is None:
-            data = {pid: list(t) for pid, t in self.told.items()}
-            work = (self._build, data, m)
-        else:
-            work = (self._refit, copy.deepcopy(self.model), dict(self.persons), m)
         if self._pool is None:
             self._job = Future()
             try:
-                self._job.set_result(work[0](*work[1:]))
+                self._job.set_result(work(*args))
             except Exception as e:
                 self._job.set_exception(e)
             self.maintain()
         else:
-            self._job = self._pool.submit(*work)
+            self._job = self._pool.submit(work, *args)
 
-    def _build(self, data: dict[int, list[Told]], m: int) -> tuple:
+    def _build(
+        self,
+        data: dict[int, list[Told]],
+        m: int,
+        saved: dict[str, Tensor] | None = None,
+    ) -> tuple:
         pids = sorted(data)
         persons = {pid: i for i, pid in enumerate(pids)}
         designs, rows = [], []
@@ -221,7 +256,6 @@ class CollaborativeEngine:
                 designs += [told.winner, told.loser]
                 rows.append((persons[pid], n, n + 1))
         s = fit_seed(self.config.seed, m)
-        saved, self._saved = self._saved, None  # used once
         if saved is not None:
             inducing = saved[SHARED + "Z"]
         else:
@@ -276,10 +310,14 @@ class CollaborativeEngine:
         }
 
     def restore(self, state: dict[str, Tensor]) -> None:
-        r"""Start the first build from ``state`` (:meth:`shared_state` of an
-        engine of the same study, e.g. a worker that died): no fit, only the
-        people's posteriors at its shared functions. A state that does not
-        fit the model is logged and a fit made instead."""
+        r"""Build the model from ``state`` (:meth:`shared_state` of an
+        engine of the same study: a worker that died, or for an engine that
+        is not the :attr:`fitter`, the one that is): no fit, only the
+        people's posteriors at its shared functions. A fitter does so at its
+        first build; any other engine at the next :meth:`maintain` with no
+        build running (a later ``state`` given meanwhile replaces this one).
+        A state that does not fit the model is logged and a fit made
+        instead."""
         self._saved = dict(state)
 
     # ------------------------------------------------------------ questions

@@ -50,8 +50,10 @@ from prefbo.serve.steps import ParticipantSteps, Raced, log_event
 
 #: Seconds the health probe waits for a lock held elsewhere.
 PROBE_SECONDS = 2.0
-#: The ``meta`` row of the collaborative model's fitted shared part.
+#: The ``meta`` rows of the collaborative model's fitted shared part and of
+#: its tag (:func:`state_tag`).
 MODEL_KEY = "collaborative_model"
+MODEL_TAG_KEY = "collaborative_model_tag"
 
 
 def token_hash(token: str) -> str:
@@ -121,15 +123,26 @@ class Store:
                 select(meta.c.value).where(meta.c.key == MODEL_KEY)
             ).scalar()
 
+    def model_state_tag(self) -> str | None:
+        r"""The tag (:func:`state_tag`) of the saved :meth:`model_state`, a
+        short read for a worker that asks every round whether a new fit
+        was saved; ``None`` before any."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(meta.c.value).where(meta.c.key == MODEL_TAG_KEY)
+            ).scalar()
+
     def set_model_state(self, value: str) -> None:
-        r"""Save the collaborative model's fitted shared part (text), so a
-        restarted worker starts from it instead of fitting from scratch."""
+        r"""Save the collaborative model's fitted shared part (text) with
+        its tag, so the other workers adopt it and a restarted worker
+        starts from it instead of fitting from scratch."""
         with self.transaction() as conn:
-            done = conn.execute(
-                update(meta).where(meta.c.key == MODEL_KEY).values(value=value)
-            )
-            if not done.rowcount:
-                conn.execute(insert(meta).values(key=MODEL_KEY, value=value))
+            for key, text in ((MODEL_KEY, value), (MODEL_TAG_KEY, state_tag(value))):
+                done = conn.execute(
+                    update(meta).where(meta.c.key == key).values(value=text)
+                )
+                if not done.rowcount:
+                    conn.execute(insert(meta).values(key=key, value=text))
 
     def secret(self, key: str, make: Callable[[], str]) -> str:
         r"""The secret ``key`` of ``meta`` (the join code, the researcher's
@@ -424,6 +437,11 @@ def _progress() -> Any:
         func.count(answered).label("answers"),
         func.max(answered).label("last"),
     ).group_by(questions.c.participant_id)
+
+
+def state_tag(value: str) -> str:
+    r"""The tag of a saved model state: a hash of its text."""
+    return hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
 def one_line(error: BaseException) -> str:

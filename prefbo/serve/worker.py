@@ -33,7 +33,7 @@ from prefbo.serve.config import StudyConfig, StudyFileError, study_from_dict
 from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.rows import MadeQuestion, Needing, Progress
 from prefbo.serve.sharing import Share
-from prefbo.serve.store import Store
+from prefbo.serve.store import Store, state_tag
 
 log = logging.getLogger("prefbo.serve")
 
@@ -306,7 +306,11 @@ class _ExactRounds:
 
 
 class _CollaborativeRounds:
-    r"""A worker's rounds for the collaborative kind: one engine kept."""
+    r"""A worker's rounds for the collaborative kind: one engine kept.
+    Worker 0 fits the shared part and saves each fit in the database; the
+    others never fit, and adopt each fit it saves (a model at its shared
+    part, only the people's posteriors made), so that several workers on
+    one machine do not each spend its cores on the same fits."""
 
     #: Seconds between the favourites written for the researcher's page (one
     #: batched call: they stay within 5 s of the answers).
@@ -314,21 +318,33 @@ class _CollaborativeRounds:
 
     def __init__(self, seat: Seat) -> None:
         self.seat = seat
-        self.engine = CollaborativeEngine(seat.config)
+        self.fitter = seat.index == 0
+        self.engine = CollaborativeEngine(seat.config, fitter=self.fitter)
         self.seen: dict[int, Progress] = {}
         self.last = -1
-        saved = seat.store.model_state()
-        if saved is not None:  # a worker before this one fitted it
-            self.engine.restore(decode_state(saved))
+        self.adopted: str | None = None  # the tag of the saved fit adopted
+        self._adopt()  # a worker before this one fitted it
         self.saved_fits = 0
+
+    def _adopt(self) -> None:
+        r"""Give the engine the saved fit if it is new to it."""
+        store = self.seat.store
+        if store.model_state_tag() == self.adopted:
+            return
+        saved = store.model_state()
+        if saved is not None:
+            self.engine.restore(decode_state(saved))
+            self.adopted = state_tag(saved)
 
     def round(self) -> int:
         s = self.seat
+        if not self.fitter:
+            self._adopt()
         made, self.seen = collaborative_round(
             s.store, s.config, self.engine, self.seen, s.share
         )
         fits = len(self.engine.fits)
-        if s.index == 0 and fits > self.saved_fits:
+        if self.fitter and fits > self.saved_fits:
             s.store.set_model_state(encode_state(self.engine.shared_state()))
             self.saved_fits = fits
         return made

@@ -340,3 +340,72 @@ def test_the_question_on_screen_is_not_asked_again(engine):
     after = engine.propose({77: first.tolist()})[77]
     same = {tuple(x) for x in first.tolist()} == {tuple(x) for x in after.tolist()}
     assert not same
+
+
+def test_a_follower_never_fits_and_adopts_each_saved_fit(engine, config, monkeypatch):
+    follower = CollaborativeEngine(config, background=False, fitter=False)
+    for pid in range(6):
+        follower.update(pid, rows_of(pid, 5))
+    follower.maintain()
+    assert follower.model is None  # no fit of its own, however many answers
+    steps = []
+    real_fit = type(engine.model).fit
+
+    def counting_fit(model, **kwargs):
+        steps.append(kwargs.get("steps"))
+        return real_fit(model, **kwargs)
+
+    monkeypatch.setattr(type(engine.model), "fit", counting_fit)
+    follower.restore(engine.shared_state())
+    follower.maintain()
+    assert steps == [0] and follower.fits == [30]
+    torch.testing.assert_close(
+        follower.model.latent_mean, engine.model.latent_mean, atol=1e-5, rtol=0
+    )
+    # far past a refit's count: still no fit of its own, answers observed
+    for pid in range(6):
+        follower.update(pid, rows_of(pid, 12))
+    follower.maintain()
+    assert steps == [0] and follower.fits == [30]
+    assert follower.model.answers.counts().tolist() == [12] * 6
+    # the fitter's next fit, adopted: the people's posteriors at its shared
+    # part, as the fitter has them
+    for pid in range(6):
+        engine.update(pid, rows_of(pid, 12))
+    engine.maintain()
+    follower.restore(engine.shared_state())
+    follower.maintain()
+    assert steps == [0, 100, 0] and follower.fits == [30, 72]
+    for k, v in engine.shared_state().items():
+        torch.testing.assert_close(follower.model.state_dict()[k], v)
+    torch.testing.assert_close(
+        follower.model.latent_mean, engine.model.latent_mean, atol=1e-5, rtol=0
+    )
+
+
+def test_worker_one_adopts_the_fits_worker_zero_saves(store, make_config):
+    from prefbo.serve.worker import Seat, _CollaborativeRounds
+
+    config = make_config(
+        space=BOX, model={"kind": "collaborative", "initial_random": 3}
+    )
+    leader = _CollaborativeRounds(Seat(store, config, index=0))
+    follower = _CollaborativeRounds(Seat(store, config, index=1))
+    for rounds in (leader, follower):
+        rounds.engine.close()
+    leader.engine = CollaborativeEngine(config, background=False)
+    follower.engine = CollaborativeEngine(config, background=False, fitter=False)
+    pids = [store.add_participant(f"t{i}", f"p{i}") for i in range(3)]
+    for pid in pids:
+        q = flow.current(store, config, pid)
+        flow.answer(store, config, pid, q["question_id"], 0)
+    follower.round()
+    assert follower.engine.model is None  # nothing saved yet, nothing fitted
+    leader.round()
+    assert leader.engine.fits == [3] and store.model_state_tag() is not None
+    follower.round()
+    assert follower.engine.fits == [3]
+    for k, v in leader.engine.shared_state().items():
+        assert torch.equal(follower.engine.model.state_dict()[k], v)
+    follower.round()  # the same saved fit is not adopted twice
+    assert follower.engine.fits == [3]

@@ -3,7 +3,7 @@ import json
 from sqlalchemy import text
 
 from prefbo.serve.schema import database_url
-from prefbo.serve.store import Store, token_hash
+from prefbo.serve.store import Store, state_tag, token_hash
 
 
 def test_participants_tokens_are_stored_hashed(store):
@@ -121,7 +121,9 @@ def test_answers_of_some_participants_and_the_progress_of_each(store, tmp_path):
 
 
 def test_the_model_state_is_saved_and_replaced(store):
-    assert store.model_state() is None
+    assert store.model_state() is None and store.model_state_tag() is None
     store.set_model_state("first")
+    first = store.model_state_tag()
     store.set_model_state("second")
     assert store.model_state() == "second"
+    assert store.model_state_tag() == state_tag("second") != first
