@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from prefbo.serve.sharing import worker_name
 from prefbo.serve.store import Store
 from prefbo.serve.worker import run_worker
 from prefbo.utils.threads import child_threads, children_with_threads
@@ -147,8 +148,13 @@ class WorkerSupervisor:
     with the same index: at once if it had run ``stable`` seconds, else
     after a pause that doubles with each such death in a row, from
     ``backoff`` up to ``max_backoff`` seconds (a worker that cannot start
-    does not spin). :meth:`status` says how each one is, for the health
-    check; use it as a context manager, or :meth:`start` and :meth:`stop`.
+    does not spin). A worker that died without leaving gives up its
+    heartbeat and its participants' leases at once
+    (:meth:`~prefbo.serve.store.Store.leave` under its
+    :func:`~prefbo.serve.sharing.worker_name`), so the other workers take
+    its participants over at their next renewal instead of when the leases
+    lapse. :meth:`status` says how each one is, for the health check; use
+    it as a context manager, or :meth:`start` and :meth:`stop`.
 
     Args:
         url: The study's database.
@@ -184,6 +190,7 @@ class WorkerSupervisor:
             def start(index: int) -> BaseProcess:
                 return start_worker(url, root, index, threads)
 
+        self.url = url
         self.poll, self.stable = poll, stable
         self.backoff, self.max_backoff = backoff, max_backoff
         self._start = start
@@ -191,6 +198,7 @@ class WorkerSupervisor:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._store: Store | None = None  # opened at the first release
 
     def start(self) -> WorkerSupervisor:
         r"""Start every worker and the thread that watches them; returns
@@ -258,6 +266,8 @@ class WorkerSupervisor:
         with self._lock:
             procs = [s.process for s in self._slots if s.process is not None]
             stop_workers(procs, timeout)
+        if self._store is not None:
+            self._store.engine.dispose()
 
     def __enter__(self) -> WorkerSupervisor:
         return self.start()
@@ -298,6 +308,8 @@ class WorkerSupervisor:
             slot.quick_deaths += 1
             pause = min(self.max_backoff, self.backoff * 2 ** (slot.quick_deaths - 1))
         what = "" if slot.process is None else f" (pid {slot.process.pid}) died:"
+        if slot.process is not None and not asked:
+            self._release(slot.process.pid)
         slot.process, slot.last_exit, slot.restart_at = None, how, now + pause
         log.log(
             logging.INFO if asked else logging.WARNING,
@@ -308,6 +320,18 @@ class WorkerSupervisor:
             ran,
             pause,
         )
+
+    def _release(self, pid: int | None) -> None:
+        r"""Drop the heartbeat and leases of the dead worker process ``pid``
+        (logged where the database does not take it: they then lapse)."""
+        if pid is None:
+            return
+        try:
+            if self._store is None:
+                self._store = Store(self.url)
+            self._store.leave(worker_name(pid))
+        except Exception:
+            log.exception("releasing the leases of worker process %s failed", pid)
 
 
 def health_report(

@@ -8,6 +8,7 @@ from starlette.testclient import TestClient
 
 from prefbo.serve.app import StudyApp
 from prefbo.serve.render import Renderer
+from prefbo.serve.sharing import worker_name
 from prefbo.serve.store import Store
 from prefbo.serve.supervisor import (
     WorkerSupervisor,
@@ -77,14 +78,20 @@ def test_a_killed_worker_is_restarted_and_logged(
     assert all(not w["alive"] for w in supervisor.status())  # stopped
 
 
-def test_a_worker_that_keeps_dying_is_restarted_with_a_growing_pause(caplog):
+def test_a_worker_that_keeps_dying_is_restarted_with_a_growing_pause(caplog, tmp_path):
     caplog.set_level(logging.WARNING, logger="prefbo.serve")
 
     def crashing(index):  # a worker that dies at once, as one that cannot start
         return start_process(exec, ("raise SystemExit(3)",), name="crashing")
 
     supervisor = WorkerSupervisor(
-        "sqlite://", ".", 1, poll=0.02, backoff=0.1, max_backoff=0.4, start=crashing
+        f"sqlite:///{tmp_path / 'study.db'}",
+        ".",
+        1,
+        poll=0.02,
+        backoff=0.1,
+        max_backoff=0.4,
+        start=crashing,
     )
     with supervisor:
         assert _wait(lambda: len(caplog.records) >= 4, 30.0)
@@ -95,14 +102,35 @@ def test_a_worker_that_keeps_dying_is_restarted_with_a_growing_pause(caplog):
     assert pauses == ["0.1 s", "0.2 s", "0.4 s", "0.4 s"]
 
 
-def test_a_worker_ended_by_sigterm_is_restarted_as_information(caplog):
+def test_a_dead_workers_leases_are_released_at_once(tmp_path, make_config):
+    # without it the others wait up to a lease's seconds to take its
+    # participants over (here a minute)
+    config, store = _served_study(tmp_path, make_config)
+    pid = store.add_participant("tok", "p")
+
+    def sleeper(index):
+        return start_process(exec, ("import time; time.sleep(60)",), name="sleeper")
+
+    with WorkerSupervisor(store.url, ".", 1, poll=0.05, start=sleeper) as sup:
+        worker = sup.status()[0]["pid"]
+        name = worker_name(worker)
+        store.renew_share(name, 60.0, lambda live: [])
+        assert store.claim_leases(name, [pid], 60.0) == {pid}
+        os.kill(worker, signal.SIGKILL)
+        assert _wait(lambda: sup.status()[0]["restarts"] == 1, 5.0)
+        assert store.lease_holders() == {}
+        assert store.renew_share("other", 60.0, lambda live: []).live == ["other"]
+
+
+def test_a_worker_ended_by_sigterm_is_restarted_as_information(caplog, tmp_path):
     # as at a shutdown, when a service manager signals the whole group
     caplog.set_level(logging.INFO, logger="prefbo.serve")
 
     def sleeper(index):
         return start_process(exec, ("import time; time.sleep(60)",), name="sleeper")
 
-    with WorkerSupervisor("sqlite://", ".", 1, poll=0.05, start=sleeper) as sup:
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    with WorkerSupervisor(url, ".", 1, poll=0.05, start=sleeper) as sup:
         os.kill(sup.status()[0]["pid"], signal.SIGTERM)
         assert _wait(lambda: sup.status()[0]["restarts"] == 1, 5.0)
     died = [r for r in caplog.records if "died" in r.getMessage()]
