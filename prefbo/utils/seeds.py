@@ -59,6 +59,12 @@ def participant_seed(seed: int, participant: int) -> int:
     return seed * PARTICIPANT_PRIME + participant
 
 
+def batch_question_seed(seed: int, index: int) -> int:
+    r"""The seed of the ``index``-th question of a batched step of seed
+    ``seed`` (a uniform one: the step's strategy uses no model)."""
+    return seed + index
+
+
 def uniform_question_seed(seed: int, participant: int, seq: int, salt: int = 0) -> int:
     r"""The seed of a served participant's uniform question ``seq`` (``salt``:
     which replacement of it)."""

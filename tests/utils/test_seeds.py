@@ -14,6 +14,7 @@ def test_each_derivation_keeps_its_value():
     # ((2 * 1000003 + 5) * 1009 + 1) * 1009 + 7
     assert seeds.person_question_seed(2, 5, 1, 7) == 2_036_173_199_907
     assert seeds.participant_seed(3, 4) == 300_013  # 3 * 100003 + 4
+    assert seeds.batch_question_seed(23_767, 2) == 23_769  # 23767 + 2
     # ((1 * 1000003 + 2) * 10007 + 3) * 101 + 1
     assert seeds.uniform_question_seed(1, 2, 3, 1) == 1_010_712_053_839
 
