@@ -11,26 +11,45 @@ and what :class:`~prefbo.loop.PopulationStudy` asks each participant with
 (a participant's view of the population model as the model), so the same
 model, rule and seed give the same question to either.
 
+Under a :class:`~prefbo.models.collaborative.CollaborativePreferenceGP`,
+which gives every person a posterior of their own, :meth:`QuestionMaker.for_people`
+makes the questions of many people at once
+(:mod:`prefbo.loop.people_questions`): what the collaborative kind of a
+study asks each participant with, and ``prefbo serve``'s collaborative kind
+every waiting participant.
+
 Example:
     >>> maker = QuestionMaker(DesignBox(bounds), "eubo", q=2)
     >>> X, fallback = maker.from_model(RepeatRule(model, asked), seed, best)
+    >>> Z = maker.for_people(collaborative, torch.tensor([0, 3]), seed=seed)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from prefbo.exceptions import UnsupportedError
 from prefbo.loop.box import DesignBox
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.options import DEFAULT_ACQF_OPTIONS, SEED_MOD
+from prefbo.loop.people_questions import (
+    BATCHED_STRATEGIES,
+    CANDIDATES,
+    ask_people,
+    candidates,
+    check_people,
+)
 from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.spaces import choose_options, takes_exact
 from prefbo.loop.strategies import Question, Strategy, get_strategy
+from prefbo.models.collaborative import CollaborativePreferenceGP
+from prefbo.utils.checks import check_seed
+from prefbo.utils.seeds import batch_question_seed
 
 
 class QuestionMaker:
@@ -135,6 +154,95 @@ class QuestionMaker:
         if new is not None and rule.allowed(new):
             return self._with(fixed, self.box.from_model(new)), False
         return self.random(seed, fixed), True
+
+    def candidates(self, seed: int, count: int = CANDIDATES) -> Tensor:
+        r"""Distinct designs of the box to choose :meth:`for_people`'s
+        questions from (:func:`~prefbo.loop.people_questions.candidates`).
+
+        Args:
+            seed: The draw's seed.
+            count: How many to draw where the box's designs are not listed
+                (a box, or a space of more than
+                :data:`~prefbo.loop.people_questions.LISTED`).
+
+        Returns:
+            ``C x d`` float64 designs in the box's model coordinates (the
+            unit cube; a space's model points).
+        """
+        X = candidates(self.box.space, self.box.dim, seed, count)  # C x d
+        return X if self.box.unit_cube else self.box.from_unit(X)
+
+    def for_people(
+        self,
+        model: CollaborativePreferenceGP,
+        people: Tensor,
+        shown: Sequence[Tensor | None] | None = None,
+        seed: int = 0,
+    ) -> Tensor:
+        r"""The next questions of ``B`` people of a collaborative model, in
+        one batched step (:mod:`prefbo.loop.people_questions`).
+
+        The strategy ``"eubo"`` asks each person the pair of
+        :meth:`candidates` of highest EUBO at their posterior, ``"ts"`` the
+        best pair of a Thompson draw of it
+        (:func:`~prefbo.loop.people_questions.ask_people`); a person looking
+        at a question is asked at the posterior after the answer their
+        model finds likelier, and not that question again. A strategy that
+        uses no model (``"random"``) asks :meth:`random` questions, the
+        ``b``-th of seed :func:`~prefbo.utils.seeds.batch_question_seed`.
+
+        Args:
+            model: The collaborative model, its inputs the box's model
+                coordinates.
+            people: ``B`` long person ids of ``model`` (a newcomer added
+                with ``model.add_person()`` first).
+            shown: ``B`` entries: the ``2 x d`` options (model coordinates)
+                of the question on person ``b``'s screen, or ``None``;
+                default ``None`` for everyone.
+            seed: The step's seed: the candidates' draw and Thompson's.
+
+        Returns:
+            The ``B x 2 x d`` float64 questions in the box's model
+            coordinates (the unit cube; a space's model points; map them
+            with :meth:`DesignBox.from_model
+            <prefbo.loop.box.DesignBox.from_model>`).
+
+        Raises:
+            InputTypeError: A ``model`` that is not collaborative, or
+                ``people`` not a 1-d integer tensor
+                (:func:`~prefbo.loop.people_questions.check_people`).
+            InputDataError: A person id out of range, or ``shown`` not one
+                ``None`` or ``2 x d`` entry per person.
+            UnsupportedError: A maker whose ``q`` is not 2, or a strategy
+                the batched step does not run (it runs
+                :data:`~prefbo.loop.people_questions.BATCHED_STRATEGIES`).
+        """
+        seed = check_seed("seed", seed)
+        if shown is None:
+            shown = [None] * (len(people) if isinstance(people, Tensor) else 0)
+        if self.q != 2:
+            raise UnsupportedError(
+                f"for_people asks pairs; this maker has q={self.q}: make it with q=2."
+            )
+        if self.uses_model and self.strategy_name not in BATCHED_STRATEGIES:
+            raise UnsupportedError(
+                "for_people runs the strategies "
+                f"{sorted(BATCHED_STRATEGIES)} and those without a model (such "
+                f"as 'random'); this maker's is {self.strategy_name!r}: make it "
+                "with one of those."
+            )
+        if not self.uses_model:
+            check_people(model, people, shown)
+            asked = [
+                self.box.to_model(self.random(batch_question_seed(seed, b)))
+                for b in range(len(people))
+            ]
+            if not asked:
+                return torch.zeros(0, self.q, self.box.dim, dtype=torch.float64)
+            return torch.stack(asked)  # B x 2 x d
+        strategy = BATCHED_STRATEGIES[self.strategy_name]
+        X = self.candidates(seed)
+        return ask_people(model, people, X, shown, strategy, seed)
 
     @staticmethod
     def _with(fixed: Tensor | None, new: Tensor) -> Tensor:

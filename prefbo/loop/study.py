@@ -476,7 +476,8 @@ class PopulationStudy:
         if self._collab is not None:  # from the model (fitted here if none)
             self._collab.current(self._data, len(self._order), k)
             own = person.num_answers
-            return self.box.from_model(self._collab.question(pid, own, self.space))
+            question = self._collab.question(self.question_maker, pid, own)
+            return self.box.from_model(question)
         view = ParticipantView(self.model, pid)
         rule = RepeatRule(view, [self.box.to_model(t.options) for t in person.history])
 

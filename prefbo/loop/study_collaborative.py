@@ -31,13 +31,15 @@ question comes from the population's posterior.
   force (every participant's, stacked in participant order) and restart the
   schedule at that count.
 
-A participant's question is the EUBO-best pair of :func:`candidates`
-(every design of a small space, else :data:`CANDIDATES` uniform ones) at
-their posterior, from :func:`ask_people`, the batched step that
-``prefbo serve``'s collaborative kind runs for every waiting participant at
-once. A fit runs inside the ``tell``, ``undo`` or ``resume`` that calls for
-it (seconds, against milliseconds for an online update or a question).
-``best()``, ``participant_model()`` (a
+A participant's question comes from the study's question maker
+(:meth:`QuestionMaker.for_people <prefbo.loop.QuestionMaker.for_people>`,
+:meth:`CollaborativeState.question`): the EUBO-best pair of candidate
+designs (every design of a small space, else
+:data:`~prefbo.loop.people_questions.CANDIDATES` uniform ones) at their
+posterior, the batched step that ``prefbo serve``'s collaborative kind runs
+for every waiting participant at once. A fit runs inside the ``tell``,
+``undo`` or ``resume`` that calls for it (seconds, against milliseconds for
+an online update or a question). ``best()``, ``participant_model()`` (a
 :class:`~prefbo.models.collaborative.PersonModel`) and ``model`` work as
 for the exact kinds;
 ``hyperparameters()``, ``fix_hyperparameters()`` and ``disagreement()``,
@@ -72,19 +74,15 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from prefbo.exceptions import InputDataError, UnsupportedError
-from prefbo.loop.boundary import DEFAULT_STEP, face_columns
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.options import SEED_MOD
+
+# the batched step's names, importable from here too (prefbo.serve's)
+from prefbo.loop.people_questions import CANDIDATES, ask_people, candidates  # noqa: F401
+from prefbo.loop.question_maker import QuestionMaker
 from prefbo.models.collaborative import CollaborativePreferenceGP, PersonModel
-from prefbo.models.collaborative.people import PersonPosterior
-from prefbo.models.collaborative.questions import (
-    believed_answers,
-    imagined_posteriors,
-    next_questions,
-)
 from prefbo.utils import seeds
-from prefbo.utils.threads import limited
 
 #: The study's name of this kind (``model=``).
 COLLABORATIVE = "collaborative"
@@ -109,85 +107,6 @@ NUM_RESIDUAL = 16
 #: table at a build, so that its inducing points (chosen once, at the build)
 #: cover the whole box even when the first fit sees a handful of answers.
 INDUCING_FILL = 64
-
-
-#: Candidates of a question where the space has more designs than
-#: :data:`LISTED` (or is a box).
-CANDIDATES = 128
-#: A space with at most this many designs offers every one as a candidate.
-LISTED = 512
-
-
-def candidates(space, dim: int, seed: int, count: int = CANDIDATES) -> Tensor:
-    r"""Distinct designs (model points, ``C x dim``) to choose questions
-    from: every design of a space of at most :data:`LISTED`, else ``count``
-    uniform ones of the space (a box without a space: scrambled Sobol
-    points of the unit cube), drawn with ``seed``, their continuous columns
-    a step (:data:`~prefbo.loop.boundary.DEFAULT_STEP`) inside the faces.
-
-    A model fitted on a few dozen answers extrapolates towards the faces and
-    corners, and EUBO, which rewards that and the variance there, would ask
-    there (the loop answers this with virtual comparisons at the faces,
-    :mod:`prefbo.loop.boundary`; a candidate seldom lies on a face for that
-    rule). The price is the loop's: a person whose best design lies on a
-    face is brought to within a step of it."""
-    if space is None:
-        sobol = SobolEngine(dim, scramble=True, seed=seed)
-        X = sobol.draw(count, dtype=torch.float64)
-    else:
-        size = space.size
-        if size is not None and size <= LISTED:
-            return space.grid().to(torch.float64)
-        X = space.sample(count, seed=seed).unique(dim=0).to(torch.float64)
-    columns = face_columns(space, dim)
-    X[:, columns] = DEFAULT_STEP + (1 - 2 * DEFAULT_STEP) * X[:, columns]
-    return X
-
-
-def ask_people(
-    model: CollaborativePreferenceGP,
-    people: Tensor,
-    X: Tensor,
-    shown: list[Tensor | None],
-    strategy: str = "eubo",
-    seed: int = 0,
-) -> Tensor:
-    r"""``B x 2 x dim`` questions of ``B`` people from the candidates ``X``
-    in one batched step (EUBO or Thompson sampling,
-    :func:`~prefbo.models.collaborative.questions.next_questions`). A person
-    looking at a question (``shown[b]``, its ``2 x dim`` options) is asked
-    at the posterior after the answer they more likely give to it ("kriging
-    believer", Ginsbourger et al. 2010): the next question is made before
-    that answer is known, and is never that question again."""
-    mean = model.latent_mean[people].clone()
-    chol = model.latent_precision_chol[people].clone()
-    looking = [b for b, options in enumerate(shown) if options is not None]
-    if looking:
-        at = torch.tensor(looking, device=people.device)
-        options = torch.stack([shown[b] for b in looking]).to(model.designs)
-        with torch.no_grad(), limited(16 * len(looking)):
-            rows = model.design_rows(options.reshape(-1, options.shape[-1]))
-            rows = rows.reshape(len(looking), 2)
-            choice = believed_answers(model, people[at], options).unsqueeze(-1)
-            win = rows.gather(-1, choice).squeeze(-1)
-            lose = rows.gather(-1, 1 - choice).squeeze(-1)
-            post = imagined_posteriors(model, people[at], win, lose)
-        mean[at], chol[at] = post.mean.to(mean), post.precision_chol.to(chol)
-    exclude = torch.full((len(people), 2), -1, dtype=torch.long)
-    for b in looking:  # the question on screen is not asked again
-        same = (shown[b].to(X).unsqueeze(1) == X.unsqueeze(0)).all(-1)  # 2 x C
-        if bool(same.any(-1).all()):
-            exclude[b] = same.long().argmax(-1)
-    pairs = next_questions(
-        model,
-        people,
-        X,
-        strategy=strategy,
-        seed=seed,
-        latent=PersonPosterior(mean, chol),
-        exclude=exclude,
-    )
-    return X[pairs]
 
 
 def next_fit(fitted_at: int) -> int:
@@ -374,15 +293,22 @@ class CollaborativeState:
             )
         return self.model.person_model(person)
 
-    def question(self, person: int, own: int, space) -> Tensor:
-        r"""``person``'s next ``2 x d`` question (model points) given their
-        ``own`` answers: EUBO over :func:`candidates` of ``space`` (``None``:
-        the unit cube), at their posterior (:func:`ask_people`), seeded by
-        :meth:`question_seed`."""
+    def question(self, maker: QuestionMaker, person: int, own: int) -> Tensor:
+        r"""``person``'s next question given their ``own`` answers.
+
+        Args:
+            maker: The study's question maker.
+            person: The participant's id (a person of :attr:`model`).
+            own: Their answers.
+
+        Returns:
+            The ``2 x d`` question in the maker's model coordinates, from
+            :meth:`maker.for_people
+            <prefbo.loop.QuestionMaker.for_people>` at their posterior,
+            seeded by :meth:`question_seed`.
+        """
         seed = self.question_seed(person, own) % SEED_MOD
-        d = self.model.designs.shape[-1]
-        X = candidates(space, d, seed)
-        return ask_people(self.model, torch.tensor([person]), X, [None], seed=seed)[0]
+        return maker.for_people(self.model, torch.tensor([person]), seed=seed)[0]
 
     def question_seed(self, person: int, own: int) -> int:
         r"""The seed of ``person``'s question given their ``own`` answers

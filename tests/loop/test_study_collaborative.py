@@ -5,6 +5,7 @@ import torch
 
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.loop import study_collaborative as sc
+from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.study import PopulationStudy
 from prefbo.models.collaborative import (
@@ -40,13 +41,13 @@ def _round(study, people):
 def _spy(patch):
     r"""Record the people of every model-based question the study asks."""
     calls = []
-    real = sc.ask_people
+    real = QuestionMaker.for_people
 
-    def spy(model, people, X, shown, strategy="eubo", seed=0):
+    def spy(self, model, people, shown=None, seed=0):
         calls.append(people.tolist())
-        return real(model, people, X, shown, strategy, seed)
+        return real(self, model, people, shown, seed)
 
-    patch.setattr(sc, "ask_people", spy)
+    patch.setattr(QuestionMaker, "for_people", spy)
     return calls
 
 
@@ -295,10 +296,10 @@ def test_a_question_is_the_best_eubo_pair_of_the_candidates(ran):
 
     study, _, _, _, model, _, _ = ran
     state = study.collaborative
-    question = state.question(2, 8, None)
+    question = state.question(study.question_maker, 2, 8)
     seed = state.question_seed(2, 8) % sc.SEED_MOD
-    X = sc.candidates(None, 2, seed)
-    assert X.shape == (sc.CANDIDATES, 2)
+    X = study.question_maker.candidates(seed)
+    assert X.shape == (128, 2)
     with torch.no_grad():
         post = model.posterior(X, person=2)
         table = pair_eubo(post.mean.reshape(1, -1), post.mvn.covariance_matrix[None])
@@ -307,29 +308,22 @@ def test_a_question_is_the_best_eubo_pair_of_the_candidates(ran):
     assert float(table[0, rows[0], rows[1]]) == pytest.approx(best)
 
 
-def test_candidates_list_a_small_space_and_draw_from_a_large_one():
-    from prefbo.space import Categorical, Continuous, Space
-
-    small = Space([Categorical("c", ["a", "b", "c"]), Categorical("d", ["x", "y"])])
-    assert torch.equal(sc.candidates(small, small.dim, 0), small.grid().double())
-    large = Space([Continuous("x", 0.0, 1.0), Categorical("c", ["a", "b"])])
-    X = sc.candidates(large, large.dim, 5)
-    assert X.shape == (sc.CANDIDATES, 3) and torch.equal(X, sc.candidates(large, 3, 5))
-    assert len(small.decode(sc.candidates(small, small.dim, 0))) == 6
-    assert large.decode(X[:1])[0]["c"] in ("a", "b")
-
-
-def test_candidates_keep_a_step_inside_the_faces_of_continuous_variables():
-    from prefbo.loop.boundary import DEFAULT_STEP
-    from prefbo.space import Categorical, Continuous, Space
-
-    box = sc.candidates(None, 3, 0)
-    assert bool((box >= DEFAULT_STEP).all()) and bool((box <= 1 - DEFAULT_STEP).all())
-    space = Space([Continuous("x", 0.0, 2.0), Categorical("c", ["a", "b", "c"])])
-    X = sc.candidates(space, space.dim, 1)
-    assert X[:, 0].min() >= DEFAULT_STEP and X[:, 0].max() <= 1 - DEFAULT_STEP
-    assert set(X[:, 1:].sum(-1).tolist()) == {1.0}  # one-hot columns kept
-    assert all(0.2 <= d["x"] <= 1.8 for d in space.decode(X))
+def test_the_study_asks_what_its_question_maker_makes_for_people():
+    r"""A participant's question is the study's ``question_maker.for_people``
+    at their id and question seed, mapped to the box; on a box in other
+    units than the cube, and for a newcomer."""
+    bounds = torch.tensor([[0.0, -2.0], [1.0, 3.0]], dtype=torch.float64)
+    study = PopulationStudy(bounds, model="collaborative", seed=4, initial_random=3)
+    people = _people(3, seed=2)
+    for _ in range(3):
+        _round(study, people)
+    maker, state = study.question_maker, study.collaborative
+    for name, own in (("p1", 3), ("new", 0)):
+        asked = study.ask(name)
+        pid = study.participants.index(name)
+        seed = state.question_seed(pid, own) % sc.SEED_MOD
+        Z = maker.for_people(study.model, torch.tensor([pid]), [None], seed)
+        assert Z.shape == (1, 2, 2) and torch.equal(asked, study.box.from_model(Z[0]))
 
 
 def test_small_studies_refit_on_every_answer_large_ones_by_a_quarter():
