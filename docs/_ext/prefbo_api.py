@@ -10,7 +10,8 @@ the docs.
 
 A reference to a name by another path of the same object (the defining
 module's ``prefbo.models.skew.SkewGP``, the top-level ``prefbo.SkewGP``, or a
-bare ``SkewGP`` in a signature) is resolved to that entry by
+bare ``SkewGP`` in a signature, a constant imported by another module under
+its own name) is resolved to that entry by
 :func:`resolve_alias`, through the ``missing-reference`` event; a reference
 that names no documented object stays unresolved, and the build (``nitpicky``
 with warnings as errors) fails on it.
@@ -315,7 +316,14 @@ class Registry:
                 found.append(target)
                 break
         else:  # a path the reference reaches by import (a re-export)
-            path = self.path_of(_import(target))
+            obj = _import(target)
+            path = self.path_of(obj)
+            if path is None and obj is not None and target.startswith(PACKAGE):
+                # a constant imported under its own name: the one documented
+                name = target.rpartition(".")[2]
+                paths = self.by_short_name.get(name, [])
+                same = [p for p in paths if _import(p) is obj]
+                path = same[0] if len(same) == 1 else None
             if path is not None:
                 found.append(path)
         for path in list(found):
