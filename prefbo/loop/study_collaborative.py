@@ -77,9 +77,6 @@ from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.options import SEED_MOD
-
-# the batched step's names, importable from here too (prefbo.serve's)
-from prefbo.loop.people_questions import CANDIDATES, ask_people, candidates  # noqa: F401
 from prefbo.loop.question_maker import QuestionMaker
 from prefbo.models.collaborative import CollaborativePreferenceGP, PersonModel
 from prefbo.utils import seeds

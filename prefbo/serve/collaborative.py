@@ -13,7 +13,7 @@ holds one :class:`CollaborativeEngine` for the life of its process:
 - The questions of every waiting participant come from one batched step
   (:meth:`CollaborativeEngine.propose`): EUBO (or Thompson sampling) over
   candidate designs (every design of a small space, else
-  :data:`~prefbo.loop.study_collaborative.CANDIDATES` uniform ones drawn
+  :data:`~prefbo.loop.people_questions.CANDIDATES` uniform ones drawn
   for the round), each person at their own posterior. A participant's next
   question is made while they look at the current one, so it is made at the
   posterior after the answer their model finds likelier ("kriging
@@ -46,16 +46,17 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
+from prefbo.loop.box import DesignBox
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
+from prefbo.loop.people_questions import CANDIDATES
+from prefbo.loop.question_maker import QuestionMaker
+from prefbo.loop.spaces import unit_box
 from prefbo.loop.study_collaborative import (
-    CANDIDATES,
     NUM_INDUCING,
     NUM_RESIDUAL,
     NUM_TASTES,
     REFIT_STEPS,
-    ask_people,
-    candidates,
     fit_seed,
     next_fit,
 )
@@ -75,6 +76,9 @@ BUILD_STEPS = 100
 #: After a fit fails, the next one waits for this many more answers (a
 #: failure such as running out of memory would repeat at once).
 FIT_RETRY_MIN_NEW = 20
+
+#: A served study's strategy (``model.strategy``) to the loop's name of it.
+LOOP_STRATEGY = {"eubo": "eubo", "thompson": "ts", "random": "random"}
 
 #: The state-dict prefixes of the saved shared part.
 SHARED = "shared."
@@ -118,6 +122,8 @@ class CollaborativeEngine:
             :meth:`restore`), as every worker but the first does.
 
     Attributes:
+        fitter: Whether the engine fits the shared part itself.
+        questions: The study's question maker (its space, its strategy).
         model: The model, or ``None`` before the first fit.
         persons: Participant id to their person in :attr:`model`.
         told: Participant id to their answers in force, in order.
@@ -139,6 +145,10 @@ class CollaborativeEngine:
         self._changed_during_job: set[int] = set()
         self._job_answers = 0
         self._saved: dict[str, Tensor] | None = None
+        space = config.space
+        self.questions = QuestionMaker(
+            DesignBox(unit_box(space), space), LOOP_STRATEGY[config.strategy]
+        )
         self._failed_at: int | None = None
 
     @property
@@ -323,36 +333,28 @@ class CollaborativeEngine:
     # ------------------------------------------------------------ questions
     def candidates(self, seed: int, count: int = CANDIDATES) -> Tensor:
         r"""Distinct designs to choose questions from
-        (:func:`~prefbo.loop.study_collaborative.candidates`)."""
-        space = self.config.space
-        return candidates(space, space.dim, seed, count)
+        (:meth:`QuestionMaker.candidates
+        <prefbo.loop.question_maker.QuestionMaker.candidates>`)."""
+        return self.questions.candidates(seed, count)
 
     def propose(self, shown: dict[int, list | None]) -> dict[int, Tensor]:
         r"""The next question (``2 x dim`` model points) of each participant
         in ``shown`` (id to the options of the question on screen, or
-        ``None``), from one batched step
-        (:func:`~prefbo.loop.study_collaborative.ask_people`); empty before
-        the first model."""
+        ``None``), from one batched step (:meth:`QuestionMaker.for_people
+        <prefbo.loop.question_maker.QuestionMaker.for_people>`); empty
+        before the first model."""
         if self.model is None or not shown:
             return {}
         pids = list(shown)
         people = torch.tensor([self._person(pid) for pid in pids])
-        seed = fit_seed(self.config.seed, self.answers + 1)
-        X = self.candidates(seed)
-        if self.config.strategy == "random" or X.shape[0] < 2:
-            space = self.config.space
-            return {
-                pid: space.sample(2, seed=seed + i).double()
-                for i, pid in enumerate(pids)
-            }
         looking = [
             None
             if shown[pid] is None
             else torch.tensor(shown[pid], dtype=torch.float64)
             for pid in pids
         ]
-        strategy = "thompson" if self.config.strategy == "thompson" else "eubo"
-        asked = ask_people(self.model, people, X, looking, strategy, seed)
+        seed = fit_seed(self.config.seed, self.answers + 1)
+        asked = self.questions.for_people(self.model, people, looking, seed)
         return dict(zip(pids, asked, strict=True))
 
     # ------------------------------------------------------------ favourites
