@@ -384,7 +384,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
     ) -> tuple[Tensor, Tensor]:
         r"""Mean ``B x b x q`` and covariance ``B x b x q x q`` of ``B`` people's
         utilities at ``b x q x d`` designs (their first two moments, exact
-        under the shared and personal posteriors).
+        under the shared and personal posteriors), in ``latent``'s dtype.
 
         Args:
             X: ``b x q x d`` designs.
@@ -399,8 +399,8 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         basis, offset, phi = self.shared.person_rows(flat, items.reshape(-1))
         root = self.shared.roots(basis).reshape(-1, b, q, basis.shape[-1])
         offset, phi = offset.reshape(b, q), phi.reshape(b, q, -1)  # b x q (x D)
-        K = self.num_tastes
-        mu = latent.mean  # B x D
+        K, mu = self.num_tastes, latent.mean  # B x D, in the moments' dtype
+        root, offset, phi = root.to(mu), offset.to(mu), phi.to(mu)
         out_mean = offset + torch.einsum("bqd,pd->pbq", phi, mu)
         cov_j = root @ root.mT  # J x b x q x q
         A = latent.whitened(phi.reshape(1, b * q, -1).expand(len(mu), -1, -1))

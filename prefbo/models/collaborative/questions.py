@@ -14,7 +14,12 @@ first question is already informed):
 
 The people's posteriors over all ``C`` candidates come from one call of
 :meth:`~prefbo.models.collaborative.CollaborativePreferenceGP.moments`:
-``O(B C² D)`` time and ``B C²`` memory, taken in chunks of people.
+``O(B C² D)`` time and ``B C²`` memory, taken in chunks of people. They are
+computed in float64 whatever the model's dtype (the model's features at the
+candidates and the people's posteriors are cast): a pair's difference
+variance ``v_a + v_b − 2 c_ab`` is small where the two candidates are near
+or the person's posterior is sharp, below float32's rounding of ``v``, and
+Thompson's draws need the Cholesky factor of a near-singular table.
 """
 
 from __future__ import annotations
@@ -30,13 +35,15 @@ from prefbo.utils.checks import describe
 from prefbo.utils.threads import limited
 
 STRATEGIES = ("eubo", "thompson")
-#: Entries of the ``B x C x C`` pair tables built at once.
+#: Entries of the ``B x C x C`` pair tables (float64) built at once.
 CHUNK_ENTRIES = 4_000_000
 
 
 def pair_eubo(mean: Tensor, cov: Tensor) -> Tensor:
     r"""``E max(f_a, f_b)`` for all pairs: ``B x C x C`` from means ``B x C``
-    and covariances ``B x C x C`` (the diagonal: ``μ_a``)."""
+    and covariances ``B x C x C`` (the diagonal: ``μ_a``), in their dtype
+    (near pairs' difference variances ``v_a + v_b − 2 c_ab`` need float64
+    covariances: from float32 ones they are rounding noise)."""
     var = cov.diagonal(dim1=-2, dim2=-1)
     diff_var = (var.unsqueeze(-1) + var.unsqueeze(-2) - 2 * cov).clamp_min(0)
     s = diff_var.sqrt()
@@ -171,13 +178,14 @@ def next_questions(
             f"none); got {describe(exclude)}."
         )
     generator = torch.Generator().manual_seed(seed)
+    device = model.designs.device
     chunk = max(1, CHUNK_ENTRIES // (C * C))
     out = []
     with torch.no_grad(), limited(len(people) * C):
         for start in range(0, len(people), chunk):
-            part = PersonPosterior(
-                latent.mean[start : start + chunk].to(model.designs),
-                latent.precision_chol[start : start + chunk].to(model.designs),
+            part = PersonPosterior(  # float64: the moments' dtype
+                latent.mean[start : start + chunk].to(device, torch.float64),
+                latent.precision_chol[start : start + chunk].to(device, torch.float64),
             )
             mean, cov = model.moments(candidates.unsqueeze(0), part, items.unsqueeze(0))
             mean, cov = mean[:, 0], cov[:, 0]  # B x C, B x C x C

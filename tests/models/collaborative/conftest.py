@@ -1,7 +1,10 @@
+import copy
 import math
 
 import pytest
 import torch
+
+from prefbo.models.collaborative import CollaborativePreferenceGP, shared
 
 
 def planted(P=60, n=20, d=2, K=2, answers=12, noise=0.3, seed=0, **tkwargs):
@@ -35,3 +38,22 @@ def planted(P=60, n=20, d=2, K=2, answers=12, noise=0.3, seed=0, **tkwargs):
 @pytest.fixture
 def population():
     return planted
+
+
+@pytest.fixture
+def twins(tkwargs64, monkeypatch):
+    r"""One fitted model in float64 and in float32 at the same jitter
+    (float32's), so that they differ by float32's rounding only, and
+    ``cluster(C, spread)``: ``C`` candidates about ``spread`` around a design."""
+    monkeypatch.setitem(shared.JITTER, torch.float64, shared.JITTER[torch.float32])
+    X, answers, _, _ = planted(**tkwargs64)
+    m64 = CollaborativePreferenceGP(X, answers, num_inducing=16, num_residual=4)
+    m64.fit(steps=30)
+    m32 = copy.deepcopy(m64).float()
+
+    def cluster(C, spread, seed=1):
+        g = torch.Generator().manual_seed(seed)
+        step = torch.randn(C, 2, generator=g, dtype=torch.float64).to(X.device)
+        return (X[:1] + spread * step).clamp(0, 1)
+
+    return m64, m32, cluster

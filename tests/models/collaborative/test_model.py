@@ -10,6 +10,7 @@ from prefbo.mlls import PairwiseLaplaceMLL  # noqa: F401
 from prefbo.models import PairwiseEPGP, PairwiseLaplaceGP
 from prefbo.models.collaborative import (
     CollaborativePreferenceGP,
+    PersonPosterior,
     ep_people,
     laplace_people,
 )
@@ -312,6 +313,33 @@ def test_a_model_cast_to_another_dtype_predicts_in_it(population):
     assert model.designs.dtype == torch.float64
     assert model.shared.whitened(model.designs[:3]).dtype == torch.float64
     assert model.utility_mean(0).dtype == torch.float64
+
+
+def test_moments_are_in_the_posteriors_dtype(twins):
+    # a float32 model's moments from float64 posteriors: float64 tables in
+    # which near designs' difference variances v_a + v_b - 2 c_ab (~1e-5 of
+    # v here) keep float32's resolution of the features (the float64 model's
+    # to 0.4%), where float32 tables lose them (81% off)
+    m64, m32, cluster = twins
+    X = cluster(16, 1e-3).unsqueeze(0)
+    people = torch.arange(60, device=X.device)
+    upper = torch.ones(16, 16, dtype=torch.bool, device=X.device).triu(1)
+
+    def difference_variances(model, dtype):
+        latent = PersonPosterior(
+            model.latent_mean[people].to(dtype),
+            model.latent_precision_chol[people].to(dtype),
+        )
+        with torch.no_grad():
+            _, cov = model.moments(X.to(model.designs), latent)
+        assert cov.dtype == dtype
+        var = cov[:, 0].diagonal(dim1=-2, dim2=-1)
+        return (var.unsqueeze(-1) + var.unsqueeze(-2) - 2 * cov[:, 0])[:, upper]
+
+    reference = difference_variances(m64, torch.float64)
+    got = difference_variances(m32, torch.float64)
+    assert float(((got - reference).abs() / reference).max()) < 0.02
+    difference_variances(m32, torch.float32)  # the model's own dtype
 
 
 def test_utility_mean_is_the_posterior_mean(population):

@@ -116,6 +116,51 @@ def test_questions_on_every_device_and_dtype(population, tkwargs):
         assert bool((pairs[:, 0] != pairs[:, 1]).all())
 
 
+def test_a_float32_model_asks_the_best_eubo_pair_of_near_candidates(twins):
+    # candidates ~1e-4 apart: their pairs' difference variances
+    # v_a + v_b - 2 c_ab are ~2e-7 of v ~ 2.6, float32's rounding of v; from
+    # float32 tables the float32 model asked 8 of the 60 people a pair up to
+    # 1.4e-4 worse in EUBO than the best (the median gap between the best
+    # pair and the next is 4.3e-5)
+    m64, m32, cluster = twins
+    X, people = cluster(16, 1e-4), torch.arange(60, device=m64.designs.device)
+    pairs = next_questions(m32, people, X.float())
+    with torch.no_grad():
+        posts = [m64.posterior(X, person=p).mvn for p in people.tolist()]
+    mean = torch.stack([post.mean for post in posts])  # 60 x 16
+    cov = torch.stack([post.covariance_matrix for post in posts])  # 60 x 16 x 16
+    table = pair_eubo(mean, cov)  # the float64 model's
+    upper = torch.ones(16, 16, dtype=torch.bool, device=X.device).triu(1)
+    best = table.masked_fill(~upper, float("-inf")).amax((-2, -1))
+    regret = best - table[people, pairs[:, 0], pairs[:, 1]]
+    assert float(regret.max()) < 1e-6
+    assert torch.equal(pairs, next_questions(m64, people, X))
+
+
+def test_a_float32_models_thompson_draws_follow_the_posterior(twins):
+    # Thompson's first design is the maximum of a posterior draw: over 4000
+    # draws for one person, its frequencies match the float64 model's
+    # posterior (an eigendecomposition's draws); from float32 tables the
+    # Cholesky factor of the near-singular table failed and the float32
+    # model's frequencies were 0.83 away in total variation
+    m64, m32, cluster = twins
+    X, N, p = cluster(24, 1e-2), 4000, 3
+    with torch.no_grad():
+        post = m64.posterior(X, person=p)
+    vals, vecs = torch.linalg.eigh(post.mvn.covariance_matrix)
+    g = torch.Generator().manual_seed(9)
+    z = torch.randn(100_000, 24, generator=g, dtype=torch.float64).to(X.device)
+    draws = post.mean.reshape(-1) + (z * vals.clamp_min(0).sqrt()) @ vecs.T
+    reference = torch.bincount(draws.argmax(-1), minlength=24) / len(draws)
+    people = torch.full((N,), p, device=X.device)
+    for model in (m64, m32):
+        first = next_questions(
+            model, people, X.to(model.designs), strategy="thompson", seed=1
+        )[:, 0]
+        freq = torch.bincount(first, minlength=24) / N
+        assert 0.5 * float((freq - reference).abs().sum()) < 0.08
+
+
 def test_believed_answers_are_the_likelier_option(model):
     people = torch.tensor([0, 3, 7])
     options = model.designs[torch.tensor([[0, 1], [2, 3], [4, 5]])]
