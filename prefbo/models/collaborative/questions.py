@@ -68,13 +68,26 @@ def _best_pairs(mean: Tensor, cov: Tensor, exclude: Tensor) -> Tensor:
     return torch.stack([flat // C, flat % C], -1)
 
 
+def _sqrt_table(cov: Tensor) -> Tensor:
+    r"""``B x C x C`` factors ``L`` with ``L Lᵀ = cov``: Cholesky's, or
+    where rounding left a table indefinite (Cholesky fails), the symmetric
+    root of its nearest positive semi-definite table (negative eigenvalues
+    set to 0)."""
+    L, info = torch.linalg.cholesky_ex(cov)
+    failed = (info > 0).nonzero().squeeze(-1)
+    if failed.numel():
+        values, vectors = torch.linalg.eigh(cov[failed])
+        L[failed] = vectors * values.clamp_min(0).sqrt().unsqueeze(-2)
+    return L
+
+
 def _thompson_pairs(
     mean: Tensor, cov: Tensor, generator: torch.Generator, exclude: Tensor
 ) -> Tensor:
     B, C = mean.shape
     eye = torch.eye(C, dtype=cov.dtype, device=cov.device)
     jitter = 1e-9 * cov.diagonal(dim1=-2, dim2=-1).mean(-1).clamp_min(1e-12)
-    L, _ = torch.linalg.cholesky_ex(cov + jitter.view(-1, 1, 1) * eye)
+    L = _sqrt_table(cov + jitter.view(-1, 1, 1) * eye)
     noise = torch.randn(B, C, 2, generator=generator, dtype=mean.dtype)
     draws = mean.unsqueeze(-1) + L @ noise.to(mean.device)  # B x C x 2
     first = draws[..., 0].argmax(-1)

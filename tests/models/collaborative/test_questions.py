@@ -235,3 +235,25 @@ def test_an_excluded_pair_is_not_asked_again(model):
     ts_again = next_questions(model, people, X, strategy="thompson", seed=4, exclude=ts)
     for b in range(2):
         assert set(ts_again[b].tolist()) != set(ts[b].tolist())
+
+
+def test_thompson_draws_from_a_table_without_a_cholesky_factor():
+    # a rank-one table that rounding made slightly indefinite: Cholesky
+    # fails, and the draws must still be the rank-one posterior's, whose
+    # maximum is design 0 (z > 0) or design 3 (z < 0), each half the time
+    from prefbo.models.collaborative.questions import _thompson_pairs
+
+    v = torch.tensor([1.0, 0.5, -0.2, -1.0], dtype=torch.float64)
+    cov = torch.outer(v, v) - 1e-6 * torch.eye(4, dtype=torch.float64)
+    assert torch.linalg.cholesky_ex(cov)[1] > 0
+    B = 4000
+    g = torch.Generator().manual_seed(0)
+    pairs = _thompson_pairs(
+        torch.zeros(B, 4, dtype=torch.float64),
+        cov.expand(B, 4, 4),
+        g,
+        torch.full((B, 2), -1),
+    )
+    first = torch.bincount(pairs[:, 0], minlength=4)
+    assert first[1] + first[2] <= 0.01 * B
+    assert abs(int(first[0]) - B / 2) < 0.05 * B
