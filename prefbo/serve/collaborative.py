@@ -95,13 +95,18 @@ class Told(NamedTuple):
     loser: Tensor
 
 
-def told_answers(rows: list[QuestionRow]) -> list[Told]:
+def told_answers(rows: list[QuestionRow], before: list[Told] = ()) -> list[Told]:
     r"""A participant's answered questions (by ``seq``) as the model's
     answers: "no preference" ones are kept out (a pairwise model has no
-    tie)."""
-    out = []
+    tie). The answers of ``before`` (those told from an earlier read) are
+    reused for as long as their keys match."""
+    out: list[Told] = []
     for r in rows:
         if r.no_preference or r.choice is None:
+            continue
+        n = len(out)
+        if n < len(before) and before[n].key == (r.id, r.answered_at):
+            out.append(before[n])
             continue
         X = torch.tensor(r.options, dtype=torch.float64)  # 2 x d
         out.append(Told((r.id, r.answered_at), X[r.choice], X[1 - r.choice]))
@@ -166,8 +171,8 @@ class CollaborativeEngine:
         r"""Participant ``pid``'s answered questions, all of them, by
         ``seq``: the new ones are observed online; if those told before are
         no longer a prefix (an undo), the person is observed afresh."""
-        new = told_answers(rows)
         old = self.told.get(pid, [])
+        new = told_answers(rows, old)
         kept = len(old) <= len(new) and all(
             a.key == b.key for a, b in zip(old, new, strict=False)
         )

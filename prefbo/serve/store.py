@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, and_, func, insert, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from prefbo.serve import leases, waiting
@@ -287,6 +287,53 @@ class Store:
             rows = conn.execute(
                 query.order_by(questions.c.participant_id, questions.c.seq)
             ).all()
+        return [QuestionRow.from_db(r) for r in rows]
+
+    def answered_keys(self, pids: list[int]) -> dict[int, list[tuple]]:
+        r"""Participant id (of ``pids``, those with answers) to the
+        ``(seq, id, answered_at)`` of each of their answered questions, by
+        ``seq``: a short read that tells which answers changed since they
+        were read (an answer, an undo and a new answer each change it)."""
+        if not pids:
+            return {}
+        query = (
+            select(
+                questions.c.participant_id,
+                questions.c.seq,
+                questions.c.id,
+                questions.c.answered_at,
+            )
+            .where(questions.c.answered_at.is_not(None))
+            .where(questions.c.participant_id.in_(pids))
+            .order_by(questions.c.participant_id, questions.c.seq)
+        )
+        out: dict[int, list[tuple]] = {}
+        with self.engine.connect() as conn:
+            for r in conn.execute(query):
+                out.setdefault(int(r.participant_id), []).append(
+                    (int(r.seq), r.id, float(r.answered_at))
+                )
+        return out
+
+    def answered_from(self, starts: dict[int, int]) -> list[QuestionRow]:
+        r"""The answered questions of each participant of ``starts`` (id to
+        a ``seq``) from that ``seq`` on, by participant and seq."""
+        if not starts:
+            return []
+        wanted = or_(
+            *(
+                and_(questions.c.participant_id == pid, questions.c.seq >= seq)
+                for pid, seq in starts.items()
+            )
+        )
+        query = (
+            select(questions)
+            .where(questions.c.answered_at.is_not(None))
+            .where(wanted)
+            .order_by(questions.c.participant_id, questions.c.seq)
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
         return [QuestionRow.from_db(r) for r in rows]
 
     def answer_progress(self) -> dict[int, Progress]:

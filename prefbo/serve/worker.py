@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from prefbo.serve.answered import AnsweredRows
 from prefbo.serve.collaborative import CollaborativeEngine
 from prefbo.serve.config import StudyConfig, StudyFileError, study_from_dict
 from prefbo.serve.engine import QuestionEngine
@@ -146,6 +147,7 @@ def collaborative_round(
     engine: CollaborativeEngine,
     seen: dict[int, Progress],
     share: Share | None = None,
+    answered: AnsweredRows | None = None,
 ) -> tuple[int, dict[int, Progress]]:
     r"""One round of the collaborative kind: tell ``engine`` the answers of
     each participant whose progress
@@ -153,16 +155,16 @@ def collaborative_round(
     swap in or start its fits, then store the questions of this worker's
     waiting participants (those ``share`` gives it; ``None``: everyone) from
     one batched step, in one transaction
-    (:meth:`~prefbo.serve.store.Store.queue_questions`).
+    (:meth:`~prefbo.serve.store.Store.queue_questions`). The answers are
+    read by ``answered``, kept from round to round (only the new ones are
+    read; ``None``: all of the moved participants', each round).
     Returns how many were stored and the progress now."""
     progress = store.answer_progress()
     changed = sorted(
         pid for pid in set(progress) | set(seen) if progress.get(pid) != seen.get(pid)
     )
     if changed:
-        rows: dict[int, list] = {pid: [] for pid in changed}
-        for row in store.answered(changed):
-            rows[row.participant_id].append(row)
+        rows = (answered or AnsweredRows(store)).read(changed)
         for pid in changed:
             engine.update(pid, rows[pid])
     engine.maintain()
@@ -321,6 +323,7 @@ class _CollaborativeRounds:
         self.fitter = seat.index == 0
         self.engine = CollaborativeEngine(seat.config, fitter=self.fitter)
         self.seen: dict[int, Progress] = {}
+        self.answered = AnsweredRows(seat.store)
         self.last = -1
         self.adopted: str | None = None  # the tag of the saved fit adopted
         self._adopt()  # a worker before this one fitted it
@@ -341,7 +344,7 @@ class _CollaborativeRounds:
         if not self.fitter:
             self._adopt()
         made, self.seen = collaborative_round(
-            s.store, s.config, self.engine, self.seen, s.share
+            s.store, s.config, self.engine, self.seen, s.share, self.answered
         )
         fits = len(self.engine.fits)
         if self.fitter and fits > self.saved_fits:

@@ -84,6 +84,21 @@ def test_no_preference_answers_are_not_told():
     assert torch.equal(told[1].winner, X[rows[2].choice])
 
 
+def test_told_answers_reuse_those_told_before():
+    rows = rows_of(0, 6)
+    rows[2] = replace(rows[2], no_preference=True, choice=None)
+    before = told_answers(rows[:4])
+    after = told_answers(rows, before)
+    assert [t.key for t in after] == [t.key for t in told_answers(rows)]
+    assert all(a is b for a, b in zip(after[:3], before, strict=True))
+    # an answer of the prefix changed: from there on, read again
+    again = list(rows)
+    again[1] = replace(again[1], choice=1 - again[1].choice, answered_at=9.0)
+    changed = told_answers(again, before)
+    assert changed[0] is before[0] and changed[1] is not before[1]
+    assert torch.equal(changed[1].winner, told_answers(again)[1].winner)
+
+
 def test_a_newcomers_first_question_is_the_populations_best_pair(engine):
     seed = _round_seed(engine)
     pair = engine.propose({99: None})[99]
@@ -128,7 +143,9 @@ def test_the_next_question_believes_the_likelier_answer(engine):
 
 def test_an_undo_observes_the_answers_in_force_again(engine):
     rows = rows_of(1, 5)
-    changed = rows[:3] + rows_of(1, 1, seed=9, start=3)  # the 4th redone
+    # the 4th redone: another answer, at another time
+    redone = replace(rows_of(1, 1, seed=9, start=3)[0], answered_at=9.0)
+    changed = [*rows[:3], redone]
     engine.update(1, changed)
     _assert_observed_afresh(engine, 1, changed)
     assert int(engine.model.answers.counts()[1]) == 4

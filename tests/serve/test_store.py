@@ -127,3 +127,31 @@ def test_the_model_state_is_saved_and_replaced(store):
     store.set_model_state("second")
     assert store.model_state() == "second"
     assert store.model_state_tag() == state_tag("second") != first
+
+
+def test_answered_keys_and_answers_from_a_seq(store, tmp_path):
+    from prefbo.serve import flow
+    from prefbo.serve.config import study_from_dict
+
+    config = study_from_dict(
+        {"space": [{"name": "x", "type": "continuous", "lower": 0, "upper": 1}]},
+        root=tmp_path,
+        name="study.toml",
+    )
+    a, b = store.add_participant("ta", "a"), store.add_participant("tb", "b")
+    for pid, count in ((a, 3), (b, 1)):
+        q = flow.current(store, config, pid)
+        for _ in range(count):
+            q = flow.answer(store, config, pid, q["question_id"], 0)
+    everything = store.answered()
+    keys = store.answered_keys([a, b])
+    assert keys == {
+        pid: [
+            (r.seq, r.id, r.answered_at) for r in everything if r.participant_id == pid
+        ]
+        for pid in (a, b)
+    }
+    assert store.answered_keys([]) == {}
+    tail = store.answered_from({a: 1, b: 0})
+    assert tail == [r for r in everything if (r.participant_id, r.seq) != (a, 0)]
+    assert store.answered_from({}) == []
