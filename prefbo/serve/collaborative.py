@@ -80,6 +80,9 @@ FIT_RETRY_MIN_NEW = 20
 #: A served study's strategy (``model.strategy``) to the loop's name of it.
 LOOP_STRATEGY = {"eubo": "eubo", "thompson": "ts", "random": "random"}
 
+#: People whose favourites' sds are computed at once (``B x B`` moments).
+FAVOURITES_CHUNK = 64
+
 #: The state-dict prefixes of the saved shared part.
 SHARED = "shared."
 SAVED_PREFIXES = (SHARED, "likelihood.")
@@ -381,39 +384,69 @@ class CollaborativeEngine:
         participant's (those with answers), as
         :meth:`~prefbo.serve.engine.QuestionEngine.favourites` gives them:
         the told design of highest posterior mean (the population's among
-        everyone's, a participant's among their own)."""
+        everyone's, a participant's among their own). The means come from
+        one pass over every participant's told designs (:meth:`told_means`),
+        the sds at the favourites only."""
         out: dict[str, Any] = {"population": None, "participants": {}}
-        if self.model is None:
+        answered = [pid for pid in pids if self.told.get(pid)]
+        if self.model is None or not answered:
             return out
         space = self.config.space
-        answered = [pid for pid in pids if self.told.get(pid)]
-        everyone = [self._designs(pid) for pid in answered]
-        pooled = torch.cat(everyone).unique(dim=0) if everyone else None
-        if pooled is None:
-            return out
-        out["population"] = self._best(None, pooled)
+        designs = [self._designs(pid) for pid in answered]
+        X = torch.cat(designs)
+        people = [self._person(pid) for pid in answered]
+        counts = [len(x) for x in designs]
+        population, own = self.told_means(X, people, counts)
+        out["population"] = self._best([None], X[population.argmax()].unsqueeze(0))[0]
         out["slices"] = utility_slices(
             space,
             out["population"]["values"],
             lambda Z: tuple(t[0] for t in self.utility([None], Z)),
         )
+        best = torch.stack(
+            [x[m.argmax()] for x, m in zip(designs, own.split(counts), strict=True)]
+        )
+        favourites = self._best(people, best)
         out["participants"] = {
-            str(pid): self._best(self._person(pid), X)
-            for pid, X in zip(answered, everyone, strict=True)
+            str(pid): f for pid, f in zip(answered, favourites, strict=True)
         }
         return out
+
+    def told_means(
+        self, X: Tensor, people: list[int], counts: list[int]
+    ) -> tuple[Tensor, Tensor]:
+        r"""Posterior means at ``n x dim`` model points ``X``, the rows of
+        each of ``people`` in turn (``counts[b]`` rows of ``people[b]``):
+        the population's utility at every row, and each row's person's.
+        ``O(n)`` memory: the mean part of
+        :meth:`~prefbo.models.collaborative.CollaborativePreferenceGP.moments`
+        at each row for one person, not every person at every row."""
+        model = self.model
+        X = X.to(model.designs)
+        owner = torch.repeat_interleave(torch.tensor(people), torch.tensor(counts))
+        with torch.no_grad(), limited(X.shape[0]):
+            _, offset, rows = model.shared.person_rows(X, model.item_ids(X))
+            population = offset + rows @ model.posterior_of(None).mean[0]
+            own = offset + (rows * model.latent_mean[owner]).sum(-1)
+        return population, own
 
     def _designs(self, pid: int) -> Tensor:
         r"""The distinct designs participant ``pid`` was shown and answered."""
         told = self.told[pid]
         return torch.stack([x for t in told for x in (t.winner, t.loser)]).unique(dim=0)
 
-    def _best(self, person: int | None, X: Tensor) -> dict[str, Any]:
-        mean, sd = self.utility([person], X)
-        i = int(mean[0].argmax())
-        return favourite(
-            self.config.space, X[i : i + 1], float(mean[0, i]), float(sd[0, i])
-        )
+    def _best(self, people: list[int | None], X: Tensor) -> list[dict[str, Any]]:
+        r"""Person ``people[b]``'s favourite at ``X[b]``, with its posterior
+        mean and sd (in chunks of :data:`FAVOURITES_CHUNK` people)."""
+        out = []
+        for start in range(0, len(people), FAVOURITES_CHUNK):
+            chunk = people[start : start + FAVOURITES_CHUNK]
+            x = X[start : start + FAVOURITES_CHUNK]
+            mean, sd = self.utility(chunk, x)
+            for b in range(len(chunk)):
+                m, s = float(mean[b, b]), float(sd[b, b])
+                out.append(favourite(self.config.space, x[b : b + 1], m, s))
+        return out
 
     def close(self) -> None:
         r"""Stop the fitting thread (a running fit finishes first)."""

@@ -426,3 +426,27 @@ def test_worker_one_adopts_the_fits_worker_zero_saves(store, make_config):
         assert torch.equal(follower.engine.model.state_dict()[k], v)
     follower.round()  # the same saved fit is not adopted twice
     assert follower.engine.fits == [3]
+
+
+def test_favourites_are_each_persons_best_told_design_by_the_posterior(engine):
+    # against the model's BoTorch posterior, one person at a time
+    pids = list(range(6))
+    fav = engine.favourites(pids)
+    everyone = []
+    for pid in pids:
+        X = engine._designs(pid)
+        everyone.append(X)
+        with torch.no_grad():
+            post = engine.model.posterior(X.unsqueeze(-2), person=engine.persons[pid])
+        mean, sd = post.mean.reshape(-1), post.variance.reshape(-1).sqrt()
+        i = int(mean.argmax())
+        got = fav["participants"][str(pid)]
+        assert got["mean"] == pytest.approx(float(mean[i]), abs=1e-9)
+        assert got["sd"] == pytest.approx(float(sd[i]), abs=1e-9)
+        assert got["values"] == engine.config.space.decode(X[i : i + 1])[0]
+    X = torch.cat(everyone)
+    with torch.no_grad():
+        post = engine.model.posterior(X.unsqueeze(-2))  # the population's
+    i = int(post.mean.reshape(-1).argmax())
+    assert fav["population"]["mean"] == pytest.approx(float(post.mean.max()), abs=1e-9)
+    assert fav["population"]["values"] == engine.config.space.decode(X[i : i + 1])[0]
