@@ -34,6 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from prefbo.exceptions import PrefboError
 from prefbo.serve.app import StudyApp, new_token
+from prefbo.serve.collaborative import CollaborativeEngine
 from prefbo.serve.config import StudyConfig, StudyFileError, load_study, study_from_dict
 from prefbo.serve.demo import DEMO_STUDY
 from prefbo.serve.engine import QuestionEngine
@@ -153,12 +154,21 @@ def existing_store(target: str) -> Store:
 
 def replay(target: str) -> dict:
     r"""Every answer of the study in ``target`` (a database file or URL) fed
-    to a fresh model: the population's and each participant's favourite."""
+    to a fresh model of the study's kind: the population's and each
+    participant's favourite (the collaborative kind: one fit on every
+    answer, as a worker's first, :class:`CollaborativeEngine`)."""
     store = existing_store(target)
     config = config_from_store(store, check_files=False)
-    engine = QuestionEngine(config, store.answered())
+    answered = store.answered()
     pids = [p.id for p in store.participants()]
-    return {"answers": len(engine.answered), **engine.favourites(pids)}
+    if config.model_kind != "collaborative":
+        engine = QuestionEngine(config, answered)
+        return {"answers": len(engine.answered), **engine.favourites(pids)}
+    collaborative = CollaborativeEngine(config, background=False)
+    for pid in pids:
+        collaborative.update(pid, [r for r in answered if r.participant_id == pid])
+    collaborative.maintain()
+    return {"answers": len(answered), **collaborative.favourites(pids)}
 
 
 def serve(

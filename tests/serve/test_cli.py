@@ -54,6 +54,32 @@ def test_replay_and_export_need_only_the_database(tmp_path, make_config):
     assert len(json.loads(text.getvalue())["questions"]) == 8  # 6 + 2 current
 
 
+def test_replay_of_a_collaborative_study_refits_the_collaborative_model(
+    tmp_path, make_config
+):
+    # as a worker's engine does, from the database alone: the population's
+    # favourite and each participant's
+    from prefbo.serve.collaborative import CollaborativeEngine
+
+    config = make_config(model={"kind": "collaborative", "initial_random": 2})
+    store = open_study(config, f"sqlite:///{tmp_path / 'study.db'}")
+    for name in ("a", "b", "c"):
+        pid = store.add_participant(f"t{name}", name)
+        q = flow.current(store, config, pid)
+        for _ in range(3):
+            q = flow.answer(store, config, pid, q["question_id"], 0)
+    out = replay(str(tmp_path / "study.db"))
+    assert out["answers"] == 9 and out["population"] is not None
+    engine = CollaborativeEngine(config, background=False)
+    pids = [p.id for p in store.participants()]
+    for pid in pids:
+        engine.update(pid, store.answered([pid]))
+    engine.maintain()
+    expected = engine.favourites(pids)
+    assert out["population"] == expected["population"]
+    assert out["participants"] == expected["participants"]
+
+
 def test_start_up_errors_name_the_field(tmp_path, capsys):
     bad = tmp_path / "study.toml"
     bad.write_text('q = 7\n[[space]]\nname = "x"\nlower = 0\nupper = 1\n')
