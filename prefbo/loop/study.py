@@ -301,7 +301,18 @@ class PopulationStudy:
         self._changed(name)
 
     def undo(self, name: str) -> Any:
-        r"""Withdraw participant ``name``'s latest answer."""
+        r"""Withdraw participant ``name``'s latest answer.
+
+        Raises:
+            InputDataError: ``name`` is not a participant (ask and tell
+                register a name, an undo does not) or has no answer left.
+        """
+        _check_name(name)
+        if name not in self._people:
+            raise InputDataError(
+                "name must be a participant of the study to undo their answer "
+                f"(one of {self._order}); got {name!r}."
+            )
         last = self._person(name).undo()
         self._changed()
         return last

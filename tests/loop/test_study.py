@@ -164,3 +164,15 @@ def test_a_failed_resume_releases_the_folder(tmp_path):
         with pytest.raises(Exception) as err:
             PopulationStudy.resume(tmp_path)
         assert "open in another PopulationStudy" not in str(err.value)
+
+
+def test_an_undo_of_an_unknown_name_registers_no_one(tmp_path):
+    study = PopulationStudy(BOUNDS, log_dir=tmp_path, seed=0, acqf_options=SMALL)
+    X = study.ask("ann")
+    study.tell("ann", 0, options=X)
+    with pytest.raises(InputDataError, match="name must be a participant.*'anne'"):
+        study.undo("anne")
+    assert study.participants == ["ann"]
+    assert not (tmp_path / "anne.jsonl").exists()
+    study.close()
+    assert PopulationStudy.resume(tmp_path).participants == ["ann"]
