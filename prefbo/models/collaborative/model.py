@@ -430,10 +430,9 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
     ) -> GPyTorchPosterior:
         r"""The posterior of ``person``'s utility at ``batch_shape x q x d``
         designs (``person=None``: a newcomer's, the population's)."""
-        if not isinstance(X, Tensor) or X.ndim < 2:
-            raise InputDataError(
-                f"X must be a batch_shape x q x d tensor; got {describe(X)}."
-            )
+        d = self.designs.shape[-1]
+        if not isinstance(X, Tensor) or X.ndim < 2 or X.shape[-1] != d:
+            raise InputDataError(f"X must be batch_shape x q x {d}; got {describe(X)}.")
         shape = X.shape[:-1]
         blocks = X.reshape(-1, shape[-1], X.shape[-1])
         with limited(shape.numel()):

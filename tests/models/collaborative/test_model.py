@@ -196,6 +196,9 @@ def test_errors(population):
         model.observe(0, torch.tensor([0, 1]), torch.tensor([1]))
     with pytest.raises(InputDataError, match="num_tastes must be an int >= 0"):
         CollaborativePreferenceGP(X, answers, num_tastes=-1)
+    for bad in (torch.rand(5, 1, 3, dtype=torch.float64), torch.rand(3)):
+        with pytest.raises(InputDataError, match="X must be batch_shape x q x 2"):
+            model.person_model(0).posterior(bad)
 
 
 def test_observe_new_designs_extends_the_table(population):
