@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import prefbo.loop.study_collaborative as sc
+from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.questions import next_questions, pair_eubo
 from prefbo.serve import flow
 from prefbo.serve.collaborative import CollaborativeEngine, told_answers
@@ -62,6 +63,20 @@ def engine(config):
         e.update(pid, rows_of(pid, 5))
     e.maintain()
     return e
+
+
+@pytest.fixture
+def fit_steps(monkeypatch):
+    r"""The ``steps`` of every model fit from now on, in order."""
+    steps = []
+    real_fit = CollaborativePreferenceGP.fit
+
+    def counting_fit(model, **kwargs):
+        steps.append(kwargs.get("steps"))
+        return real_fit(model, **kwargs)
+
+    monkeypatch.setattr(CollaborativePreferenceGP, "fit", counting_fit)
+    return steps
 
 
 def test_no_question_before_the_first_model(config):
@@ -285,20 +300,13 @@ def test_a_failed_fit_is_logged_and_tried_again_with_more_answers(
 
 
 def test_a_restored_engine_starts_from_the_saved_fit_without_fitting(
-    engine, config, monkeypatch
+    engine, config, fit_steps
 ):
     state = engine.shared_state()
     assert state and all(k.startswith(("shared.", "likelihood.")) for k in state)
     fresh = CollaborativeEngine(config, background=False)
     fresh.restore(state)
-    steps = []
-    real_fit = type(engine.model).fit
-
-    def counting_fit(model, **kwargs):
-        steps.append(kwargs.get("steps"))
-        return real_fit(model, **kwargs)
-
-    monkeypatch.setattr(type(engine.model), "fit", counting_fit)
+    steps = fit_steps
     for pid in range(6):
         fresh.update(pid, rows_of(pid, 5))
     fresh.maintain()
@@ -359,20 +367,13 @@ def test_the_question_on_screen_is_not_asked_again(engine):
     assert not same
 
 
-def test_a_follower_never_fits_and_adopts_each_saved_fit(engine, config, monkeypatch):
+def test_a_follower_never_fits_and_adopts_each_saved_fit(engine, config, fit_steps):
     follower = CollaborativeEngine(config, background=False, fitter=False)
     for pid in range(6):
         follower.update(pid, rows_of(pid, 5))
     follower.maintain()
     assert follower.model is None  # no fit of its own, however many answers
-    steps = []
-    real_fit = type(engine.model).fit
-
-    def counting_fit(model, **kwargs):
-        steps.append(kwargs.get("steps"))
-        return real_fit(model, **kwargs)
-
-    monkeypatch.setattr(type(engine.model), "fit", counting_fit)
+    steps = fit_steps
     follower.restore(engine.shared_state())
     follower.maintain()
     assert steps == [0] and follower.fits == [30]

@@ -1,9 +1,21 @@
 import json
 
+import pytest
 from sqlalchemy import text
 
+from prefbo.serve import flow
+from prefbo.serve.config import study_from_dict
 from prefbo.serve.schema import database_url
 from prefbo.serve.store import Store, state_tag, token_hash
+
+
+@pytest.fixture
+def config(tmp_path):
+    return study_from_dict(
+        {"space": [{"name": "x", "type": "continuous", "lower": 0, "upper": 1}]},
+        root=tmp_path,
+        name="study.toml",
+    )
 
 
 def test_participants_tokens_are_stored_hashed(store):
@@ -89,15 +101,7 @@ def test_the_write_probe_fails_when_a_table_is_gone(store):
     assert error is not None and "questions" in error, error
 
 
-def test_answers_of_some_participants_and_the_progress_of_each(store, tmp_path):
-    from prefbo.serve import flow
-    from prefbo.serve.config import study_from_dict
-
-    config = study_from_dict(
-        {"space": [{"name": "x", "type": "continuous", "lower": 0, "upper": 1}]},
-        root=tmp_path,
-        name="study.toml",
-    )
+def test_answers_of_some_participants_and_the_progress_of_each(store, config):
     a, b = store.add_participant("ta", "a"), store.add_participant("tb", "b")
     assert store.answer_progress() == {}
     qa = flow.current(store, config, a)
@@ -129,15 +133,7 @@ def test_the_model_state_is_saved_and_replaced(store):
     assert store.model_state_tag() == state_tag("second") != first
 
 
-def test_answered_keys_and_answers_from_a_seq(store, tmp_path):
-    from prefbo.serve import flow
-    from prefbo.serve.config import study_from_dict
-
-    config = study_from_dict(
-        {"space": [{"name": "x", "type": "continuous", "lower": 0, "upper": 1}]},
-        root=tmp_path,
-        name="study.toml",
-    )
+def test_answered_keys_and_answers_from_a_seq(store, config):
     a, b = store.add_participant("ta", "a"), store.add_participant("tb", "b")
     for pid, count in ((a, 3), (b, 1)):
         q = flow.current(store, config, pid)
