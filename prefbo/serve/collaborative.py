@@ -330,7 +330,7 @@ class CollaborativeEngine:
     def restore(self, state: dict[str, Tensor]) -> None:
         r"""Build the model from ``state`` (:meth:`shared_state` of an
         engine of the same study: a worker that died, or for an engine that
-        is not the :attr:`fitter`, the one that is): no fit, only the
+        is not the ``fitter``, the one that is): no fit, only the
         people's posteriors at its shared functions. A fitter does so at its
         first build; any other engine at the next :meth:`maintain` with no
         build running (a later ``state`` given meanwhile replaces this one).
