@@ -33,6 +33,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from prefbo.exceptions import PrefboError
+from prefbo.serve.answered import AnsweredRows
 from prefbo.serve.app import StudyApp, new_token
 from prefbo.serve.collaborative import CollaborativeEngine
 from prefbo.serve.config import StudyConfig, StudyFileError, load_study, study_from_dict
@@ -159,16 +160,17 @@ def replay(target: str) -> dict:
     answer, as a worker's first, :class:`CollaborativeEngine`)."""
     store = existing_store(target)
     config = config_from_store(store, check_files=False)
-    answered = store.answered()
     pids = [p.id for p in store.participants()]
     if config.model_kind != "collaborative":
-        engine = QuestionEngine(config, answered)
+        engine = QuestionEngine(config, store.answered())
         return {"answers": len(engine.answered), **engine.favourites(pids)}
+    rows = AnsweredRows(store).read(pids)
     collaborative = CollaborativeEngine(config, background=False)
     for pid in pids:
-        collaborative.update(pid, [r for r in answered if r.participant_id == pid])
+        collaborative.update(pid, rows[pid])
     collaborative.maintain()
-    return {"answers": len(answered), **collaborative.favourites(pids)}
+    answers = sum(len(r) for r in rows.values())
+    return {"answers": answers, **collaborative.favourites(pids)}
 
 
 def serve(
