@@ -27,7 +27,7 @@ import torch
 
 from prefbo.serve.config import StudyConfig
 from prefbo.serve.rows import QuestionRow
-from prefbo.serve.steps import ParticipantSteps, Raced
+from prefbo.serve.steps import ParticipantSteps, Raced, Window
 from prefbo.serve.store import Store
 from prefbo.utils.seeds import uniform_question_seed
 
@@ -44,13 +44,24 @@ class Invalid(Exception):
     r"""A malformed answer (HTTP 422)."""
 
 
-def _answered(rows: list[QuestionRow]) -> int:
-    return sum(r.answered for r in rows)
+def _previous(window: Window, answers: int) -> str | None:
+    r"""The id of question ``answers - 1``, the latest answered one when the
+    participant holds ``answers`` (what an undo names)."""
+    row = window.at(answers - 1)
+    return None if row is None else row.id
 
 
-def _previous(rows: list[QuestionRow], answers: int) -> str | None:
-    r"""The id of the latest answered question (what an undo names)."""
-    return rows[answers - 1].id if answers else None
+def _find(steps: ParticipantSteps, window: Window, question_id: str) -> QuestionRow:
+    r"""The participant's question ``question_id``: in ``window`` or not.
+
+    Raises:
+        NotFound: The participant has no such question.
+    """
+    row = next((r for r in window.rows if r.id == question_id), None)
+    row = steps.question(question_id) if row is None else row
+    if row is None:
+        raise NotFound("no such question for this participant.")
+    return row
 
 
 def _public(
@@ -97,14 +108,16 @@ def _random_options(config: StudyConfig, pid: int, seq: int, salt: int = 0) -> l
 def _show(
     steps: ParticipantSteps,
     config: StudyConfig,
-    rows: list[QuestionRow],
+    window: Window,
     a: int,
     salt: int = 0,
+    fresh: bool = False,
 ) -> dict[str, Any]:
-    r"""Show question ``a``: the waiting one, or a new random one (drawn
-    with ``salt``, which a replaced question's successor changes)."""
+    r"""Show question ``a``: the waiting one (of ``window``), or a new
+    random one (``fresh``: always; drawn with ``salt``, which a replaced
+    question's successor changes)."""
     now = time.time()
-    row = next((r for r in rows if r.seq == a), None)
+    row = None if fresh else window.at(a)
     if row is None:
         row = QuestionRow(
             id=uuid.uuid4().hex,
@@ -119,7 +132,7 @@ def _show(
         steps.add_question(row)
     elif row.shown_at is None:
         steps.show(row.id, now)
-    return _public(row, config, a, _previous(rows, a))
+    return _public(row, config, a, _previous(window, a))
 
 
 #: Seconds a newcomer's first request waits for a worker's question, where
@@ -193,23 +206,21 @@ def answer(
 def _answer(
     steps: ParticipantSteps, config: StudyConfig, question_id: str, choice: int | None
 ) -> dict[str, Any]:
-    rows = steps.questions()
-    row = next((r for r in rows if r.id == question_id), None)
-    if row is None:
-        raise NotFound("no such question for this participant.")
+    window = steps.window()
+    row = _find(steps, window, question_id)
     if row.answered:
         raise Conflict("this question was answered already.")
-    a = _answered(rows)
+    a = window.answers
     if row.seq != a or row.shown_at is None:
         raise Conflict("this is not the current question; reload it.")
     now = time.time()
-    if not steps.record_answer(question_id, choice, now):
+    if not steps.record_answer(question_id, choice, now, answers=a):
         raise Conflict("this question was answered already.")
     steps.log(question_id, "answer", {"choice": choice, "seq": a}, now)
     if a + 1 >= config.answers_per_participant:
         steps.set_finished(now)
         return _done(config, a + 1, question_id)
-    return _show(steps, config, rows, a + 1)
+    return _show(steps, config, window, a + 1)
 
 
 def undo(
@@ -230,38 +241,47 @@ def undo(
             "question_id must be the id of the answered question to withdraw "
             f"(a question's previous_id); got {question_id!r}."
         )
-    with store.participant(pid) as steps:
-        rows = steps.questions()
-        a = _answered(rows)
-        last = next((r for r in rows if r.id == question_id), None)
-        if last is None:
-            raise NotFound("no such question for this participant.")
-        if not last.answered:  # undone already: nothing to do
-            return _unchanged(steps, config)
-        if last.seq != a - 1:
-            raise Conflict("only the latest answer can be undone; reload the page.")
-        if not steps.withdraw(last.id):  # a concurrent undo of it was first
-            return _unchanged(steps, config)
-        # the question shown after it waits again; a worker's later one goes
-        steps.hide(a)
-        steps.drop_from(a + 1)
-        steps.set_finished(None)
-        steps.log(
-            last.id,
-            "undo",
-            {"choice": last.choice, "no_preference": last.no_preference},
-        )
-        return _public(last, config, a - 1, _previous(rows, a - 1))
+    for _ in range(3):  # another tab's answer or undo may come first
+        try:
+            with store.participant(pid) as steps:
+                return _undo(steps, config, question_id)
+        except Raced:
+            continue
+    raise Conflict("the answer could not be withdrawn; try again.")
+
+
+def _undo(
+    steps: ParticipantSteps, config: StudyConfig, question_id: str
+) -> dict[str, Any]:
+    window = steps.window()
+    a = window.answers
+    last = _find(steps, window, question_id)
+    if not last.answered:  # undone already: nothing to do
+        return _unchanged(steps, config)
+    if last.seq != a - 1:
+        raise Conflict("only the latest answer can be undone; reload the page.")
+    if not steps.withdraw(last.id, answers=a):  # a concurrent undo was first
+        return _unchanged(steps, config)
+    # the question shown after it waits again; a worker's later one goes
+    steps.hide(a)
+    steps.drop_from(a + 1)
+    steps.set_finished(None)
+    steps.log(
+        last.id,
+        "undo",
+        {"choice": last.choice, "no_preference": last.no_preference},
+    )
+    return _public(last, config, a - 1, _previous(window, a - 1))
 
 
 def _unchanged(steps: ParticipantSteps, config: StudyConfig) -> dict[str, Any]:
     r"""The participant's current question (shown now if it was not), or
     the end."""
-    rows = steps.questions()
-    a = _answered(rows)
+    window = steps.window()
+    a = window.answers
     if a >= config.answers_per_participant:
-        return _done(config, a, _previous(rows, a))
-    return _show(steps, config, rows, a)
+        return _done(config, a, _previous(window, a))
+    return _show(steps, config, window, a)
 
 
 def replace(
@@ -277,9 +297,9 @@ def replace(
         Conflict: ``question_id`` is not the participant's current question.
     """
     with store.participant(pid) as steps:
-        rows = steps.questions()
-        a = _answered(rows)
-        row = next((r for r in rows if r.id == question_id), None)
+        window = steps.window()
+        a = window.answers
+        row = next((r for r in window.rows if r.id == question_id), None)
         if row is None or row.seq != a or row.answered:
             raise Conflict("this is not the current question; reload it.")
         steps.drop_from(a)
@@ -289,4 +309,4 @@ def replace(
             "replace",
             {"seq": a, "options": row.options, "reason": reason},
         )
-        return _show(steps, config, rows[:a], a, salt)
+        return _show(steps, config, window, a, salt, fresh=True)

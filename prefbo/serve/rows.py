@@ -50,7 +50,13 @@ class QuestionRow:
     @classmethod
     def from_db(cls, row: Any) -> QuestionRow:
         r"""The question of a database row (its JSON columns decoded)."""
-        d = dict(row._mapping)
+        return cls.from_columns(dict(row._mapping))
+
+    @classmethod
+    def from_columns(cls, d: dict[str, Any]) -> QuestionRow:
+        r"""The question of a ``questions`` row's columns by name (its JSON
+        columns decoded)."""
+        d = dict(d)
         virtual = d["virtual_comparisons"]
         d["options"] = json.loads(d["options"])
         d["virtual_comparisons"] = None if virtual is None else json.loads(virtual)
@@ -78,8 +84,8 @@ class ParticipantRow:
         joined_at: When they joined.
         finished_at: When they answered their last question, or ``None``.
         answers: How many answers they hold now.
-        last: When they last answered (an undone answer's question
-            included), or ``None``.
+        last: When their answers last changed (an answer or an undo), or
+            ``None`` before their first answer.
     """
 
     id: int

@@ -9,7 +9,11 @@ by several processes or hosts). Tables:
   needs nothing but the database, the secrets, ``health`` (the time of
   the last write probe) and the collaborative model's fitted shared part;
 - ``participants``: an id, the SHA-256 of the participant's token (the link
-  itself is never stored), a label, when they joined and finished;
+  itself is never stored), a label, when they joined and finished, and
+  their progress: how many answers they hold (``answers``) and when that
+  last changed, by an answer or an undo (``changed_at``), kept by the same
+  transaction that changes an answer, so that the workers' rounds read
+  one row per participant instead of every question;
 - ``questions``: one row per question of a participant, numbered ``seq``
   from 0 (unique per participant), with its options (the space's model
   points, JSON), where it came from (``model`` or ``random``), and once
@@ -57,7 +61,7 @@ from sqlalchemy.engine import Engine
 
 from prefbo.exceptions import InputDataError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: The ``meta`` row :meth:`Store.write_probe` writes.
 HEALTH_KEY = "health"
 
@@ -76,6 +80,8 @@ participants = Table(
     Column("label", String(200), nullable=False),
     Column("joined_at", Float, nullable=False),
     Column("finished_at", Float),
+    Column("answers", Integer, nullable=False, default=0, server_default="0"),
+    Column("changed_at", Float),
 )
 questions = Table(
     "questions",
@@ -181,9 +187,31 @@ def _to_3(conn: Connection) -> None:
     metadata.create_all(conn, tables=[workers, leases], checkfirst=True)
 
 
+def _to_4(conn: Connection) -> None:
+    # a database made by _to_1 of this prefbo has the columns already
+    columns = {c["name"] for c in inspect(conn).get_columns("participants")}
+    if "answers" not in columns:
+        conn.execute(
+            text(
+                "ALTER TABLE participants ADD COLUMN answers INTEGER NOT NULL DEFAULT 0"
+            )
+        )
+    if "changed_at" not in columns:
+        conn.execute(text("ALTER TABLE participants ADD COLUMN changed_at FLOAT"))
+    conn.execute(
+        text(
+            "UPDATE participants SET "
+            "answers = (SELECT count(q.answered_at) FROM questions q "
+            "WHERE q.participant_id = participants.id), "
+            "changed_at = (SELECT max(q.answered_at) FROM questions q "
+            "WHERE q.participant_id = participants.id)"
+        )
+    )
+
+
 #: Steps from version ``v`` to ``v + 1``. A later schema appends a step that
 #: alters the tables of the one before and bumps ``schema_version``.
-MIGRATIONS = {0: _to_1, 1: _to_2, 2: _to_3}
+MIGRATIONS = {0: _to_1, 1: _to_2, 2: _to_3, 3: _to_4}
 
 
 def migrate(engine: Engine) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, and_, delete, func, insert, select, update
 
@@ -23,6 +23,21 @@ from prefbo.serve.schema import events, participants, questions
 class Raced(Exception):
     r"""Another process wrote the same row first (a question ``seq`` made at
     the same moment); the step may be tried again."""
+
+
+class Window(NamedTuple):
+    r"""A participant's progress and the questions a step needs: their
+    answer count ``answers`` (``a``) and their questions ``a - 2 .. a + 1``
+    (the one before the latest answered, the latest answered, the current
+    one, the one waiting), by ``seq``: a step's cost does not grow with the
+    answers given."""
+
+    answers: int
+    rows: list[QuestionRow]
+
+    def at(self, seq: int) -> QuestionRow | None:
+        r"""Question ``seq`` of the window, or ``None``."""
+        return next((r for r in self.rows if r.seq == seq), None)
 
 
 class ParticipantSteps:
@@ -46,6 +61,44 @@ class ParticipantSteps:
         ).all()
         return [QuestionRow.from_db(r) for r in rows]
 
+    def window(self) -> Window:
+        r"""The participant's progress with the questions around it (one
+        statement: one consistent read)."""
+        a = participants.c.answers
+        near = and_(
+            questions.c.participant_id == participants.c.id,
+            questions.c.seq.between(a - 2, a + 1),
+        )
+        rows = self.conn.execute(
+            select(a.label("progress"), *questions.c)
+            .select_from(participants.outerjoin(questions, near))
+            .where(participants.c.id == self.pid)
+            .order_by(questions.c.seq)
+        ).all()
+        if not rows:
+            raise KeyError(f"no participant {self.pid}")
+        names = [c.name for c in questions.c]
+        return Window(
+            int(rows[0].progress),
+            [
+                QuestionRow.from_columns({k: r._mapping[k] for k in names})
+                for r in rows
+                if r.id is not None
+            ],
+        )
+
+    def question(self, question_id: str) -> QuestionRow | None:
+        r"""The participant's question ``question_id``, or ``None``."""
+        row = self.conn.execute(
+            select(questions).where(
+                and_(
+                    questions.c.id == question_id,
+                    questions.c.participant_id == self.pid,
+                )
+            )
+        ).first()
+        return None if row is None else QuestionRow.from_db(row)
+
     def add_question(self, question: QuestionRow) -> None:
         r"""Store ``question`` (one of this participant's)."""
         values = question.as_dict()
@@ -60,10 +113,22 @@ class ParticipantSteps:
             update(questions).where(questions.c.id == question_id).values(shown_at=at)
         )
 
-    def record_answer(self, question_id: str, choice: int | None, at: float) -> bool:
+    def record_answer(
+        self,
+        question_id: str,
+        choice: int | None,
+        at: float,
+        answers: int | None = None,
+    ) -> bool:
         r"""Answer question ``question_id`` with ``choice`` (``None``: no
         preference) at ``at``, unless it is answered; returns whether it was
-        answered now."""
+        answered now (the participant's progress then counts it).
+
+        Raises:
+            Raced: The participant's answer count is no longer ``answers``
+                (``None``: not checked): another step (an undo in another
+                tab) changed it since it was read.
+        """
         done = self.conn.execute(
             update(questions)
             .where(
@@ -71,11 +136,21 @@ class ParticipantSteps:
             )
             .values(answered_at=at, choice=choice, no_preference=choice is None)
         )
-        return done.rowcount == 1
+        if done.rowcount != 1:
+            return False
+        self._progress(+1, at, answers)
+        return True
 
-    def withdraw(self, question_id: str) -> bool:
-        r"""Withdraw the answer to question ``question_id``, unless it holds
-        none; returns whether one was withdrawn now."""
+    def withdraw(
+        self, question_id: str, at: float | None = None, answers: int | None = None
+    ) -> bool:
+        r"""Withdraw the answer to question ``question_id`` at ``at`` (default
+        now), unless it holds none; returns whether one was withdrawn now
+        (the participant's progress then no longer counts it).
+
+        Raises:
+            Raced: As :meth:`record_answer`'s.
+        """
         done = self.conn.execute(
             update(questions)
             .where(
@@ -83,7 +158,27 @@ class ParticipantSteps:
             )
             .values(answered_at=None, choice=None, no_preference=False)
         )
-        return done.rowcount == 1
+        if done.rowcount != 1:
+            return False
+        self._progress(-1, time.time() if at is None else at, answers)
+        return True
+
+    def _progress(self, change: int, at: float, answers: int | None = None) -> None:
+        r"""Count ``change`` more answers of the participant, changed at
+        ``at``, where their count is still ``answers`` (``None``: whatever
+        it is)."""
+        mine = participants.c.id == self.pid
+        if answers is not None:
+            mine = and_(mine, participants.c.answers == answers)
+        done = self.conn.execute(
+            update(participants)
+            .where(mine)
+            .values(answers=participants.c.answers + change, changed_at=at)
+        )
+        if done.rowcount != 1:
+            raise Raced(
+                f"participant {self.pid}'s answers changed from {answers} meanwhile"
+            )
 
     def hide(self, seq: int) -> None:
         r"""Mark question ``seq`` unshown (it waits again)."""

@@ -226,13 +226,10 @@ class Store:
         return int(pid)
 
     def participant_by_token(self, token: str) -> ParticipantRow | None:
-        r"""The participant of ``token`` (without their progress), or
-        ``None``."""
-        columns = [c for c in participants.c if c.name != "token_hash"]
+        r"""The participant of ``token`` with their progress, or ``None``."""
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(*columns).where(participants.c.token_hash == token_hash(token))
-            ).first()
+            mine = participants.c.token_hash == token_hash(token)
+            row = conn.execute(_participant_rows().where(mine)).first()
         return None if row is None else ParticipantRow(**row._mapping)
 
     def count_participants(self) -> int:
@@ -241,18 +238,9 @@ class Store:
 
     def participants(self) -> list[ParticipantRow]:
         r"""Every participant with their answer count and last activity."""
-        answered = _progress().subquery()
-        columns = [c for c in participants.c if c.name != "token_hash"]
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(*columns, answered.c.answers, answered.c.last)
-                .outerjoin(answered, answered.c.participant_id == participants.c.id)
-                .order_by(participants.c.id)
-            ).all()
-        return [
-            ParticipantRow(**{**r._mapping, "answers": int(r.answers or 0)})
-            for r in rows
-        ]
+            rows = conn.execute(_participant_rows().order_by(participants.c.id)).all()
+        return [ParticipantRow(**r._mapping) for r in rows]
 
     @contextmanager
     def participant(self, pid: int) -> Iterator[ParticipantSteps]:
@@ -337,16 +325,17 @@ class Store:
         return [QuestionRow.from_db(r) for r in rows]
 
     def answer_progress(self) -> dict[int, Progress]:
-        r"""Participant id to their answer count and the time of the latest
-        answer: a pair that changes with every answer and every undo (one
-        cheap query)."""
+        r"""Participant id to their answer count and when it last changed (an
+        answer or an undo), for each who has answered: a pair that changes
+        with every answer and every undo (one row per participant, kept by
+        the steps that change an answer)."""
         with self.engine.connect() as conn:
             rows = conn.execute(
-                _progress().where(questions.c.answered_at.is_not(None))
+                select(
+                    participants.c.id, participants.c.answers, participants.c.changed_at
+                ).where(participants.c.changed_at.is_not(None))
             ).all()
-        return {
-            int(r.participant_id): Progress(int(r.answers), float(r.last)) for r in rows
-        }
+        return {int(r.id): Progress(int(r.answers), float(r.changed_at)) for r in rows}
 
     def has_question(self, pid: int) -> bool:
         r"""Whether participant ``pid`` has a question (shown or waiting)."""
@@ -442,12 +431,10 @@ class Store:
             return leases.holders(conn)
 
     def count_answers(self) -> int:
+        r"""How many answers the participants hold now."""
         with self.engine.connect() as conn:
-            return int(
-                conn.execute(
-                    select(func.count()).where(questions.c.answered_at.is_not(None))
-                ).scalar()
-            )
+            total = conn.execute(select(func.sum(participants.c.answers))).scalar()
+        return int(total or 0)
 
     def events(self) -> list[EventRow]:
         r"""The audit trail, in order."""
@@ -475,15 +462,11 @@ class Store:
         return SnapshotRow(**{**row._mapping, "data": json.loads(row.data)})
 
 
-def _progress() -> Any:
-    r"""Each participant's answer count and the time of the latest answer
-    (``answers``, ``last``), by ``participant_id``."""
-    answered = questions.c.answered_at
-    return select(
-        questions.c.participant_id,
-        func.count(answered).label("answers"),
-        func.max(answered).label("last"),
-    ).group_by(questions.c.participant_id)
+def _participant_rows() -> Any:
+    r"""The ``participants`` columns of a :class:`ParticipantRow` (the
+    token's hash left out, ``changed_at`` as ``last``)."""
+    columns = [c for c in participants.c if c.name not in ("token_hash", "changed_at")]
+    return select(*columns, participants.c.changed_at.label("last"))
 
 
 def state_tag(value: str) -> str:

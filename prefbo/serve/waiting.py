@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, tuple_
+from sqlalchemy import Connection, insert, select, tuple_
 from sqlalchemy.exc import IntegrityError
 
 from prefbo.serve.leases import renew_for_storing
@@ -32,30 +32,16 @@ def needing_questions(
     whose next question's ``seq`` is below ``most`` (the answers a
     participant gives), by id.
 
-    Two queries whatever the study's size: each active participant's answer
-    count and last ``seq``, then the rows on screen of those whose last
-    question is the one they look at."""
-    query = select(participants.c.id).where(participants.c.finished_at.is_(None))
+    Two queries whatever the study's size and however many answers each
+    gave: each active participant's answer count ``a`` (their progress,
+    kept on their row), then their questions ``a`` and ``a + 1``."""
+    query = select(participants.c.id, participants.c.answers).where(
+        participants.c.finished_at.is_(None)
+    )
     if only is not None:
         query = query.where(participants.c.id.in_(list(only)))
-    active = conn.execute(query).scalars().all()
-    counts = (
-        conn.execute(
-            select(
-                questions.c.participant_id,
-                func.count(questions.c.answered_at).label("answers"),
-                func.max(questions.c.seq).label("top"),
-            )
-            .where(questions.c.participant_id.in_(active))
-            .group_by(questions.c.participant_id)
-        ).all()
-        if active
-        else []
-    )
-    last = {r.participant_id: (int(r.answers), int(r.top)) for r in counts}
-    # a participant's last question is the one at seq = answers: on screen
-    # (then the next one is needed) or queued unshown (nothing is)
-    at = [(pid, a) for pid, (a, top) in last.items() if top == a]
+    answers = {int(r.id): int(r.answers) for r in conn.execute(query)}
+    at = [(pid, a + k) for pid, a in answers.items() for k in (0, 1)]
     rows = (
         conn.execute(
             select(questions).where(
@@ -65,16 +51,17 @@ def needing_questions(
         if at
         else []
     )
-    on_screen = {r.participant_id: QuestionRow.from_db(r) for r in rows}
+    current = {r.participant_id: r for r in rows if r.seq == answers[r.participant_id]}
+    after = {r.participant_id for r in rows if r.seq == answers[r.participant_id] + 1}
     out: dict[int, Needing] = {}
-    for pid in active:
-        a, top = last.get(pid, (0, -1))
-        shown = on_screen.get(pid)
-        if top > a or (shown is not None and shown.shown_at is None):
+    for pid, a in answers.items():
+        row = current.get(pid)
+        if pid in after or (row is not None and row.shown_at is None):
             continue  # question a + 1, or an unshown question a, waits
-        if shown is None:
+        if row is None:
             needing = Needing(seq=a, shown=None, answers=a, shown_at=float("inf"))
         else:
+            shown = QuestionRow.from_db(row)
             needing = Needing(
                 seq=a + 1,
                 shown=shown.options,
@@ -108,14 +95,11 @@ def store_questions(
         if not made:
             return 0
     counts = {
-        r.participant_id: int(r.answers)
+        int(r.id): int(r.answers)
         for r in conn.execute(
-            select(
-                questions.c.participant_id,
-                func.count(questions.c.answered_at).label("answers"),
+            select(participants.c.id, participants.c.answers).where(
+                participants.c.id.in_(pids)
             )
-            .where(questions.c.participant_id.in_(pids))
-            .group_by(questions.c.participant_id)
         )
     }
     wanted = [(m.participant_id, m.seq) for m in made]

@@ -2,6 +2,8 @@ import pytest
 from sqlalchemy import text
 
 from prefbo.exceptions import InputDataError
+from prefbo.serve import flow
+from prefbo.serve.rows import Progress
 from prefbo.serve.schema import (
     SCHEMA_VERSION,
     database_url,
@@ -48,6 +50,31 @@ def test_a_version_1_database_gains_the_virtual_comparisons_column(store):
         )
     assert migrate(store.engine) == 1
     with store.engine.connect() as conn:
-        assert schema_version(conn) == SCHEMA_VERSION == 3
+        assert schema_version(conn) == SCHEMA_VERSION == 4
     (q,) = store.answered()
     assert q.options == [[0.5], [0.7]] and q.virtual_comparisons is None
+    assert store.answer_progress() == {pid: Progress(1, 2.0)}
+
+
+def test_a_version_3_database_gains_each_participants_progress(store, make_config):
+    # version 3 counted the answers from the questions: the migration counts
+    # them once onto the participants' rows, and the steps keep them after
+    config = make_config()
+    a, b, c = (store.add_participant(f"t{i}", f"p{i}") for i in range(3))
+    for pid, answers in ((a, 2), (b, 1)):
+        for _ in range(answers):
+            q = flow.current(store, config, pid)["question_id"]
+            flow.answer(store, config, pid, q, 0)
+    flow.current(store, config, c)  # shown, not answered
+    before = {p.id: (p.answers, p.last) for p in store.participants()}
+    with store.transaction() as conn:
+        conn.execute(text("ALTER TABLE participants DROP COLUMN answers"))
+        conn.execute(text("ALTER TABLE participants DROP COLUMN changed_at"))
+        conn.execute(text("UPDATE meta SET value = '3' WHERE key = 'schema_version'"))
+    assert migrate(store.engine) == 3
+    assert {p.id: (p.answers, p.last) for p in store.participants()} == before
+    assert before[a][0] == 2 and before[b][0] == 1 and before[c] == (0, None)
+    assert set(store.answer_progress()) == {a, b}
+    q = flow.current(store, config, b)["question_id"]
+    flow.answer(store, config, b, q, 1)
+    assert store.answer_progress()[b].answers == 2 == store.count_answers() - 2

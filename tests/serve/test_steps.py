@@ -1,4 +1,7 @@
+import random
+
 import pytest
+from sqlalchemy import text
 
 from prefbo.serve import flow
 from prefbo.serve.rows import QuestionRow
@@ -42,3 +45,73 @@ def test_a_row_stored_first_elsewhere_is_a_race(store, make_config):
         with store.participant(pid) as steps:
             steps.add_question(taken)  # seq 0 is there already
     assert [r.id for r in store.questions_of(pid)] != ["other"]
+
+
+def _recount(store):
+    # the progress from the questions themselves, by plain SQL
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT participant_id, count(answered_at) FROM questions "
+                "GROUP BY participant_id"
+            )
+        ).all()
+    return {int(pid): int(n) for pid, n in rows if n}
+
+
+def test_the_progress_counts_the_answers_held_through_answers_and_undos(
+    store, make_config
+):
+    # random answers, undos, repeated undos and replacements by two people:
+    # the progress kept on their rows always equals a recount of the answers
+    config = make_config(answers_per_participant=6)
+    pids = [store.add_participant(f"t{i}", f"p{i}") for i in range(2)]
+    rng = random.Random(3)
+    for _ in range(40):
+        pid = rng.choice(pids)
+        question = flow.current(store, config, pid)
+        move = rng.random()
+        if question.get("done") or (move < 0.3 and question.get("previous_id")):
+            flow.undo(store, config, pid, question["previous_id"])
+            if rng.random() < 0.5:  # a double click: withdraws nothing more
+                flow.undo(store, config, pid, question["previous_id"])
+        elif move < 0.4:
+            flow.replace(store, config, pid, question["question_id"], "odd")
+        else:
+            flow.answer(store, config, pid, question["question_id"], rng.randrange(2))
+        progress = store.answer_progress()
+        held = {pid: p.answers for pid, p in progress.items() if p.answers}
+        assert held == _recount(store)
+        assert store.count_answers() == sum(held.values())
+        assert {p.id: p.answers for p in store.participants()} == {
+            pid: held.get(pid, 0) for pid in pids
+        }
+
+
+def test_a_step_reads_a_window_and_meets_another_tabs_undo_as_a_race(
+    store, make_config
+):
+    config = make_config(answers_per_participant=6)
+    pid = store.add_participant("t", "Ann")
+    ids = []
+    for _ in range(4):
+        q = flow.current(store, config, pid)["question_id"]
+        ids.append(q)
+        flow.answer(store, config, pid, q, 0)
+    current = flow.current(store, config, pid)
+    with store.participant(pid) as steps:
+        window = steps.window()
+        assert window.answers == 4
+        # questions a - 2 .. a + 1 only (a + 1: the worker's, none here)
+        assert [r.seq for r in window.rows] == [2, 3, 4]
+        assert window.at(4).id == current["question_id"] and window.at(1) is None
+        assert steps.question(ids[0]).seq == 0 and steps.question("nope") is None
+    # another tab undoes the latest answer between this step's read and write
+    with pytest.raises(Raced, match="answers changed from 4"):
+        with store.participant(pid) as steps:
+            window = steps.window()
+            flow.undo(store, config, pid, ids[-1])
+            steps.record_answer(current["question_id"], 1, 9.0, answers=window.answers)
+    rows = store.questions_of(pid)
+    assert sum(r.answered for r in rows) == 3 == store.answer_progress()[pid].answers
+    assert not any(r.answered_at == 9.0 for r in rows)  # rolled back whole
