@@ -18,6 +18,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -33,12 +34,29 @@ from prefbo.utils.threads import child_threads, children_with_threads
 log = logging.getLogger("prefbo.serve")
 
 
+#: How much nicer than the server a worker process runs (``nice``): the
+#: participants' requests come first on the cores, and a worker's model work
+#: (its rounds, its fits) takes what they leave.
+WORKER_NICENESS = 10
+#: A worker process's GIL switch interval (seconds; Python's default is
+#: 0.005): its round and lease threads hold the database's write lock while
+#: they store questions, and get the GIL back from the fitting thread this
+#: soon, so that the participants' answers do not wait on that lock for
+#: the fit's Python steps.
+WORKER_SWITCH_SECONDS = 0.001
+
+
 def _worker_process(*args: Any, **kwargs: Any) -> None:
     r"""A worker process: :func:`run_worker`, deaf to the terminal's Ctrl-C
     and ending cleanly on SIGTERM (:func:`stop_workers` sends it, and a
-    service manager signals the server's whole process group)."""
+    service manager signals the server's whole process group), at
+    :data:`WORKER_NICENESS` and :data:`WORKER_SWITCH_SECONDS` (set before
+    it starts a thread, which inherits the niceness)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _leave)
+    if hasattr(os, "nice"):  # POSIX
+        os.nice(WORKER_NICENESS)
+    sys.setswitchinterval(WORKER_SWITCH_SECONDS)
     run_worker(*args, **kwargs)
 
 
