@@ -2,10 +2,14 @@ r"""The queries of one participant's step (:mod:`prefbo.serve.flow`'s
 answer, undo, replacement or showing), all inside one transaction.
 
 :meth:`Store.participant <prefbo.serve.store.Store.participant>` opens the
-transaction and gives a :class:`ParticipantSteps`; what the step decides
-(which question to show, whether an answer fits) is the flow's. Conflicts
-between concurrent steps are decided by conditional updates: a write that
-found the row changed says so (``False``) instead of writing.
+transaction and gives a :class:`ParticipantSteps`, which first claims the
+participant's row (:meth:`ParticipantSteps.claim`): the steps of one
+participant (two tabs, a double click) then run one after the other, and
+what a step reads is what it writes on. What the step decides (which
+question to show, whether an answer fits) is the flow's. A write that
+found its row changed all the same (an answer given already) says so
+(``False``) instead of writing, and the participant's answer count is
+checked where it changes (:class:`Raced` if it moved).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from prefbo.serve.schema import events, participants, questions
 
 
 class Raced(Exception):
-    r"""Another process wrote the same row first (a question ``seq`` made at
-    the same moment); the step may be tried again."""
+    r"""Another process wrote first: a question ``seq`` stored at the same
+    moment (by a worker), or the participant's answer count changed since
+    the step read it; the step may be tried again."""
 
 
 class Window(NamedTuple):
@@ -51,6 +56,18 @@ class ParticipantSteps:
     def __init__(self, conn: Connection, pid: int) -> None:
         self.conn = conn
         self.pid = pid
+
+    def claim(self) -> None:
+        r"""Take the participant's row for this transaction (a write that
+        changes nothing: PostgreSQL locks the row until the commit, SQLite
+        takes its write lock), before the step reads anything. Every step
+        takes the participant's row first, then their questions; a worker
+        storing questions reads the rows it checks under a share lock."""
+        self.conn.execute(
+            update(participants)
+            .where(participants.c.id == self.pid)
+            .values(answers=participants.c.answers)
+        )
 
     def questions(self) -> list[QuestionRow]:
         r"""The participant's questions by ``seq``."""

@@ -245,17 +245,20 @@ class Store:
     @contextmanager
     def participant(self, pid: int) -> Iterator[ParticipantSteps]:
         r"""One step of participant ``pid`` (:mod:`prefbo.serve.flow`): its
-        queries in one transaction, committed on leaving (rolled back on an
-        error).
+        queries in one transaction, with the participant's row claimed
+        first (:meth:`~prefbo.serve.steps.ParticipantSteps.claim`),
+        committed on leaving (rolled back on an error).
 
         Raises:
             Raced: Another process stored one of the step's rows first (a
-                question made at the same moment); the step may be tried
-                again.
+                question made at the same moment) or changed the
+                participant's answers; the step may be tried again.
         """
         try:
             with self.transaction() as conn:
-                yield ParticipantSteps(conn, pid)
+                steps = ParticipantSteps(conn, pid)
+                steps.claim()
+                yield steps
         except IntegrityError as e:
             raise Raced(f"participant {pid}'s step met a concurrent write") from e
 

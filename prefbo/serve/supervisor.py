@@ -50,14 +50,33 @@ def _worker_process(*args: Any, **kwargs: Any) -> None:
     r"""A worker process: :func:`run_worker`, deaf to the terminal's Ctrl-C
     and ending cleanly on SIGTERM (:func:`stop_workers` sends it, and a
     service manager signals the server's whole process group), at
-    :data:`WORKER_NICENESS` and :data:`WORKER_SWITCH_SECONDS` (set before
-    it starts a thread, which inherits the niceness)."""
+    :data:`WORKER_NICENESS` (:func:`renice`) and
+    :data:`WORKER_SWITCH_SECONDS`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _leave)
-    if hasattr(os, "nice"):  # POSIX
-        os.nice(WORKER_NICENESS)
+    renice(WORKER_NICENESS)
     sys.setswitchinterval(WORKER_SWITCH_SECONDS)
     run_worker(*args, **kwargs)
+
+
+def renice(niceness: int) -> None:
+    r"""Make this process ``niceness`` nicer, every thread of it (on Linux a
+    thread's niceness is its own: those the imports started, e.g. BLAS's,
+    are reniced one by one; threads started later inherit it). A system
+    that refuses is logged, and the worker runs as it is."""
+    try:
+        tasks = "/proc/self/task"
+        if os.path.isdir(tasks):
+            for tid in map(int, os.listdir(tasks)):
+                try:
+                    now = os.getpriority(os.PRIO_PROCESS, tid)
+                    os.setpriority(os.PRIO_PROCESS, tid, min(19, now + niceness))
+                except ProcessLookupError:  # the thread ended meanwhile
+                    continue
+        elif hasattr(os, "nice"):
+            os.nice(niceness)
+    except OSError as e:
+        log.warning("could not lower the worker's priority: %s", e)
 
 
 def _leave(signum: int, frame: object) -> None:

@@ -94,14 +94,7 @@ def store_questions(
         made = [m for m in made if m.participant_id in held]
         if not made:
             return 0
-    counts = {
-        int(r.id): int(r.answers)
-        for r in conn.execute(
-            select(participants.c.id, participants.c.answers).where(
-                participants.c.id.in_(pids)
-            )
-        )
-    }
+    counts = answer_counts(conn, pids)
     wanted = [(m.participant_id, m.seq) for m in made]
     taken = {
         (r.participant_id, r.seq)
@@ -125,6 +118,20 @@ def store_questions(
         except IntegrityError:
             pass
     return stored
+
+
+def answer_counts(conn: Connection, pids: list[int]) -> dict[int, int]:
+    r"""The answer counts of participants ``pids``, read under a share lock
+    that holds until ``conn``'s transaction ends (PostgreSQL; SQLite's
+    write lock is the transaction's already): a participant's step, which
+    claims their row first, waits until the questions checked against
+    these counts are stored."""
+    rows = conn.execute(
+        select(participants.c.id, participants.c.answers)
+        .where(participants.c.id.in_(pids))
+        .with_for_update(read=True)
+    )
+    return {int(r.id): int(r.answers) for r in rows}
 
 
 def store_question(conn: Connection, made: MadeQuestion) -> None:

@@ -1,11 +1,12 @@
 import random
+import threading
 
 import pytest
 from sqlalchemy import text
 
 from prefbo.serve import flow
 from prefbo.serve.rows import QuestionRow
-from prefbo.serve.steps import Raced
+from prefbo.serve.steps import ParticipantSteps, Raced
 
 
 def test_a_step_writes_conditionally_and_commits_together(store, make_config):
@@ -88,9 +89,7 @@ def test_the_progress_counts_the_answers_held_through_answers_and_undos(
         }
 
 
-def test_a_step_reads_a_window_and_meets_another_tabs_undo_as_a_race(
-    store, make_config
-):
+def test_a_step_reads_a_window_and_checks_the_answer_count_it_read(store, make_config):
     config = make_config(answers_per_participant=6)
     pid = store.add_participant("t", "Ann")
     ids = []
@@ -106,12 +105,67 @@ def test_a_step_reads_a_window_and_meets_another_tabs_undo_as_a_race(
         assert [r.seq for r in window.rows] == [2, 3, 4]
         assert window.at(4).id == current["question_id"] and window.at(1) is None
         assert steps.question(ids[0]).seq == 0 and steps.question("nope") is None
-    # another tab undoes the latest answer between this step's read and write
-    with pytest.raises(Raced, match="answers changed from 4"):
+    # a count that is no longer the participant's: a race, rolled back whole
+    with pytest.raises(Raced, match="answers changed from 3"):
         with store.participant(pid) as steps:
-            window = steps.window()
-            flow.undo(store, config, pid, ids[-1])
-            steps.record_answer(current["question_id"], 1, 9.0, answers=window.answers)
+            steps.record_answer(current["question_id"], 1, 9.0, answers=3)
     rows = store.questions_of(pid)
-    assert sum(r.answered for r in rows) == 3 == store.answer_progress()[pid].answers
-    assert not any(r.answered_at == 9.0 for r in rows)  # rolled back whole
+    assert sum(r.answered for r in rows) == 4 == store.answer_progress()[pid].answers
+    assert not any(r.answered_at == 9.0 for r in rows)
+
+
+def _two_tabs(store, config, pid, method, second):
+    # while the first tab's step is at ``method`` (its row claimed), a second
+    # tab's step starts; it waits until the first commits
+    original = getattr(ParticipantSteps, method)
+    out = {}
+
+    def run():
+        try:
+            out["second"] = second()
+        except Exception as e:  # what the second tab gets
+            out["second"] = e
+
+    tab = threading.Thread(target=run)
+
+    def patched(self, *args, **kwargs):
+        if not tab.is_alive() and "second" not in out:
+            tab.start()
+            tab.join(0.3)
+            out["waited"] = tab.is_alive()
+        return original(self, *args, **kwargs)
+
+    return patched, tab, out
+
+
+@pytest.mark.parametrize("first", ["replace", "undo"])
+def test_two_tabs_steps_run_one_after_the_other(store, make_config, monkeypatch, first):
+    # tab 1 replaces the current question (or undoes the latest answer) while
+    # tab 2 answers the current question: tab 2 waits, then finds its
+    # question replaced (404) or no longer current (409); nothing is lost or
+    # counted twice, and no database error reaches a participant
+    config = make_config(answers_per_participant=6)
+    pid = store.add_participant("t", "Ann")
+    ids = []
+    for _ in range(2):
+        q = flow.current(store, config, pid)["question_id"]
+        ids.append(q)
+        flow.answer(store, config, pid, q, 0)
+    q = flow.current(store, config, pid)["question_id"]
+    method = "drop_from" if first == "replace" else "hide"
+    patched, tab, out = _two_tabs(
+        store, config, pid, method, lambda: flow.answer(store, config, pid, q, 1)
+    )
+    monkeypatch.setattr(ParticipantSteps, method, patched)
+    if first == "replace":
+        shown = flow.replace(store, config, pid, q, "cannot render")
+    else:
+        shown = flow.undo(store, config, pid, ids[-1])
+    tab.join(60)
+    assert out["waited"]  # the second step waited for the first's commit
+    expected = flow.NotFound if first == "replace" else flow.Conflict
+    assert isinstance(out["second"], expected), out["second"]
+    answers = 2 if first == "replace" else 1
+    assert _recount(store).get(pid, 0) == answers == store.count_answers()
+    assert shown["seq"] == answers
+    assert flow.current(store, config, pid)["question_id"] == shown["question_id"]
