@@ -85,7 +85,8 @@ class ParticipantRow:
         finished_at: When they answered their last question, or ``None``.
         answers: How many answers they hold now.
         last: When their answers last changed (an answer or an undo), or
-            ``None`` before their first answer.
+            ``None`` before their first answer (in a database migrated to
+            schema 4: the time of the latest answer it held then).
     """
 
     id: int
