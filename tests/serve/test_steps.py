@@ -91,12 +91,7 @@ def test_the_progress_counts_the_answers_held_through_answers_and_undos(
 
 def test_a_step_reads_a_window_and_checks_the_answer_count_it_read(store, make_config):
     config = make_config(answers_per_participant=6)
-    pid = store.add_participant("t", "Ann")
-    ids = []
-    for _ in range(4):
-        q = flow.current(store, config, pid)["question_id"]
-        ids.append(q)
-        flow.answer(store, config, pid, q, 0)
+    pid, ids = _answered(store, config, 4)
     current = flow.current(store, config, pid)
     with store.participant(pid) as steps:
         window = steps.window()
@@ -112,6 +107,17 @@ def test_a_step_reads_a_window_and_checks_the_answer_count_it_read(store, make_c
     rows = store.questions_of(pid)
     assert sum(r.answered for r in rows) == 4 == store.answer_progress()[pid].answers
     assert not any(r.answered_at == 9.0 for r in rows)
+
+
+def _answered(store, config, answers):
+    # a participant who answered ``answers`` questions; their ids
+    pid = store.add_participant("t", "Ann")
+    ids = []
+    for _ in range(answers):
+        q = flow.current(store, config, pid)["question_id"]
+        ids.append(q)
+        flow.answer(store, config, pid, q, 0)
+    return pid, ids
 
 
 def _two_tabs(store, config, pid, method, second):
@@ -145,12 +151,7 @@ def test_two_tabs_steps_run_one_after_the_other(store, make_config, monkeypatch,
     # question replaced (404) or no longer current (409); nothing is lost or
     # counted twice, and no database error reaches a participant
     config = make_config(answers_per_participant=6)
-    pid = store.add_participant("t", "Ann")
-    ids = []
-    for _ in range(2):
-        q = flow.current(store, config, pid)["question_id"]
-        ids.append(q)
-        flow.answer(store, config, pid, q, 0)
+    pid, ids = _answered(store, config, 2)
     q = flow.current(store, config, pid)["question_id"]
     method = "drop_from" if first == "replace" else "hide"
     patched, tab, out = _two_tabs(
