@@ -207,24 +207,38 @@ class StudyApp:
                 ]
                 return question
             except RenderError as e:
-                log.warning(
-                    "question %s of participant %d cannot be shown (%s); "
-                    "replaced by a new one",
-                    question["question_id"],
-                    pid,
-                    e,
-                )
                 question = await run_in_threadpool(
-                    flow.replace,
-                    self.store,
-                    self.config,
-                    pid,
-                    question["question_id"],
-                    str(e),
+                    self._replace, pid, question["question_id"], e
                 )
             if time.monotonic() > deadline:
                 break
         raise HTTPException(503, "no question could be shown; try again later.")
+
+    def _replace(self, pid: int, question_id: str, error: Exception) -> dict:
+        r"""Replace participant ``pid``'s question ``question_id`` that
+        cannot be shown; where another request (a second tab) replaced it
+        first, or the participant moved on, their current question instead:
+        a step whose reply shows it (an answer, stored already) is not
+        refused for it."""
+        try:
+            question = flow.replace(
+                self.store, self.config, pid, question_id, str(error)
+            )
+        except flow.Conflict:
+            log.info(
+                "question %s of participant %d cannot be shown (%s); replaced already",
+                question_id,
+                pid,
+                error,
+            )
+            return flow.current(self.store, self.config, pid)
+        log.warning(
+            "question %s of participant %d cannot be shown (%s); replaced by a new one",
+            question_id,
+            pid,
+            error,
+        )
+        return question
 
     def _join(self, label: Any) -> tuple[int, str]:
         check_label(label)

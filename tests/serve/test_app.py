@@ -5,6 +5,7 @@ import time
 import pytest
 from starlette.testclient import TestClient
 
+from prefbo.serve import flow
 from prefbo.serve.app import MAX_BODY, StudyApp
 from prefbo.serve.config import study_from_dict
 from prefbo.serve.demo import DEMO_STUDY
@@ -275,6 +276,44 @@ def test_a_question_that_cannot_be_shown_is_replaced(store, make_config, caplog)
         row.id for row in store.answered()
     )
     assert "replaced by a new one" in caplog.text
+
+
+def test_an_answer_stands_when_another_tab_replaced_the_next_question(
+    store, make_config, monkeypatch
+):
+    # the answer is stored and its next question cannot be shown; another
+    # tab's request replaced that question first: the answer's reply is the
+    # question now current (200), not a 409 that says it was not stored
+    config = make_config()
+    renderer = _failing_renderer(config, lambda v: v["sweetness"] > 5)
+    app = StudyApp(store, config, renderer, "J", "R").app()
+    real = flow.replace
+
+    def second(store_, config_, pid, question_id, reason):
+        real(store_, config_, pid, question_id, reason)  # the other tab's
+        return real(store_, config_, pid, question_id, reason)  # ours: 409
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        token = _join_code(client, "J")
+        api = f"/api/p/{token}"
+        q = client.get(f"{api}/question").json()
+        monkeypatch.setattr(flow, "replace", second)
+        answered = 0
+        while not q["done"]:
+            r = client.post(
+                f"{api}/answer", json={"question_id": q["question_id"], "choice": 0}
+            )
+            assert r.status_code == 200, r.text
+            answered += 1
+            q = r.json()
+            if q["done"] or any(e.kind == "replace" for e in store.events()):
+                break
+    assert any(e.kind == "replace" for e in store.events()), "no failing question"
+    assert len(store.answered()) == answered  # every 200 an answer stored
+    if not q["done"]:
+        assert all(o["sweetness"] <= 5 for o in q["options"])
+        current = flow.current(store, config, store.participants()[0].id)
+        assert current["question_id"] == q["question_id"]
 
 
 def test_a_question_is_refused_when_nothing_renders(store, make_config):
