@@ -224,19 +224,17 @@ class StudyApp:
             question = flow.replace(
                 self.store, self.config, pid, question_id, str(error)
             )
+            level, done = logging.WARNING, "replaced by a new one"
         except flow.Conflict:
-            log.info(
-                "question %s of participant %d cannot be shown (%s); replaced already",
-                question_id,
-                pid,
-                error,
-            )
-            return flow.current(self.store, self.config, pid)
-        log.warning(
-            "question %s of participant %d cannot be shown (%s); replaced by a new one",
+            question = flow.current(self.store, self.config, pid)
+            level, done = logging.INFO, "replaced already"
+        log.log(
+            level,
+            "question %s of participant %d cannot be shown (%s); %s",
             question_id,
             pid,
             error,
+            done,
         )
         return question
 
