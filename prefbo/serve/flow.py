@@ -57,8 +57,7 @@ def _find(steps: ParticipantSteps, window: Window, question_id: str) -> Question
     Raises:
         NotFound: The participant has no such question.
     """
-    row = next((r for r in window.rows if r.id == question_id), None)
-    row = steps.question(question_id) if row is None else row
+    row = window.find(question_id) or steps.question(question_id)
     if row is None:
         raise NotFound("no such question for this participant.")
     return row
@@ -299,7 +298,7 @@ def replace(
     with store.participant(pid) as steps:
         window = steps.window()
         a = window.answers
-        row = next((r for r in window.rows if r.id == question_id), None)
+        row = window.find(question_id)
         if row is None or row.seq != a or row.answered:
             raise Conflict("this is not the current question; reload it.")
         steps.drop_from(a)

@@ -44,6 +44,10 @@ class Window(NamedTuple):
         r"""Question ``seq`` of the window, or ``None``."""
         return next((r for r in self.rows if r.seq == seq), None)
 
+    def find(self, question_id: str) -> QuestionRow | None:
+        r"""Question ``question_id`` if it is in the window, or ``None``."""
+        return next((r for r in self.rows if r.id == question_id), None)
+
 
 class ParticipantSteps:
     r"""Participant ``pid``'s queries within the open transaction ``conn``.
