@@ -26,7 +26,11 @@ question comes from the population's posterior.
   on the same model object (:data:`REFIT_STEPS` steps), and every pending
   question is dropped. Fits thus get geometrically rarer: ``O(log m)`` of
   them over ``m`` answers, at least :data:`REFIT_MIN_NEW` answers apart
-  (up to 5 answers every answer refits, then 7, 9, 12, 15, ...).
+  (up to 5 answers every answer refits, then 7, 9, 12, 15, ...). A refit
+  where the answers pass a power of two (:func:`revive_due`) also tries
+  the collapsed tastes and residual revived (``fit(revive=True)``): the
+  first fits, on a handful of answers, switch them off, and plain refits
+  never switch them on again.
 - An undo and a resume rebuild the model from scratch on the answers in
   force (every participant's, stacked in participant order) and restart the
   schedule at that count.
@@ -110,6 +114,14 @@ def next_fit(fitted_at: int) -> int:
     r"""The answer count at which a refit is due after a fit at
     ``fitted_at`` answers: ``max(ceil(REFIT_GROWTH * a), a + REFIT_MIN_NEW)``."""
     return max(math.ceil(REFIT_GROWTH * fitted_at), fitted_at + REFIT_MIN_NEW)
+
+
+def revive_due(fitted_at: int, answers: int) -> bool:
+    r"""Whether the refit at ``answers`` after a fit at ``fitted_at`` also
+    tries reviving the model's collapsed parts (``fit(revive=True)``, which
+    doubles a refit's cost where a part collapsed): where a power of two
+    lies in ``(fitted_at, answers]``, about one refit in three."""
+    return int(answers).bit_length() > max(int(fitted_at), 0).bit_length()
 
 
 def fit_seed(seed: int, answers: int) -> int:
@@ -272,7 +284,11 @@ class CollaborativeState:
             return True
         s = fit_seed(self.seed, answers)
         with seeded(s), expected_fit_warnings(), torch.enable_grad():
-            self.model.fit(steps=REFIT_STEPS, seed=s)
+            self.model.fit(
+                steps=REFIT_STEPS,
+                seed=s,
+                revive=revive_due(self.fitted_at, answers),
+            )
         self.fitted_at = answers
         self.fits.append(answers)
         return False

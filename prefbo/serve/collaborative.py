@@ -59,6 +59,7 @@ from prefbo.loop.study_collaborative import (
     REFIT_STEPS,
     fit_seed,
     next_fit,
+    revive_due,
 )
 from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.people import PersonPosterior
@@ -232,9 +233,9 @@ class CollaborativeEngine:
         if self.model is None:
             self._start(m, self._build, self._data(), m, self._take_saved())
         else:
-            self._start(
-                m, self._refit, copy.deepcopy(self.model), dict(self.persons), m
-            )
+            revive = revive_due(self.fits[-1], m)
+            model, persons = copy.deepcopy(self.model), dict(self.persons)
+            self._start(m, self._refit, model, persons, m, revive)
 
     def _data(self) -> dict[int, list[Told]]:
         return {pid: list(t) for pid, t in self.told.items()}
@@ -296,11 +297,15 @@ class CollaborativeEngine:
         return model, persons, m
 
     def _refit(
-        self, model: CollaborativePreferenceGP, persons: dict[int, int], m: int
+        self,
+        model: CollaborativePreferenceGP,
+        persons: dict[int, int],
+        m: int,
+        revive: bool,
     ) -> tuple:
         s = fit_seed(self.config.seed, m)
         with seeded(s), expected_fit_warnings(), torch.enable_grad():
-            model.fit(steps=REFIT_STEPS, seed=s)
+            model.fit(steps=REFIT_STEPS, seed=s, revive=revive)
         return model, persons, m
 
     def _swap(self, result: tuple) -> None:

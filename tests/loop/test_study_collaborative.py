@@ -19,6 +19,8 @@ BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 PEAK = torch.tensor([0.7, 0.3], dtype=torch.float64)
 #: Few gradient steps: the tests check the study's bookkeeping, not the fits.
 FEW = {"FIT_STEPS": 30, "REFIT_STEPS": 10}
+#: The study's own steps, for the tests of what its fits find.
+OWN = {k: getattr(sc, k) for k in FEW}
 
 
 def _people(n, seed=0):
@@ -326,6 +328,20 @@ def test_the_study_asks_what_its_question_maker_makes_for_people():
         assert Z.shape == (1, 2, 2) and torch.equal(asked, study.box.from_model(Z[0]))
 
 
+def test_refits_try_reviving_where_the_answers_pass_a_power_of_two():
+    pairs = [(-1, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 7), (7, 9), (50, 62)]
+    assert [sc.revive_due(a, b) for a, b in pairs] == [
+        True,
+        True,
+        False,
+        True,
+        False,
+        False,
+        True,
+        False,
+    ]
+
+
 def test_small_studies_refit_on_every_answer_large_ones_by_a_quarter():
     r"""While a study is small each answer refits the shared part (so the
     first participants' answers reach it), then fits come as the answers
@@ -340,3 +356,31 @@ def test_small_studies_refit_on_every_answer_large_ones_by_a_quarter():
         50,
         1250,
     ]
+
+
+def test_a_small_study_of_two_groups_tells_them_apart(monkeypatch):
+    r"""Six people in two planted groups (favourites at ``x_0 = 0.15`` and
+    ``0.85``), ten answers each. The study's first fits see too few answers
+    to tell anyone apart and switch the tastes and the residual off; without
+    reviving them the refits stayed there, and everyone got the same
+    favourite (an ELBO of -40.9, where a fit from scratch on the same
+    answers reaches -26.8 and tells the groups apart)."""
+    for k, v in OWN.items():
+        monkeypatch.setattr(sc, k, v)
+    study = PopulationStudy(BOUNDS, None, model="collaborative", seed=0)
+    favourites = {f"low{i}": 0.15 for i in range(3)}
+    favourites |= {f"high{i}": 0.85 for i in range(3)}
+
+    def prefers_second(X, favourite):
+        u = -((X[:, 0] - favourite) ** 2) - (X[:, 1] - 0.5) ** 2
+        return int(u[1] > u[0])
+
+    for _ in range(10):
+        for name, favourite in favourites.items():
+            study.tell(name, prefers_second(study.ask(name), favourite))
+    ends = torch.tensor([[[0.15, 0.5]], [[0.85, 0.5]]], dtype=torch.float64)
+    for name, favourite in favourites.items():
+        view = study.participant_model(name)
+        with torch.no_grad():
+            low, high = view.posterior(ends).mean.reshape(-1).tolist()
+        assert (low > high) == (favourite < 0.5), (name, low, high)

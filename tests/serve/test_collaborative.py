@@ -166,7 +166,15 @@ def test_an_undo_observes_the_answers_in_force_again(engine):
     assert int(engine.model.answers.counts()[1]) == 4
 
 
-def test_a_refit_is_due_as_the_answers_grow(engine):
+def test_a_refit_is_due_as_the_answers_grow(engine, monkeypatch):
+    revived = []
+    fit = CollaborativePreferenceGP.fit
+
+    def spy(model, **kwargs):
+        revived.append(kwargs.get("revive"))
+        return fit(model, **kwargs)
+
+    monkeypatch.setattr(CollaborativePreferenceGP, "fit", spy)
     assert engine.fits == [30]
     for pid in range(6):
         engine.update(pid, rows_of(pid, 6))
@@ -177,6 +185,11 @@ def test_a_refit_is_due_as_the_answers_grow(engine):
     engine.maintain()
     assert engine.fits == [30, 48]
     assert engine.model.answers.counts().tolist() == [8] * 6
+    for pid in range(6):
+        engine.update(pid, rows_of(pid, 10))
+    engine.maintain()
+    assert engine.fits == [30, 48, 60]
+    assert revived == [True, False]  # 32 lies in (30, 48], no power of 2 in (48, 60]
 
 
 def test_a_background_fit_gets_the_answers_told_meanwhile(config, monkeypatch):

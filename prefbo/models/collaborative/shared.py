@@ -32,6 +32,7 @@ from gpytorch.constraints import Interval
 from linear_operator import to_dense
 from torch import Tensor
 
+from prefbo.exceptions import InputDataError
 from prefbo.inducing import ConditionalVarianceReduction
 from prefbo.kernels.defaults import default_preference_covar_module
 
@@ -44,6 +45,9 @@ INDUCING_CANDIDATES = 50_000
 START_SCALES = {"shared": 1.0, "taste": 0.5, "residual": 0.3, "item": 0.3}
 #: Box of every scale.
 SCALE_BOUNDS = (1e-3, 30.0)
+#: A scale below this has collapsed: its part is switched off, and at the
+#: bound its gradient vanishes (:meth:`SharedFunctions.revive`).
+COLLAPSED = 1e-2
 #: Start of the variational Cholesky factors ``C_j`` (times the identity),
 #: and the spread of the tastes' random starting means, which break the
 #: symmetry between tastes.
@@ -133,8 +137,15 @@ class SharedFunctions(gpytorch.Module):
 
     # ----------------------------------------------------------- scales
     def _set(self, name: str, value: Tensor) -> None:
+        value = torch.as_tensor(value).to(self.Z)
+        lo, hi = SCALE_BOUNDS
+        if not bool(((value > lo) & (value < hi)).all()):
+            raise InputDataError(
+                f"{name.removeprefix('raw_')} must lie strictly between {lo} and "
+                f"{hi}; got {value.tolist()}."
+            )
         constraint = getattr(self, f"{name}_constraint")
-        raw = constraint.inverse_transform(torch.as_tensor(value).to(self.Z))
+        raw = constraint.inverse_transform(value)
         getattr(self, name).data.copy_(raw.expand_as(getattr(self, name)))
 
     @property
@@ -163,6 +174,48 @@ class SharedFunctions(gpytorch.Module):
     @residual_scale.setter
     def residual_scale(self, value: Tensor) -> None:
         self._set("raw_residual_scale", value)
+
+    def collapsed(self) -> bool:
+        r"""Whether any scale is below :data:`COLLAPSED`."""
+        scales = [self.scale]
+        if self.num_items:
+            scales.append(self.item_scale)
+        if self.num_residual:
+            scales.append(self.residual_scale.reshape(1))
+        return bool((torch.cat(scales) < COLLAPSED).any())
+
+    def revive(self, seed: int) -> None:
+        r"""Restart the collapsed parts (scale below :data:`COLLAPSED`) where
+        they started: their scale at :data:`START_SCALES`, and a function
+        whose scale collapsed at its starting variational posterior (a
+        taste's mean drawn anew).
+
+        A collapsed taste is a saddle of the ELBO, not only a bound: its
+        function's mean, the people's weights on it and its scale all go
+        to zero together, where each one's gradient vanishes with the
+        others, so no descent leaves it (the pruning of variational
+        low-rank models; MacKay 2001, "Local minima, symmetry-breaking,
+        and model pruning in variational free energy minimization"). A fit
+        that started with few answers stays there however many come later;
+        a revived one can leave it.
+        """
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            scale = self.scale.clone()
+            for j in (scale < COLLAPSED).nonzero().squeeze(-1).tolist():
+                scale[j] = START_SCALES["shared" if j == 0 else "taste"]
+                mean = torch.randn(self.mean.shape[-1], generator=g, dtype=scale.dtype)
+                self.mean[j] = START_TASTE_MEANS * mean.to(scale.device) if j else 0.0
+                self.chol[j] = START_CHOLESKY * torch.eye(
+                    self.chol.shape[-1], dtype=scale.dtype, device=scale.device
+                )
+            self.scale = scale
+            if self.num_items:
+                item = self.item_scale.clone()
+                item[item < COLLAPSED] = START_SCALES["item"]
+                self.item_scale = item
+            if self.num_residual and self.residual_scale < COLLAPSED:
+                self.residual_scale = torch.tensor(START_SCALES["residual"])
 
     # ----------------------------------------------------------- bases
     def _factor(self) -> Tensor:

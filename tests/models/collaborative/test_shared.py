@@ -1,7 +1,16 @@
+import pytest
 import torch
 from linear_operator import to_dense
 
-from prefbo.models.collaborative.shared import SharedFunctions, choose_inducing
+from prefbo.exceptions import InputDataError
+from prefbo.models.collaborative.shared import (
+    SCALE_BOUNDS,
+    START_CHOLESKY,
+    START_SCALES,
+    START_TASTE_MEANS,
+    SharedFunctions,
+    choose_inducing,
+)
 
 
 def test_inducing_points_are_all_designs_when_few_and_cvr_otherwise():
@@ -77,3 +86,55 @@ def test_scales_are_settable_and_bounded():
     torch.testing.assert_close(
         shared.scale.detach(), torch.tensor([2.0, 1.0, 0.5], dtype=torch.float64)
     )
+    lo, hi = SCALE_BOUNDS
+    for bad in (lo, hi, 0.0, float("nan")):
+        with pytest.raises(InputDataError, match="scale must lie strictly between"):
+            shared.scale = torch.tensor([2.0, bad, 0.5], dtype=torch.float64)
+    with pytest.raises(InputDataError, match="residual_scale"):
+        shared.residual_scale = torch.tensor(0.0)
+
+
+def test_revive_restarts_the_collapsed_parts_only():
+    shared = SharedFunctions(
+        torch.rand(6, 2, dtype=torch.float64),
+        num_tastes=3,
+        num_items=4,
+        num_residual=3,
+    )
+    lo = 1.001 * SCALE_BOUNDS[0]
+    with torch.no_grad():
+        shared.scale = torch.tensor([2.0, lo, 0.7, lo], dtype=torch.float64)
+        shared.item_scale = torch.tensor([lo, 0.4, lo, 0.4], dtype=torch.float64)
+        shared.residual_scale = torch.tensor(lo, dtype=torch.float64)
+        shared.mean.zero_()
+        shared.mean[2] = 0.25
+        shared.chol.mul_(0.1)
+    assert shared.collapsed()
+    kept_chol = shared.chol[[0, 2]].detach().clone()
+    shared.revive(seed=5)
+    assert not shared.collapsed()
+    taste, item = START_SCALES["taste"], START_SCALES["item"]
+    expect = torch.tensor([2.0, taste, 0.7, taste], dtype=torch.float64)
+    torch.testing.assert_close(shared.scale.detach(), expect)
+    expect = torch.tensor([item, 0.4, item, 0.4], dtype=torch.float64)
+    torch.testing.assert_close(shared.item_scale.detach(), expect)
+    residual = torch.tensor(START_SCALES["residual"], dtype=torch.float64)
+    torch.testing.assert_close(shared.residual_scale.detach(), residual)
+    mean = shared.mean.detach()
+    assert torch.equal(mean[0], torch.zeros_like(mean[0]))  # not collapsed
+    assert torch.equal(mean[2], torch.full_like(mean[2], 0.25))
+    for j in (1, 3):  # drawn anew, at the starting spread
+        assert 0.1 < float(mean[j].std()) / START_TASTE_MEANS < 10
+    torch.testing.assert_close(shared.chol[[0, 2]].detach(), kept_chol)
+    eye = START_CHOLESKY * torch.eye(10, dtype=torch.float64)
+    for j in (1, 3):
+        torch.testing.assert_close(shared.chol[j].detach(), eye)
+
+
+def test_nothing_collapsed_nothing_revived():
+    shared = SharedFunctions(torch.rand(4, 2, dtype=torch.float64), num_tastes=2)
+    before = {k: v.clone() for k, v in shared.state_dict().items()}
+    assert not shared.collapsed()
+    shared.revive(seed=0)
+    for k, v in shared.state_dict().items():
+        assert torch.equal(v, before[k]), k

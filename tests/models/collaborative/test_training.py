@@ -1,7 +1,8 @@
 import torch
 
-from prefbo.models.collaborative import CollaborativePreferenceGP
-from prefbo.models.collaborative.training import minibatch_elbo
+from prefbo.models.collaborative import CollaborativePreferenceGP, training
+from prefbo.models.collaborative.shared import COLLAPSED, SCALE_BOUNDS
+from prefbo.models.collaborative.training import full_elbo, minibatch_elbo
 
 
 def test_elbo_gradients_match_finite_differences(population):
@@ -99,3 +100,76 @@ def test_uneven_answer_counts_give_finite_gradients():
     model = CollaborativePreferenceGP(X, answers, num_inducing=5)
     model.fit(steps=3)
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def two_groups(P=6, answers=10, seed=0):
+    r"""``P`` people on 40 random designs of the unit square, alternately of
+    two groups whose favourites are at ``x_0 = 0.15`` and ``0.85``, each
+    answering ``answers`` random pairs without noise."""
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(40, 2, generator=g, dtype=torch.float64)
+    favourite = torch.tensor([0.15, 0.85], dtype=torch.float64)
+    rows = []
+    for _ in range(answers):
+        for p in range(P):
+            i, j = torch.randperm(40, generator=g)[:2].tolist()
+            u = -((X[:, 0] - favourite[p % 2]) ** 2) - (X[:, 1] - 0.5) ** 2
+            rows.append((p, i, j) if u[i] > u[j] else (p, j, i))
+    return X, torch.tensor(rows)
+
+
+def collapsed_taste(X, rows):
+    r"""A one-taste model whose taste has collapsed: its scale at the
+    bound and its mean zero, where the people's weights on it are zero too
+    (a saddle of the ELBO)."""
+    model = CollaborativePreferenceGP(
+        X, rows, num_tastes=1, num_inducing=16, num_residual=0
+    )
+    with torch.no_grad():
+        lo = 1.001 * SCALE_BOUNDS[0]
+        model.shared.scale = torch.tensor([1.0, lo], dtype=torch.float64)
+        model.shared.mean[1] = 0.0
+    return model
+
+
+def group_gaps(model, X):
+    r"""Each person's mean utility near ``x_0 = 0.15`` less near ``0.85``."""
+    with torch.no_grad():
+        u = torch.stack([model.utility_mean(p) for p in range(model.num_people)])
+    return u[:, X[:, 0] < 0.3].mean(1) - u[:, X[:, 0] > 0.7].mean(1)
+
+
+def test_a_collapsed_taste_is_revived_and_tells_the_groups_apart():
+    r"""From a collapsed taste a plain fit cannot move (the taste stays at
+    its bound, everyone alike); the fit that also runs revived keeps the
+    revived run, whose ELBO is higher by more than ten nats, and each
+    person prefers their own group's favourite."""
+    X, rows = two_groups()
+    everyone, m = torch.arange(6), rows.shape[0]
+    stuck = collapsed_taste(X, rows)
+    stuck.fit(steps=200, revive=False)
+    assert float(stuck.shared.scale.detach()[1]) < COLLAPSED
+    gaps = group_gaps(stuck, X)
+    assert float(gaps.max() - gaps.min()) < 1e-6
+    revived = collapsed_taste(X, rows)
+    revived.fit(steps=200, revive=True)
+    assert float(revived.shared.scale.detach()[1]) > 0.5
+    gain = full_elbo(revived, everyone, m, 6) - full_elbo(stuck, everyone, m, 6)
+    assert gain * m > 10
+    gaps = group_gaps(revived, X)
+    assert (gaps[0::2] > 1).all() and (gaps[1::2] < -1).all(), gaps
+
+
+def test_a_revived_run_that_loses_leaves_the_plain_fit(monkeypatch):
+    X, rows = two_groups()
+    plain = collapsed_taste(X, rows)
+    plain.fit(steps=50, revive=False)
+    scores = iter([0.0, -1.0])  # the plain run's ELBO, then the revived one's
+    monkeypatch.setattr(training, "full_elbo", lambda *args: next(scores))
+    kept = collapsed_taste(X, rows)
+    kept.fit(steps=50, revive=True)
+    assert next(scores, None) is None  # both runs were scored
+    for (name, a), b in zip(
+        plain.state_dict().items(), kept.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=name)
