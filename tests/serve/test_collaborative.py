@@ -65,18 +65,22 @@ def engine(config):
     return e
 
 
+def steps(calls):
+    return [c.get("steps") for c in calls]
+
+
 @pytest.fixture
-def fit_steps(monkeypatch):
-    r"""The ``steps`` of every model fit from now on, in order."""
-    steps = []
+def fit_calls(monkeypatch):
+    r"""The keyword arguments of every model fit from now on, in order."""
+    calls = []
     real_fit = CollaborativePreferenceGP.fit
 
-    def counting_fit(model, **kwargs):
-        steps.append(kwargs.get("steps"))
+    def recording_fit(model, **kwargs):
+        calls.append(kwargs)
         return real_fit(model, **kwargs)
 
-    monkeypatch.setattr(CollaborativePreferenceGP, "fit", counting_fit)
-    return steps
+    monkeypatch.setattr(CollaborativePreferenceGP, "fit", recording_fit)
+    return calls
 
 
 def test_no_question_before_the_first_model(config):
@@ -166,15 +170,7 @@ def test_an_undo_observes_the_answers_in_force_again(engine):
     assert int(engine.model.answers.counts()[1]) == 4
 
 
-def test_a_refit_is_due_as_the_answers_grow(engine, monkeypatch):
-    revived = []
-    fit = CollaborativePreferenceGP.fit
-
-    def spy(model, **kwargs):
-        revived.append(kwargs.get("revive"))
-        return fit(model, **kwargs)
-
-    monkeypatch.setattr(CollaborativePreferenceGP, "fit", spy)
+def test_a_refit_is_due_as_the_answers_grow(engine, fit_calls):
     assert engine.fits == [30]
     for pid in range(6):
         engine.update(pid, rows_of(pid, 6))
@@ -189,7 +185,8 @@ def test_a_refit_is_due_as_the_answers_grow(engine, monkeypatch):
         engine.update(pid, rows_of(pid, 10))
     engine.maintain()
     assert engine.fits == [30, 48, 60]
-    assert revived == [True, False]  # 32 lies in (30, 48], no power of 2 in (48, 60]
+    # 32 lies in (30, 48], no power of 2 in (48, 60]
+    assert [c.get("revive") for c in fit_calls] == [True, False]
 
 
 def test_a_background_fit_gets_the_answers_told_meanwhile(config, monkeypatch):
@@ -313,17 +310,16 @@ def test_a_failed_fit_is_logged_and_tried_again_with_more_answers(
 
 
 def test_a_restored_engine_starts_from_the_saved_fit_without_fitting(
-    engine, config, fit_steps
+    engine, config, fit_calls
 ):
     state = engine.shared_state()
     assert state and all(k.startswith(("shared.", "likelihood.")) for k in state)
     fresh = CollaborativeEngine(config, background=False)
     fresh.restore(state)
-    steps = fit_steps
     for pid in range(6):
         fresh.update(pid, rows_of(pid, 5))
     fresh.maintain()
-    assert steps == [0] and fresh.fits == [30]  # no gradient step
+    assert steps(fit_calls) == [0] and fresh.fits == [30]  # no gradient step
     for k, v in state.items():
         torch.testing.assert_close(fresh.model.state_dict()[k], v)
     # each person's posterior: the saved fit's, as the first engine has it
@@ -336,7 +332,7 @@ def test_a_restored_engine_starts_from_the_saved_fit_without_fitting(
     for pid in range(6):
         other.update(pid, rows_of(pid, 5))
     other.maintain()
-    assert steps[-1] == 100 and other.model is not None
+    assert steps(fit_calls)[-1] == 100 and other.model is not None
 
 
 def test_a_worker_saves_its_fits_and_a_new_worker_resumes_from_them(store, make_config):
@@ -380,16 +376,15 @@ def test_the_question_on_screen_is_not_asked_again(engine):
     assert not same
 
 
-def test_a_follower_never_fits_and_adopts_each_saved_fit(engine, config, fit_steps):
+def test_a_follower_never_fits_and_adopts_each_saved_fit(engine, config, fit_calls):
     follower = CollaborativeEngine(config, background=False, fitter=False)
     for pid in range(6):
         follower.update(pid, rows_of(pid, 5))
     follower.maintain()
     assert follower.model is None  # no fit of its own, however many answers
-    steps = fit_steps
     follower.restore(engine.shared_state())
     follower.maintain()
-    assert steps == [0] and follower.fits == [30]
+    assert steps(fit_calls) == [0] and follower.fits == [30]
     torch.testing.assert_close(
         follower.model.latent_mean, engine.model.latent_mean, atol=1e-5, rtol=0
     )
@@ -397,7 +392,7 @@ def test_a_follower_never_fits_and_adopts_each_saved_fit(engine, config, fit_ste
     for pid in range(6):
         follower.update(pid, rows_of(pid, 12))
     follower.maintain()
-    assert steps == [0] and follower.fits == [30]
+    assert steps(fit_calls) == [0] and follower.fits == [30]
     assert follower.model.answers.counts().tolist() == [12] * 6
     # the fitter's next fit, adopted: the people's posteriors at its shared
     # part, as the fitter has them
@@ -406,7 +401,7 @@ def test_a_follower_never_fits_and_adopts_each_saved_fit(engine, config, fit_ste
     engine.maintain()
     follower.restore(engine.shared_state())
     follower.maintain()
-    assert steps == [0, 100, 0] and follower.fits == [30, 72]
+    assert steps(fit_calls) == [0, 100, 0] and follower.fits == [30, 72]
     for k, v in engine.shared_state().items():
         torch.testing.assert_close(follower.model.state_dict()[k], v)
     torch.testing.assert_close(
