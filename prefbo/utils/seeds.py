@@ -31,6 +31,12 @@ def fit_seed(seed: int, count: int = 0) -> int:
     return seed * FIT_PRIME + count
 
 
+def revive_seed(seed: int) -> int:
+    r"""The seed of the parts a fit of seed ``seed`` revives: another
+    stream than the model's start, drawn from the same seed."""
+    return seed * SALT_PRIME + 1
+
+
 def retry_seed(seed: int, attempt: int) -> int:
     r"""The seed of the ``attempt``-th repeated draw of designs after
     ``seed``'s (a draw that gave duplicates)."""

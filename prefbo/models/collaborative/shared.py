@@ -35,6 +35,7 @@ from torch import Tensor
 from prefbo.exceptions import InputDataError
 from prefbo.inducing import ConditionalVarianceReduction
 from prefbo.kernels.defaults import default_preference_covar_module
+from prefbo.utils import seeds
 
 #: Jitter on ``k(Z, Z)``'s unit diagonal before its Cholesky factor, by dtype.
 JITTER = {torch.float64: 1e-6, torch.float32: 1e-4}
@@ -138,13 +139,13 @@ class SharedFunctions(gpytorch.Module):
     # ----------------------------------------------------------- scales
     def _set(self, name: str, value: Tensor) -> None:
         value = torch.as_tensor(value).to(self.Z)
-        lo, hi = SCALE_BOUNDS
+        constraint = getattr(self, f"{name}_constraint")
+        lo, hi = constraint.lower_bound.to(value), constraint.upper_bound.to(value)
         if not bool(((value > lo) & (value < hi)).all()):
             raise InputDataError(
-                f"{name.removeprefix('raw_')} must lie strictly between {lo} and "
-                f"{hi}; got {value.tolist()}."
+                f"{name.removeprefix('raw_')} must lie strictly between "
+                f"{SCALE_BOUNDS[0]} and {SCALE_BOUNDS[1]}; got {value.tolist()}."
             )
-        constraint = getattr(self, f"{name}_constraint")
         raw = constraint.inverse_transform(value)
         getattr(self, name).data.copy_(raw.expand_as(getattr(self, name)))
 
@@ -175,20 +176,26 @@ class SharedFunctions(gpytorch.Module):
     def residual_scale(self, value: Tensor) -> None:
         self._set("raw_residual_scale", value)
 
-    def collapsed(self) -> bool:
-        r"""Whether any scale is below :data:`COLLAPSED`."""
-        scales = [self.scale]
+    def collapsed(self) -> dict[str, Tensor]:
+        r"""Masks of the scales below :data:`COLLAPSED`, by the name of
+        their raw parameter (``"raw_scale"``, and where present
+        ``"raw_item_scale"`` and ``"raw_residual_scale"``)."""
+        names = ["raw_scale"]
         if self.num_items:
-            scales.append(self.item_scale)
+            names.append("raw_item_scale")
         if self.num_residual:
-            scales.append(self.residual_scale.reshape(1))
-        return bool((torch.cat(scales) < COLLAPSED).any())
+            names.append("raw_residual_scale")
+        with torch.no_grad():
+            return {
+                name: getattr(self, name.removeprefix("raw_")) < COLLAPSED
+                for name in names
+            }
 
-    def revive(self, seed: int) -> None:
-        r"""Restart the collapsed parts (scale below :data:`COLLAPSED`) where
-        they started: their scale at :data:`START_SCALES`, and a function
-        whose scale collapsed at its starting variational posterior (a
-        taste's mean drawn anew).
+    def revive(self, parts: dict[str, Tensor], seed: int) -> None:
+        r"""Restart the ``parts`` (masks as :meth:`collapsed` gives them)
+        where they started: their scale at :data:`START_SCALES`, and a
+        function whose inducing scale is revived at its starting
+        variational posterior (a taste's mean drawn anew from ``seed``).
 
         A collapsed taste is a saddle of the ELBO, not only a bound: its
         function's mean, the people's weights on it and its scale all go
@@ -199,23 +206,28 @@ class SharedFunctions(gpytorch.Module):
         that started with few answers stays there however many come later;
         a revived one can leave it.
         """
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(seeds.revive_seed(seed))
+        starts = {
+            "raw_scale": [START_SCALES["shared"]]
+            + [START_SCALES["taste"]] * self.num_tastes,
+            "raw_item_scale": [START_SCALES["item"]] * (self.num_tastes + 1),
+            "raw_residual_scale": START_SCALES["residual"],
+        }
         with torch.no_grad():
-            scale = self.scale.clone()
-            for j in (scale < COLLAPSED).nonzero().squeeze(-1).tolist():
-                scale[j] = START_SCALES["shared" if j == 0 else "taste"]
-                mean = torch.randn(self.mean.shape[-1], generator=g, dtype=scale.dtype)
-                self.mean[j] = START_TASTE_MEANS * mean.to(scale.device) if j else 0.0
-                self.chol[j] = START_CHOLESKY * torch.eye(
-                    self.chol.shape[-1], dtype=scale.dtype, device=scale.device
-                )
-            self.scale = scale
-            if self.num_items:
-                item = self.item_scale.clone()
-                item[item < COLLAPSED] = START_SCALES["item"]
-                self.item_scale = item
-            if self.num_residual and self.residual_scale < COLLAPSED:
-                self.residual_scale = torch.tensor(START_SCALES["residual"])
+            for name, mask in parts.items():
+                raw = getattr(self, name)
+                start = raw.new_tensor(starts[name])
+                fresh = getattr(self, f"{name}_constraint").inverse_transform(start)
+                raw.copy_(torch.where(mask.to(raw.device), fresh, raw))
+            R = self.mean.shape[-1]
+            eye = torch.eye(R, dtype=self.mean.dtype, device=self.mean.device)
+            for j in parts["raw_scale"].nonzero().squeeze(-1).tolist():
+                self.chol[j] = START_CHOLESKY * eye
+                if j == 0:
+                    self.mean[j] = 0.0
+                    continue
+                mean = torch.randn(R, generator=g, dtype=self.mean.dtype)
+                self.mean[j] = START_TASTE_MEANS * mean.to(self.mean.device)
 
     # ----------------------------------------------------------- bases
     def _factor(self) -> Tensor:

@@ -142,7 +142,7 @@ def fit_collaborative(
     Laplace posteriors (warm-started Newton); after the last step every
     person's posterior is computed by the model's ``people_inference``.
 
-    With ``revive``, a fit that ends with a part switched off (a scale
+    With ``revive``, a fit that ends with parts switched off (a scale
     below :data:`~prefbo.models.collaborative.shared.COLLAPSED`) is run once
     more from the same start with those parts revived
     (:meth:`~prefbo.models.collaborative.shared.SharedFunctions.revive`),
@@ -192,12 +192,14 @@ def fit_collaborative(
     descent = Descent(model, active, counts, batch_people, lr, seed)
     initial = shared_state(model) if revive and steps else None
     history = descent.run(steps)
-    if initial is not None and model.shared.collapsed():
+    parts = model.shared.collapsed()
+    if initial is not None and any(bool(m.any()) for m in parts.values()):
         kept, elbo = shared_state(model), descent.elbo()
         model.load_state_dict(initial, strict=False)
-        model.shared.revive(seed)
+        model.shared.revive(parts, seed)
         revived = descent.run(steps)
-        if descent.elbo() > elbo:
+        better = descent.elbo()
+        if better > elbo or (math.isnan(elbo) and not math.isnan(better)):
             history = revived
         else:
             model.load_state_dict(kept, strict=False)

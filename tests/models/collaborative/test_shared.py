@@ -87,11 +87,19 @@ def test_scales_are_settable_and_bounded():
         shared.scale.detach(), torch.tensor([2.0, 1.0, 0.5], dtype=torch.float64)
     )
     lo, hi = SCALE_BOUNDS
-    for bad in (lo, hi, 0.0, float("nan")):
+    # the constraint's bounds are float32's: 1.00000001e-3 lies below its floor
+    for bad in (lo, 1.00000001e-3, hi, 0.0, float("nan")):
         with pytest.raises(InputDataError, match="scale must lie strictly between"):
             shared.scale = torch.tensor([2.0, bad, 0.5], dtype=torch.float64)
+    shared = SharedFunctions(
+        torch.rand(4, 2, dtype=torch.float64), num_tastes=2, num_residual=2
+    )
     with pytest.raises(InputDataError, match="residual_scale"):
         shared.residual_scale = torch.tensor(0.0)
+
+
+def any_collapsed(shared):
+    return any(bool(mask.any()) for mask in shared.collapsed().values())
 
 
 def test_revive_restarts_the_collapsed_parts_only():
@@ -101,20 +109,26 @@ def test_revive_restarts_the_collapsed_parts_only():
         num_items=4,
         num_residual=3,
     )
-    lo = 1.001 * SCALE_BOUNDS[0]
+    lo, hi = 1.001 * SCALE_BOUNDS[0], 0.999 * SCALE_BOUNDS[1]
     with torch.no_grad():
-        shared.scale = torch.tensor([2.0, lo, 0.7, lo], dtype=torch.float64)
+        shared.scale = torch.tensor([hi, lo, 0.7, lo], dtype=torch.float64)
         shared.item_scale = torch.tensor([lo, 0.4, lo, 0.4], dtype=torch.float64)
         shared.residual_scale = torch.tensor(lo, dtype=torch.float64)
         shared.mean.zero_()
         shared.mean[2] = 0.25
         shared.chol.mul_(0.1)
-    assert shared.collapsed()
+    parts = shared.collapsed()
+    assert parts["raw_scale"].tolist() == [False, True, False, True]
+    assert parts["raw_item_scale"].tolist() == [True, False, True, False]
+    assert bool(parts["raw_residual_scale"])
     kept_chol = shared.chol[[0, 2]].detach().clone()
-    shared.revive(seed=5)
-    assert not shared.collapsed()
+    kept_raw = shared.raw_scale.detach()[[0, 2]].clone()
+    shared.revive(parts, seed=5)
+    assert not any_collapsed(shared)
+    # the others' raw values untouched (a scale near its ceiling too)
+    assert torch.equal(shared.raw_scale.detach()[[0, 2]], kept_raw)
     taste, item = START_SCALES["taste"], START_SCALES["item"]
-    expect = torch.tensor([2.0, taste, 0.7, taste], dtype=torch.float64)
+    expect = torch.tensor([hi, taste, 0.7, taste], dtype=torch.float64)
     torch.testing.assert_close(shared.scale.detach(), expect)
     expect = torch.tensor([item, 0.4, item, 0.4], dtype=torch.float64)
     torch.testing.assert_close(shared.item_scale.detach(), expect)
@@ -131,10 +145,31 @@ def test_revive_restarts_the_collapsed_parts_only():
         torch.testing.assert_close(shared.chol[j].detach(), eye)
 
 
+def test_revive_restarts_the_parts_it_is_given_whatever_their_scale_now():
+    r"""A fit revives what collapsed by its end, at the state it started
+    from, where those scales may not be collapsed yet."""
+    shared = SharedFunctions(torch.rand(4, 2, dtype=torch.float64), num_tastes=2)
+    shared.scale = torch.tensor([1.0, 0.012, 0.012], dtype=torch.float64)
+    parts = {"raw_scale": torch.tensor([False, True, False])}
+    shared.revive(parts, seed=0)
+    expect = torch.tensor([1.0, START_SCALES["taste"], 0.012], dtype=torch.float64)
+    torch.testing.assert_close(shared.scale.detach(), expect)
+
+
+def test_revived_means_are_not_the_starting_ones():
+    r"""A fit's seed is often the model's: the revived draw must differ."""
+    shared = SharedFunctions(
+        torch.rand(16, 2, dtype=torch.float64), num_tastes=1, seed=3
+    )
+    start = shared.mean.detach()[1].clone()
+    shared.revive({"raw_scale": torch.tensor([False, True])}, seed=3)
+    assert not torch.allclose(shared.mean.detach()[1], start)
+
+
 def test_nothing_collapsed_nothing_revived():
     shared = SharedFunctions(torch.rand(4, 2, dtype=torch.float64), num_tastes=2)
     before = {k: v.clone() for k, v in shared.state_dict().items()}
-    assert not shared.collapsed()
-    shared.revive(seed=0)
+    assert not any_collapsed(shared)
+    shared.revive(shared.collapsed(), seed=0)
     for k, v in shared.state_dict().items():
         assert torch.equal(v, before[k]), k

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from prefbo.models.collaborative import CollaborativePreferenceGP, training
@@ -118,16 +119,15 @@ def two_groups(P=6, answers=10, seed=0):
     return X, torch.tensor(rows)
 
 
-def collapsed_taste(X, rows):
+def collapsed_taste(X, rows, scale=1.001 * SCALE_BOUNDS[0]):
     r"""A one-taste model whose taste has collapsed: its scale at the
-    bound and its mean zero, where the people's weights on it are zero too
-    (a saddle of the ELBO)."""
+    bound (or ``scale``) and its mean zero, where the people's weights on
+    it are zero too (a saddle of the ELBO)."""
     model = CollaborativePreferenceGP(
         X, rows, num_tastes=1, num_inducing=16, num_residual=0
     )
     with torch.no_grad():
-        lo = 1.001 * SCALE_BOUNDS[0]
-        model.shared.scale = torch.tensor([1.0, lo], dtype=torch.float64)
+        model.shared.scale = torch.tensor([1.0, scale], dtype=torch.float64)
         model.shared.mean[1] = 0.0
     return model
 
@@ -173,3 +173,21 @@ def test_a_revived_run_that_loses_leaves_the_plain_fit(monkeypatch):
         plain.state_dict().items(), kept.state_dict().values(), strict=True
     ):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=name)
+
+
+def test_a_part_that_collapses_during_the_fit_is_revived(monkeypatch):
+    r"""The parts revived are those collapsed at the end of the first run,
+    restarted at the state the fit started from (where they were not
+    collapsed yet)."""
+    X, rows = two_groups()
+    model = collapsed_taste(X, rows, scale=2 * COLLAPSED)
+    seen = []
+    revive = type(model.shared).revive
+
+    def spy(shared, parts, seed):
+        seen.append((parts["raw_scale"].tolist(), float(shared.scale.detach()[1])))
+        revive(shared, parts, seed)
+
+    monkeypatch.setattr(type(model.shared), "revive", spy)
+    model.fit(steps=100, revive=True)
+    assert seen == [([False, True], pytest.approx(2 * COLLAPSED))]
