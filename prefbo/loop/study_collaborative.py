@@ -20,13 +20,13 @@ question comes from the population's posterior.
 - Each later answer updates its participant's posterior online
   (``observe``; the shared part fixed): only that participant's pending
   question is dropped, since no one else's posterior changed.
-- When the study's answers reach :meth:`CollaborativeState.next_fit`,
-  ``max(ceil(REFIT_GROWTH * a), a + REFIT_MIN_NEW)`` with ``a`` the answers
-  at the last fit, the shared part is refitted on every answer, warm-started
-  on the same model object (:data:`REFIT_STEPS` steps), and every pending
-  question is dropped. Fits thus get geometrically rarer: ``O(log m)`` of
-  them over ``m`` answers, at least :data:`REFIT_MIN_NEW` answers apart
-  (up to 5 answers every answer refits, then 7, 9, 12, 15, ...). A refit
+- When the study's answers reach :meth:`CollaborativeState.next_fit`
+  (:func:`next_fit`: every answer below :data:`REFIT_EVERY_BELOW` answers,
+  then ``max(ceil(REFIT_GROWTH * a), a + REFIT_MIN_NEW)`` with ``a`` the
+  answers at the last fit), the shared part is refitted on every answer,
+  warm-started on the same model object (:data:`REFIT_STEPS` steps), and
+  every pending question is dropped. Fits thus get geometrically rarer:
+  ``O(log m)`` of them over ``m`` answers (at 64, 80, 100, 125, ...). A refit
   where the answers pass a power of two (:func:`revive_due`) also tries
   the collapsed tastes and residual revived (``fit(revive=True)``): the
   first fits, on a handful of answers, switch them off, and plain refits
@@ -91,13 +91,16 @@ COLLABORATIVE = "collaborative"
 FIT_STEPS = 300
 #: Gradient steps of a warm-started refit of the shared part.
 REFIT_STEPS = 100
-#: A refit is due when the study's answers reach this multiple of those at
-#: the last fit ...
+#: Below this many answers every answer refits the shared part. A small
+#: study's fits switch the people's own parts (tastes, residual) off, so a
+#: person's answers reach their utility only through a refit: a lone first
+#: participant whose answers refitted at 1, 2, 3, 4, 5, 7, 9 and 12 answers
+#: ended at regret 0.77 after 12 (the single-person loop: 0.03).
+REFIT_EVERY_BELOW = 64
+#: From there a refit is due when the study's answers reach this multiple of
+#: those at the last fit ...
 REFIT_GROWTH = 1.25
-#: ... and at least this many answers came since: one, so a small study
-#: refits often (cheap there; at 1, 2, 3, 4, 5, 7, 9, 12, ... answers) and
-#: the first participants' answers reach the shared part, which is all a
-#: small population's fit may use.
+#: ... and at least this many answers came since.
 REFIT_MIN_NEW = 1
 #: The model's size: latent tastes, inducing points of the shared functions
 #: and of each person's residual.
@@ -112,7 +115,10 @@ INDUCING_FILL = 64
 
 def next_fit(fitted_at: int) -> int:
     r"""The answer count at which a refit is due after a fit at
-    ``fitted_at`` answers: ``max(ceil(REFIT_GROWTH * a), a + REFIT_MIN_NEW)``."""
+    ``fitted_at = a`` answers: ``a + 1`` below :data:`REFIT_EVERY_BELOW`,
+    else ``max(ceil(REFIT_GROWTH * a), a + REFIT_MIN_NEW)``."""
+    if fitted_at < REFIT_EVERY_BELOW:
+        return fitted_at + 1
     return max(math.ceil(REFIT_GROWTH * fitted_at), fitted_at + REFIT_MIN_NEW)
 
 

@@ -21,9 +21,10 @@ holds one :class:`CollaborativeEngine` for the life of its process:
   from the population's posterior.
 - The shared part is fitted off the question path, on a thread
   (:meth:`CollaborativeEngine.maintain`): built once the study holds
-  ``initial_random`` answers, refitted warm-started on a copy whenever the
-  answers have grown by :data:`~prefbo.loop.study_collaborative.REFIT_GROWTH`
-  (and by at least :data:`~prefbo.loop.study_collaborative.REFIT_MIN_NEW`),
+  ``initial_random`` answers, refitted warm-started on a copy when
+  :func:`~prefbo.loop.study_collaborative.next_fit` says (at every answer
+  while the study is small, then whenever the answers have grown by
+  :data:`~prefbo.loop.study_collaborative.REFIT_GROWTH`),
   the copy swapped in when done and told the answers that came meanwhile.
   Only the first worker's engine fits; each fit is saved in the database,
   and every other worker's engine (``fitter=False``) builds its model from

@@ -17,8 +17,9 @@ from prefbo.models.collaborative import (
 SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20}
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 PEAK = torch.tensor([0.7, 0.3], dtype=torch.float64)
-#: Few gradient steps: the tests check the study's bookkeeping, not the fits.
-FEW = {"FIT_STEPS": 30, "REFIT_STEPS": 10}
+#: Few gradient steps, and refits by growth alone: the tests check the
+#: study's bookkeeping, not the fits.
+FEW = {"FIT_STEPS": 30, "REFIT_STEPS": 10, "REFIT_EVERY_BELOW": 0}
 #: The study's own steps, for the tests of what its fits find.
 OWN = {k: getattr(sc, k) for k in FEW}
 
@@ -342,20 +343,16 @@ def test_refits_try_reviving_where_the_answers_pass_a_power_of_two():
     ]
 
 
-def test_small_studies_refit_on_every_answer_large_ones_by_a_quarter():
+def test_small_studies_refit_on_every_answer_large_ones_by_a_quarter(
+    monkeypatch,
+):
     r"""While a study is small each answer refits the shared part (so the
-    first participants' answers reach it), then fits come as the answers
-    grow by a quarter."""
-    assert [sc.next_fit(a) for a in (1, 2, 3, 4, 5, 8, 40, 1000)] == [
-        2,
-        3,
-        4,
-        5,
-        7,
-        10,
-        50,
-        1250,
-    ]
+    participants' answers reach it), then fits come as the answers grow by
+    a quarter."""
+    monkeypatch.setattr(sc, "REFIT_EVERY_BELOW", OWN["REFIT_EVERY_BELOW"])
+    answers = (1, 2, 5, 8, 40, 63, 64, 65, 80, 1000)
+    due = (2, 3, 6, 9, 41, 64, 80, 82, 100, 1250)
+    assert [sc.next_fit(a) for a in answers] == list(due)
 
 
 def test_a_small_study_of_two_groups_tells_them_apart(monkeypatch):

@@ -49,6 +49,13 @@ def rows_of(pid, count, seed=0, start=0):
     return out
 
 
+@pytest.fixture(autouse=True)
+def refits_by_growth(monkeypatch):
+    r"""Refits as the answers grow by a quarter from the first: the tests
+    count fits."""
+    monkeypatch.setattr(sc, "REFIT_EVERY_BELOW", 0)
+
+
 @pytest.fixture
 def config(make_config):
     return make_config(
