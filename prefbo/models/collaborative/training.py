@@ -34,10 +34,11 @@ import math
 import torch
 from torch import Tensor
 
+from prefbo.exceptions import InputTypeError
 from prefbo.likelihoods.pairwise import pairwise_expected_log_prob
 from prefbo.models.collaborative.answers import PaddedAnswers
 from prefbo.models.collaborative.people import PersonPosterior
-from prefbo.utils.checks import check_float, check_int, check_seed
+from prefbo.utils.checks import check_float, check_int, check_seed, describe
 from prefbo.utils.threads import limited
 
 #: The smallest variance of an answer's difference in the ELBO's quadrature.
@@ -147,15 +148,17 @@ def fit_collaborative(
     more from the same start with those parts revived
     (:meth:`~prefbo.models.collaborative.shared.SharedFunctions.revive`),
     and the fit with the higher ELBO over all people is kept: twice the
-    cost where a part collapsed. Warm refits as answers come need it:
-    a model first fitted on too few answers to tell people apart has its
-    tastes and residual switched off, and plain refits never switch them
-    on again. In a study of six people in two planted groups with ten
-    answers each, plain refits ended at an ELBO of -40.9 with everyone
-    alike, where a fit from scratch on the same answers reaches -26.8 and
-    tells the groups apart. :class:`~prefbo.loop.PopulationStudy` and
-    ``prefbo serve`` revive at the refits where the answers pass a power
-    of two.
+    cost where a part collapsed. Warm refits as answers come use it: fits
+    on few answers switch tastes and the residual off, and plain refits
+    never switch them on again. In a study of six people in two planted
+    groups with ten answers each, plain refits ended at an ELBO of -40.9
+    with everyone alike, where a fit from scratch on the same answers
+    reaches -26.8 and tells the groups apart; with revived refits the
+    study told them apart. It is no guarantee of a fit from scratch's
+    optimum: where the residual already explains people, revived tastes
+    shrink again within the run and the plain run is kept.
+    :class:`~prefbo.loop.PopulationStudy` and ``prefbo serve`` revive at
+    the refits where the answers pass a power of two.
 
     Args:
         model: The model.
@@ -174,6 +177,8 @@ def fit_collaborative(
     """
     lr = check_float("lr", lr, minimum=0, open_minimum=True)
     seed = check_seed("seed", seed)
+    if not isinstance(revive, bool):
+        raise InputTypeError(f"revive must be a bool; got {describe(revive)}.")
     counts = model.answers.counts()
     active = (counts > 0).nonzero().squeeze(-1)
     m = int(counts.sum())

@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from prefbo.exceptions import InputTypeError
 from prefbo.models.collaborative import CollaborativePreferenceGP, training
 from prefbo.models.collaborative.shared import COLLAPSED, SCALE_BOUNDS
 from prefbo.models.collaborative.training import full_elbo, minibatch_elbo
@@ -191,3 +192,11 @@ def test_a_part_that_collapses_during_the_fit_is_revived(monkeypatch):
     monkeypatch.setattr(type(model.shared), "revive", spy)
     model.fit(steps=100, revive=True)
     assert seen == [([False, True], pytest.approx(2 * COLLAPSED))]
+
+
+def test_revive_must_be_a_bool():
+    X, rows = two_groups(answers=2)
+    model = CollaborativePreferenceGP(X, rows, num_inducing=8)
+    for bad in ("no", 1, None):
+        with pytest.raises(InputTypeError, match="revive must be a bool"):
+            model.fit(steps=1, revive=bad)
