@@ -32,7 +32,7 @@ from gpytorch.constraints import Interval
 from linear_operator import to_dense
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.inducing import ConditionalVarianceReduction
 from prefbo.kernels.defaults import default_preference_covar_module
 from prefbo.utils import seeds
@@ -138,6 +138,15 @@ class SharedFunctions(gpytorch.Module):
 
     # ----------------------------------------------------------- scales
     def _set(self, name: str, value: Tensor) -> None:
+        if not hasattr(self, name):
+            missing = {
+                "raw_item_scale": "item effects (item_effects=False)",
+                "raw_residual_scale": "residual (num_residual=0)",
+            }
+            raise UnsupportedError(
+                f"{name.removeprefix('raw_')} cannot be set: the model has no "
+                f"{missing[name]}."
+            )
         value = torch.as_tensor(value).to(self.Z)
         constraint = getattr(self, f"{name}_constraint")
         lo, hi = constraint.lower_bound.to(value), constraint.upper_bound.to(value)

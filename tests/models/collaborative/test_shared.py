@@ -2,7 +2,7 @@ import pytest
 import torch
 from linear_operator import to_dense
 
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.models.collaborative.shared import (
     SCALE_BOUNDS,
     START_CHOLESKY,
@@ -91,6 +91,10 @@ def test_scales_are_settable_and_bounded():
     for bad in (lo, 1.00000001e-3, hi, 0.0, float("nan")):
         with pytest.raises(InputDataError, match="scale must lie strictly between"):
             shared.scale = torch.tensor([2.0, bad, 0.5], dtype=torch.float64)
+    with pytest.raises(UnsupportedError, match=r"no residual \(num_residual=0\)"):
+        shared.residual_scale = torch.tensor(0.5)
+    with pytest.raises(UnsupportedError, match="no item effects"):
+        shared.item_scale = torch.tensor(0.5)
     shared = SharedFunctions(
         torch.rand(4, 2, dtype=torch.float64), num_tastes=2, num_residual=2
     )
