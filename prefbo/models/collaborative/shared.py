@@ -56,6 +56,16 @@ START_CHOLESKY = 0.3
 START_TASTE_MEANS = 0.3
 
 
+def start_scales(num_tastes: int) -> dict[str, list[float] | float]:
+    r"""Where the scales of a model with ``num_tastes`` tastes start
+    (:data:`START_SCALES`), by the name of their raw parameter."""
+    return {
+        "raw_scale": [START_SCALES["shared"]] + [START_SCALES["taste"]] * num_tastes,
+        "raw_item_scale": [START_SCALES["item"]] * (num_tastes + 1),
+        "raw_residual_scale": START_SCALES["residual"],
+    }
+
+
 def choose_inducing(designs: Tensor, num_inducing: int, seed: int) -> Tensor:
     r"""``M`` inducing points among the distinct ``designs`` (``n x d``): all
     of them when there are at most ``M``, else greedy conditional variance
@@ -110,25 +120,12 @@ class SharedFunctions(gpytorch.Module):
             device=device, dtype=dtype
         )
         J, R = num_tastes + 1, M + num_items
-        lo, hi = SCALE_BOUNDS
-        start = torch.full((J,), START_SCALES["taste"], dtype=dtype, device=device)
-        start[0] = START_SCALES["shared"]
-        self.register_parameter(
-            "raw_scale", torch.nn.Parameter(torch.zeros_like(start))
-        )
-        self.register_constraint("raw_scale", Interval(lo, hi))
-        self.scale = start
-        if num_items:
-            self.register_parameter(
-                "raw_item_scale", torch.nn.Parameter(torch.zeros_like(start))
-            )
-            self.register_constraint("raw_item_scale", Interval(lo, hi))
-            self.item_scale = torch.full_like(start, START_SCALES["item"])
-        if self.num_residual:
-            one = torch.zeros((), dtype=dtype, device=device)
-            self.register_parameter("raw_residual_scale", torch.nn.Parameter(one))
-            self.register_constraint("raw_residual_scale", Interval(lo, hi))
-            self.residual_scale = torch.full_like(one, START_SCALES["residual"])
+        starts = start_scales(num_tastes)
+        for name in self.scale_names():
+            start = torch.tensor(starts[name], dtype=dtype, device=device)
+            self.register_parameter(name, torch.nn.Parameter(torch.zeros_like(start)))
+            self.register_constraint(name, Interval(*SCALE_BOUNDS))
+            self._set(name, start)
         g = torch.Generator().manual_seed(seed)
         mean = torch.zeros(J, R, dtype=dtype)
         mean[1:] = START_TASTE_MEANS * torch.randn(J - 1, R, generator=g, dtype=dtype)
@@ -185,19 +182,23 @@ class SharedFunctions(gpytorch.Module):
     def residual_scale(self, value: Tensor) -> None:
         self._set("raw_residual_scale", value)
 
-    def collapsed(self) -> dict[str, Tensor]:
-        r"""Masks of the scales below :data:`COLLAPSED`, by the name of
-        their raw parameter (``"raw_scale"``, and where present
-        ``"raw_item_scale"`` and ``"raw_residual_scale"``)."""
+    def scale_names(self) -> list[str]:
+        r"""The raw parameters of the scales this model has: ``"raw_scale"``,
+        and where present ``"raw_item_scale"`` and ``"raw_residual_scale"``."""
         names = ["raw_scale"]
         if self.num_items:
             names.append("raw_item_scale")
         if self.num_residual:
             names.append("raw_residual_scale")
+        return names
+
+    def collapsed(self) -> dict[str, Tensor]:
+        r"""Masks of the scales below :data:`COLLAPSED`, by the name of
+        their raw parameter (:meth:`scale_names`)."""
         with torch.no_grad():
             return {
                 name: getattr(self, name.removeprefix("raw_")) < COLLAPSED
-                for name in names
+                for name in self.scale_names()
             }
 
     def revive(self, parts: dict[str, Tensor], seed: int) -> None:
@@ -216,12 +217,7 @@ class SharedFunctions(gpytorch.Module):
         a revived one can leave it.
         """
         g = torch.Generator().manual_seed(seeds.revive_seed(seed))
-        starts = {
-            "raw_scale": [START_SCALES["shared"]]
-            + [START_SCALES["taste"]] * self.num_tastes,
-            "raw_item_scale": [START_SCALES["item"]] * (self.num_tastes + 1),
-            "raw_residual_scale": START_SCALES["residual"],
-        }
+        starts = start_scales(self.num_tastes)
         with torch.no_grad():
             for name, mask in parts.items():
                 raw = getattr(self, name)

@@ -197,8 +197,8 @@ def fit_collaborative(
     descent = Descent(model, active, counts, batch_people, lr, seed)
     initial = shared_state(model) if revive and steps else None
     history = descent.run(steps)
-    parts = model.shared.collapsed()
-    if initial is not None and any(bool(m.any()) for m in parts.values()):
+    parts = model.shared.collapsed() if initial is not None else {}
+    if any(bool(mask.any()) for mask in parts.values()):
         kept, elbo = shared_state(model), descent.elbo()
         model.load_state_dict(initial, strict=False)
         model.shared.revive(parts, seed)
