@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ from botorch.models.model import Model
 from botorch.posteriors import Posterior
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError, InputTypeError, SessionLogLockedError
+from prefbo.exceptions import InputDataError
 from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import options as _options
 from prefbo.loop.box import DesignBox
@@ -52,65 +51,22 @@ from prefbo.loop.fitted import seeded
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
-from prefbo.loop.session import lock_holder
 from prefbo.loop.settings import LoopSettings
 from prefbo.loop.study_collaborative import (
     COLLABORATIVE,
     CollaborativeState,
     unavailable,
 )
+from prefbo.loop.study_folder import check_name, lock_folder
 from prefbo.mlls import PairwiseEPMLL, PairwiseLaplaceMLL
 from prefbo.models.population import disagreement, population_model
-from prefbo.utils.checks import check_int, check_seed, describe
+from prefbo.utils.checks import check_int, check_seed
 from prefbo.utils.seeds import fit_seed, participant_question_seed
 from prefbo.utils.threads import limited
-
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None
 
 STRATEGIES = ("eubo", "random")
 MLLS = {"ep": PairwiseEPMLL, "laplace": PairwiseLaplaceMLL}
 KINDS = (*MLLS, COLLABORATIVE)
-
-
-NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str):
-        raise InputTypeError(
-            f"a participant's name must be a str; got {describe(name)}."
-        )
-    if not NAME.fullmatch(name):
-        raise InputDataError(
-            "a participant's name (also their log's file name) must be 1-100 "
-            "letters, digits, '_', '.' or '-', not starting with '.' or '-'; got "
-            f"{name!r}."
-        )
-
-
-def _lock_folder(log_dir: Path) -> int:
-    r"""An open descriptor of ``log_dir/study.json`` holding its exclusive
-    lock: one study object at a time writes a study folder (two would give
-    different people one id, and each would rewrite the other's list)."""
-    path = log_dir / "study.json"
-    fd = os.open(path, os.O_RDWR)
-    if fcntl is None:
-        return fd
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pid = lock_holder(fd)
-        os.close(fd)
-        holder = "pid unknown on this system" if pid is None else f"pid {pid}"
-        raise SessionLogLockedError(
-            f"the study folder {str(log_dir)!r} is open in another PopulationStudy "
-            f"({holder}); close it there (study.close(), or end that process) "
-            "before resuming it."
-        ) from None
-    return fd
 
 
 class ParticipantView(Model):
@@ -204,7 +160,7 @@ class PopulationStudy:
                 )
             self.log_dir.mkdir(parents=True, exist_ok=True)
             (self.log_dir / "study.json").write_text(json.dumps(self.config))
-            self._lock = _lock_folder(self.log_dir)
+            self._lock = lock_folder(self.log_dir)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -231,7 +187,7 @@ class PopulationStudy:
             ) from e
         study = cls(**config)
         study.log_dir = log_dir
-        study._lock = _lock_folder(log_dir)
+        study._lock = lock_folder(log_dir)
         order = log_dir / "participants.json"
         try:  # a failed resume releases the folder
             for name in json.loads(order.read_text()) if order.exists() else []:
@@ -250,7 +206,7 @@ class PopulationStudy:
         return list(self._order)
 
     def _person(self, name: object) -> PreferentialOptimizer:
-        _check_name(name)
+        check_name(name)
         if self._closed:
             raise InputDataError(
                 "the study was closed; resume it (PopulationStudy.resume) to go on."
@@ -273,7 +229,7 @@ class PopulationStudy:
     def history(self, name: str) -> list[Any]:
         r"""A participant's answers in force (see ``PreferentialOptimizer``;
         none for a name the study has not seen)."""
-        _check_name(name)
+        check_name(name)
         return self._people[name].history if name in self._people else []
 
     # ------------------------------------------------------------ ask / tell
@@ -289,7 +245,7 @@ class PopulationStudy:
     def tell(self, name: str, answer: int, options: Any = None) -> None:
         r"""Record participant ``name``'s answer (logged before returning);
         ``options`` default to their pending question."""
-        _check_name(name)
+        check_name(name)
         if options is None:
             if name not in self._pending:
                 raise InputDataError(
@@ -307,7 +263,7 @@ class PopulationStudy:
             InputDataError: ``name`` is not a participant (ask and tell
                 register a name, an undo does not) or has no answer left.
         """
-        _check_name(name)
+        check_name(name)
         if name not in self._people:
             raise InputDataError(
                 "name must be a participant of the study to undo their answer "
@@ -440,7 +396,7 @@ class PopulationStudy:
     def _id(self, name: object) -> int:
         r"""``name``'s participant id; a newcomer's (the next id, not
         registered) for a name the study has not seen."""
-        _check_name(name)
+        check_name(name)
         return self._order.index(name) if name in self._order else len(self._order)
 
     def best(self, name: str | None = None) -> tuple[Tensor, float, float]:
