@@ -42,7 +42,10 @@ from botorch.models.model import Model
 from botorch.posteriors import Posterior
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError
+from prefbo.exceptions import (
+    InputDataError,
+    UnsupportedError,
+)
 from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import options as _options
 from prefbo.loop.box import DesignBox
@@ -64,7 +67,13 @@ from prefbo.utils.checks import check_int, check_seed
 from prefbo.utils.seeds import fit_seed, participant_question_seed
 from prefbo.utils.threads import limited
 
+#: The strategies of every kind ...
 STRATEGIES = ("eubo", "random")
+#: ... and those of the collaborative kind alone: Thompson sampling needs
+#: draws of a participant's utility over the candidates, which the
+#: collaborative model's batched step makes and the exact population
+#: model's participant views (no sample paths) do not.
+COLLABORATIVE_ONLY = ("ts",)
 MLLS = {"ep": PairwiseEPMLL, "laplace": PairwiseLaplaceMLL}
 KINDS = (*MLLS, COLLABORATIVE)
 
@@ -100,7 +109,10 @@ class PopulationStudy:
         model: ``"ep"`` (default) or ``"laplace"``: the exact population
             model, refitted at every answer; or ``"collaborative"``
             (:mod:`prefbo.loop.study_collaborative`).
-        strategy: ``"eubo"`` (default) or ``"random"``.
+        strategy: ``"eubo"`` (default) or ``"random"``; with
+            ``model="collaborative"`` also ``"ts"`` (Thompson sampling: the
+            maxima of two draws of the participant's utility over the
+            candidates).
         seed: Seed of every random choice.
         initial_random: Questions of the whole study (all participants
             together) drawn uniformly before the model is used: 2, as
@@ -123,9 +135,16 @@ class PopulationStudy:
     ) -> None:
         if model not in KINDS:
             raise InputDataError(f"model must be one of {list(KINDS)}; got {model!r}.")
-        if strategy not in STRATEGIES:
+        if strategy not in STRATEGIES + COLLABORATIVE_ONLY:
             raise InputDataError(
-                f"strategy must be one of {list(STRATEGIES)}; got {strategy!r}."
+                f"strategy must be one of {list(STRATEGIES + COLLABORATIVE_ONLY)}; "
+                f"got {strategy!r}."
+            )
+        if strategy in COLLABORATIVE_ONLY and model != COLLABORATIVE:
+            raise UnsupportedError(
+                f"strategy {strategy!r} (Thompson sampling) needs "
+                f"model={COLLABORATIVE!r}: the exact population model's "
+                f"participants have no sample paths to draw; got model={model!r}."
             )
         check_seed("seed", seed)
         check_int("initial_random", initial_random, 1)

@@ -381,3 +381,44 @@ def test_a_small_study_of_two_groups_tells_them_apart(monkeypatch):
         with torch.no_grad():
             low, high = view.posterior(ends).mean.reshape(-1).tolist()
         assert (low > high) == (favourite < 0.5), (name, low, high)
+
+
+def test_thompson_questions_are_two_draws_maxima(tmp_path):
+    r"""``strategy="ts"``: a participant's question is the batched Thompson
+    step's (two draws of their utility over the candidates, each draw's
+    maximum), not EUBO's; a resumed study asks the same."""
+    study = _small(strategy="ts", log_dir=tmp_path)
+    people = _people(3, seed=2)
+    for _ in range(3):
+        _round(study, people)
+    state = study.collaborative
+    asked = study.ask("p1")
+    seed = state.question_seed(1, 3) % sc.SEED_MOD
+    X = study.question_maker.candidates(seed)
+    rows = (X.unsqueeze(0) == asked.unsqueeze(1)).all(-1).long().argmax(-1)
+    assert torch.equal(X[rows], asked)  # both options are candidates
+    with torch.no_grad():
+        post = study.model.posterior(X, person=1)
+    draws = post.rsample(torch.Size([4000])).reshape(4000, -1)  # 4000 x C
+    wins = torch.bincount(draws.argmax(-1), minlength=X.shape[0]) / 4000.0
+    assert bool((wins[rows] > 0).all())  # each a maximum some draws reach
+    eubo = QuestionMaker(study.box, "eubo", 2, SMALL)
+    assert not torch.equal(
+        asked, eubo.for_people(study.model, torch.tensor([1]), [None], seed)[0]
+    )
+    study.close()
+    again = PopulationStudy.resume(tmp_path)
+    assert again.config["strategy"] == "ts"
+    assert torch.equal(again.ask("p1"), asked)
+    again.close()
+
+
+def test_thompson_needs_the_collaborative_kind():
+    for kind in ("ep", "laplace"):
+        with pytest.raises(
+            UnsupportedError,
+            match=r"strategy 'ts' \(Thompson sampling\) needs model='collaborative'",
+        ):
+            PopulationStudy(BOUNDS, model=kind, strategy="ts")
+    with pytest.raises(InputDataError, match=r"strategy must be one of"):
+        PopulationStudy(BOUNDS, model="collaborative", strategy="bald")
