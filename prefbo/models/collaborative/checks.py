@@ -1,5 +1,6 @@
 r"""Checks of a collaborative model's data, each naming the argument, what it
-expects and what came."""
+expects and what came; designs outside the unit cube, which the kernel's
+priors assume, are not refused but warned of, as BoTorch's models do."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.models.training_data import warn_outside_unit_cube
 from prefbo.utils.checks import check_int, describe
+
+#: What the warning of designs outside the unit cube tells to do.
+UNIT_CUBE_REMEDY = (
+    "map them into [0, 1]^d yourself, e.g. (X - lower) / (upper - lower) with "
+    "the space's bounds (the collaborative model takes no input transform)"
+)
 
 
 def check_answers(
@@ -126,10 +134,14 @@ def check_answer_sides(winners: object, losers: object, d: int) -> None:
             f"winners and losers must have one row per answer; got "
             f"{winners.shape[0]} and {losers.shape[0]}."
         )
+    sides = [t for t in (winners, losers) if t.is_floating_point()]
+    if sides:
+        warn_outside_unit_cube(torch.cat(sides), None, UNIT_CUBE_REMEDY)
 
 
 def check_designs(designs: object) -> None:
-    r"""Check ``n x d`` finite floating designs with ``n ≥ 1``.
+    r"""Check ``n x d`` finite floating designs with ``n ≥ 1``; warn where
+    they leave the unit cube (:func:`~prefbo.models.training_data.warn_outside_unit_cube`).
 
     Raises:
         InputTypeError: Not a floating tensor.
@@ -145,6 +157,7 @@ def check_designs(designs: object) -> None:
         )
     if not bool(torch.isfinite(designs).all()):
         raise InputDataError("designs must be finite; got NaN or inf.")
+    warn_outside_unit_cube(designs, None, UNIT_CUBE_REMEDY)
 
 
 def check_inducing(inducing_points: object, designs: Tensor) -> Tensor | None:

@@ -40,3 +40,24 @@ def test_person_features():
         check_person_features(torch.ones(3, 2, dtype=torch.long), 3, like)
     with pytest.raises(InputDataError, match="must be finite"):
         check_person_features(torch.tensor([[float("nan")]] * 3), 3, like)
+
+
+def test_designs_outside_the_unit_cube_warn_as_botorch_s_models_do():
+    r"""The kernel's priors assume the unit cube: designs in other units
+    warn (BoTorch's InputDataWarning, naming the range) at the constructor
+    and where an answer brings new designs; unit-cube ones do not."""
+    from botorch.exceptions import InputDataWarning
+
+    from prefbo.models.collaborative import CollaborativePreferenceGP
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(6, 2, generator=g, dtype=torch.float64)
+    answers = torch.tensor([[0, 0, 1], [1, 2, 3], [1, 4, 5]])
+    with pytest.raises(
+        InputDataWarning, match=r"values from 1.77 to 9.7.*map them into \[0, 1\]\^d"
+    ):
+        CollaborativePreferenceGP(10 * X, answers, num_inducing=4, num_residual=2)
+    model = CollaborativePreferenceGP(X, answers, num_inducing=4, num_residual=2)
+    model.observe(0, X[:1], X[1:2])  # known designs, no warning
+    with pytest.raises(InputDataWarning, match=r"values from -1 to 0\.5"):
+        model.observe(0, torch.tensor([[0.5, 0.5]]).double(), -X[:1].clamp_min(1.0))
