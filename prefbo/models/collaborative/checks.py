@@ -141,7 +141,8 @@ def check_answer_sides(winners: object, losers: object, d: int) -> None:
 
 def check_designs(designs: object) -> None:
     r"""Check ``n x d`` finite floating designs with ``n ≥ 1``; warn where
-    they leave the unit cube (:func:`~prefbo.models.training_data.warn_outside_unit_cube`).
+    they leave the unit cube
+    (:func:`~prefbo.models.training_data.warn_outside_unit_cube`).
 
     Raises:
         InputTypeError: Not a floating tensor.
