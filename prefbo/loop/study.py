@@ -137,8 +137,9 @@ class PopulationStudy:
             raise InputDataError(f"model must be one of {list(KINDS)}; got {model!r}.")
         if strategy not in STRATEGIES + COLLABORATIVE_ONLY:
             raise InputDataError(
-                f"strategy must be one of {list(STRATEGIES + COLLABORATIVE_ONLY)}; "
-                f"got {strategy!r}."
+                f"strategy must be one of {list(STRATEGIES)}, or with "
+                f"model={COLLABORATIVE!r} also 'ts' (Thompson sampling); got "
+                f"{strategy!r}."
             )
         if strategy in COLLABORATIVE_ONLY and model != COLLABORATIVE:
             raise UnsupportedError(

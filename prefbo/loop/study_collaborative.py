@@ -40,14 +40,16 @@ A participant's question comes from the study's question maker
 :meth:`CollaborativeState.question`): the EUBO-best pair of candidate
 designs (every design of a small space, else
 :data:`~prefbo.loop.people_questions.CANDIDATES` uniform ones) at their
-posterior, the batched step that ``prefbo serve``'s collaborative kind runs
-for every waiting participant at once. A fit runs inside the ``tell``,
-``undo`` or ``resume`` that calls for it (seconds, against milliseconds for
-an online update or a question). ``best()``, ``participant_model()`` (a
-:class:`~prefbo.models.collaborative.PersonModel`) and ``model`` work as
-for the exact kinds;
-``hyperparameters()``, ``fix_hyperparameters()`` and ``disagreement()``,
-which read the exact model's kernel, raise ``UnsupportedError``.
+posterior, or with ``strategy="ts"`` the maxima of two draws of their
+utility over the candidates: the batched step that ``prefbo serve``'s
+collaborative kind runs for every waiting participant at once. A fit runs
+inside the ``tell``, ``undo`` or ``resume`` that calls for it (seconds,
+against milliseconds for an online update or a question). ``best()``,
+``participant_model()`` (a
+:class:`~prefbo.models.collaborative.PersonModel`) and ``model`` work as for
+the exact kinds; ``hyperparameters()``, ``fix_hyperparameters()`` and
+``disagreement()``, which read the exact model's kernel, raise
+``UnsupportedError``.
 
 Determinism (what the collaborative kind promises, less than the exact
 kinds): the model after each answer is a function of the seed and of the

@@ -420,5 +420,9 @@ def test_thompson_needs_the_collaborative_kind():
             match=r"strategy 'ts' \(Thompson sampling\) needs model='collaborative'",
         ):
             PopulationStudy(BOUNDS, model=kind, strategy="ts")
-    with pytest.raises(InputDataError, match=r"strategy must be one of"):
-        PopulationStudy(BOUNDS, model="collaborative", strategy="bald")
+    with pytest.raises(
+        InputDataError,
+        match=r"one of \['eubo', 'random'\], or with model='collaborative' also "
+        r"'ts' \(Thompson sampling\); got 'thompson'",
+    ):
+        PopulationStudy(BOUNDS, model="collaborative", strategy="thompson")
