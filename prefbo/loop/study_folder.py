@@ -49,6 +49,8 @@ def lock_folder(log_dir: Path) -> int:
         pid = lock_holder(fd)
         os.close(fd)
         holder = "pid unknown on this system" if pid is None else f"pid {pid}"
+        if pid == os.getpid():
+            holder += ", this process"
         raise SessionLogLockedError(
             f"the study folder {str(log_dir)!r} is open in another PopulationStudy "
             f"({holder}); close it there (study.close(), or end that process) "

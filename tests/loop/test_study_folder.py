@@ -25,7 +25,9 @@ def test_a_name_must_be_a_str():
 def test_a_locked_folder_is_refused_until_its_lock_is_let_go(tmp_path):
     (tmp_path / "study.json").write_text("{}")
     fd = lock_folder(tmp_path)
-    with pytest.raises(SessionLogLockedError, match=rf"pid {os.getpid()}"):
+    with pytest.raises(
+        SessionLogLockedError, match=rf"\(pid {os.getpid()}, this process\)"
+    ):
         lock_folder(tmp_path)
     os.close(fd)
     os.close(lock_folder(tmp_path))
