@@ -117,7 +117,7 @@ def work_once(
     seconds = 0.0 if share is None else share.lease_seconds
     for pid, options in engine.propose_each(shown, shown_virtual):
         now = store.needing_questions(most, [pid]).get(pid)
-        if now is not None:
+        if now is not None and _holds(share, pid):
             carried = engine.carried.get(pid)
             made = MadeQuestion(
                 participant_id=pid,
@@ -131,6 +131,14 @@ def work_once(
             hyper.update(engine, len(answered), used)
             hyper = None
     return stored
+
+
+def _holds(share: Share | None, pid: int) -> bool:
+    r"""Whether this worker still holds participant ``pid`` after making
+    their question: its heartbeat may give the lease up during a round (a
+    worker joined and ``pid`` falls to it), and then the new holder makes
+    that question; this one's is not offered for storing."""
+    return share is None or pid in share.held
 
 
 def _mine(needing: dict[int, Needing], share: Share | None) -> dict[int, Needing]:
@@ -178,6 +186,7 @@ def collaborative_round(
     made = [
         MadeQuestion(pid, needing[pid].seq, options.tolist(), needing[pid].answers)
         for pid, options in asked.items()
+        if _holds(share, pid)
     ]
     holder = None if share is None else share.name
     seconds = 0.0 if share is None else share.lease_seconds

@@ -91,7 +91,7 @@ def test_two_workers_never_make_the_same_participants_question(
 
     def worker(name: str) -> None:
         mine = Store(store.url)
-        share = Share(mine, name)
+        share = Share(mine, name).start()  # with its heartbeat, as a worker's
         engine = CollaborativeEngine(config, background=False)
         queue_questions = mine.queue_questions
 

@@ -200,3 +200,34 @@ def test_an_answer_between_the_worker_s_reads_waits_for_the_next_round(
     monkeypatch.setattr(QuestionEngine, "__init__", recording)
     assert work_once(store, config) == 0 and told == []
     assert work_once(store, config) == 1 and told == [1]
+
+
+def test_a_lease_given_up_mid_round_is_not_stored_for(store, make_config, monkeypatch):
+    r"""A worker's heartbeat can give a participant's lease up during a
+    round (another worker joined and the participant falls to it now): the
+    question made for them is not offered for storing, so the new holder's
+    is the only one made for that seq."""
+    config = make_config()
+    a, b = store.add_participant("ta", "a"), store.add_participant("tb", "b")
+    share = Share(store, "w1")
+    share.renew()
+    offered = []
+    queue = store.queue_question
+
+    def recorded(question, holder=None, seconds=0.0):
+        offered.append(question.participant_id)
+        return queue(question, holder, seconds)
+
+    monkeypatch.setattr(store, "queue_question", recorded)
+    real = QuestionEngine.propose_each
+
+    def losing(self, shown, shown_virtual=None):
+        for pid, options in real(self, shown, shown_virtual):
+            # the heartbeat gives b up, in the database and the share
+            renewal = store.renew_share("w1", share.lease_seconds, lambda live: [b])
+            share.held = renewal.held
+            yield pid, options
+
+    monkeypatch.setattr(QuestionEngine, "propose_each", losing)
+    assert work_once(store, config, share) == 1
+    assert offered == [a]
