@@ -42,10 +42,7 @@ from botorch.models.model import Model
 from botorch.posteriors import Posterior
 from torch import Tensor
 
-from prefbo.exceptions import (
-    InputDataError,
-    UnsupportedError,
-)
+from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import options as _options
 from prefbo.loop.box import DesignBox

@@ -116,8 +116,9 @@ def work_once(
     holder = None if share is None else share.name
     seconds = 0.0 if share is None else share.lease_seconds
     for pid, options in engine.propose_each(shown, shown_virtual):
-        now = store.needing_questions(most, [pid]).get(pid)
-        if now is not None and _holds(share, pid):
+        held = _holds(share, pid)  # else no need to read what they need
+        now = store.needing_questions(most, [pid]).get(pid) if held else None
+        if now is not None:
             carried = engine.carried.get(pid)
             made = MadeQuestion(
                 participant_id=pid,
