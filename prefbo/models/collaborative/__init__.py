@@ -3,8 +3,9 @@ and each person's weights on them (see
 :mod:`~prefbo.models.collaborative.model`)."""
 
 from prefbo.models.collaborative.ep import ep_people
-from prefbo.models.collaborative.model import CollaborativePreferenceGP, PersonModel
+from prefbo.models.collaborative.model import CollaborativePreferenceGP
 from prefbo.models.collaborative.people import PersonPosterior, laplace_people
+from prefbo.models.collaborative.person_model import PersonModel
 from prefbo.models.collaborative.training import fit_collaborative
 
 __all__ = [

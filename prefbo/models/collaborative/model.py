@@ -57,6 +57,7 @@ from prefbo.models.collaborative.checks import (
 )
 from prefbo.models.collaborative.ep import check_ep_likelihood, ep_people
 from prefbo.models.collaborative.people import PersonPosterior, laplace_people
+from prefbo.models.collaborative.person_model import PersonModel
 from prefbo.models.collaborative.shared import SharedFunctions, choose_inducing
 from prefbo.models.collaborative.training import fit_collaborative
 from prefbo.utils.checks import check_int, describe
@@ -426,17 +427,22 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         observation_noise: bool = False,
         posterior_transform: Any = None,
         person: int | None = None,
+        latent: PersonPosterior | None = None,
         **kwargs: Any,
     ) -> GPyTorchPosterior:
         r"""The posterior of ``person``'s utility at ``batch_shape x q x d``
-        designs (``person=None``: a newcomer's, the population's)."""
+        designs (``person=None``: a newcomer's, the population's), or of one
+        whose latent posterior is ``latent`` (one person's, e.g. after
+        answers imagined with
+        :func:`~prefbo.models.collaborative.questions.imagined_posteriors`)."""
         d = self.designs.shape[-1]
         if not isinstance(X, Tensor) or X.ndim < 2 or X.shape[-1] != d:
             raise InputDataError(f"X must be batch_shape x q x {d}; got {describe(X)}.")
         shape = X.shape[:-1]
         blocks = X.reshape(-1, shape[-1], X.shape[-1])
         with limited(shape.numel()):
-            mean, cov = self.moments(blocks, self.posterior_of(person))
+            latent = self.posterior_of(person) if latent is None else latent
+            mean, cov = self.moments(blocks, latent)
         mean, cov = mean[0].reshape(shape), cov[0].reshape(*shape, shape[-1])
         eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
         post = GPyTorchPosterior(MultivariateNormal(mean, cov + POSTERIOR_JITTER * eye))
@@ -459,9 +465,12 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         with torch.no_grad(), limited(X.shape[0]):
             return self.shared.means(self.shared.basis(X, self.item_ids(X)))
 
-    def person_model(self, person: int | None) -> PersonModel:
-        r"""One person's view as a BoTorch ``Model`` (for EUBO, Thompson)."""
-        return PersonModel(self, person)
+    def person_model(
+        self, person: int | None, latent: PersonPosterior | None = None
+    ) -> PersonModel:
+        r"""One person's view as a BoTorch ``Model`` (for EUBO, Thompson); see
+        :class:`~prefbo.models.collaborative.person_model.PersonModel`."""
+        return PersonModel(self, person, latent)
 
     # ---------------------------------------------------------- training
     def fit(self, **kwargs: Any) -> list[float]:
@@ -475,25 +484,3 @@ def _keys(X: Tensor) -> list[bytes]:
     r"""Hashable keys of ``n x d`` designs, equal for equal rows (``-0.0``
     as ``0.0``)."""
     return [row.tobytes() for row in (X.detach() + 0.0).cpu().numpy()]
-
-
-class PersonModel(Model):
-    r"""One person's utility in a :class:`CollaborativePreferenceGP`, as a
-    BoTorch ``Model`` (``person=None``: the population's)."""
-
-    def __init__(self, model: CollaborativePreferenceGP, person: int | None) -> None:
-        super().__init__()
-        self.model, self.person = model, person
-        self.likelihood = model.likelihood
-
-    @property
-    def num_outputs(self) -> int:  # noqa: D102
-        return 1
-
-    @property
-    def datapoints(self) -> Tensor:
-        r"""The model's design table (BoTorch's EUBO reads its dtype and device)."""
-        return self.model.designs
-
-    def posterior(self, X: Tensor, *args: Any, **kwargs: Any) -> GPyTorchPosterior:  # noqa: D102
-        return self.model.posterior(X, *args, person=self.person, **kwargs)

@@ -240,16 +240,19 @@ def believed_answers(model, people: Tensor, options: Tensor) -> Tensor:
 def imagined_posteriors(
     model, people: Tensor, winners: Tensor, losers: Tensor
 ) -> PersonPosterior:
-    r"""The posteriors ``B`` people would have after one more answer each
-    (``B`` winner and loser design rows), at the current shared functions,
-    without storing the answers: what :meth:`observe` would store, for a
-    question made before the answer to the one on screen is known."""
+    r"""The posteriors ``B`` people would have after ``k`` more answers each
+    (``B`` or ``B x k`` winner and loser design rows), at the current shared
+    functions, without storing the answers: what :meth:`observe` would
+    store, for a question made before the answer to the one on screen is
+    known, or made with virtual comparisons that only its answer keeps."""
     people = people.long().to(model.designs.device)
     with torch.no_grad(), limited(len(people) * 16):
         batch = model.answers.gather(people)
-        extra = torch.ones(len(people), 1, dtype=torch.bool, device=people.device)
-        W = torch.cat([batch.winners, winners.reshape(-1, 1).to(people)], -1)
-        L = torch.cat([batch.losers, losers.reshape(-1, 1).to(people)], -1)
+        winners = winners.reshape(len(people), -1).to(people)
+        losers = losers.reshape(len(people), -1).to(people)
+        extra = torch.ones_like(winners, dtype=torch.bool)
+        W = torch.cat([batch.winners, winners], -1)
+        L = torch.cat([batch.losers, losers], -1)
         delta, offset = model.answer_rows(W, L)
         mask = torch.cat([batch.mask, extra], -1)
         return model.infer_people(people, delta, offset, mask)

@@ -257,3 +257,19 @@ def test_thompson_draws_from_a_table_without_a_cholesky_factor():
     first = torch.bincount(pairs[:, 0], minlength=4)
     assert first[1] + first[2] <= 0.01 * B
     assert abs(int(first[0]) - B / 2) < 0.05 * B
+
+
+def test_imagined_posteriors_of_several_answers_each_equal_observed_ones(model):
+    # k answers per person (B x k rows), as a question's virtual comparisons
+    people = torch.tensor([0, 3])
+    winners = torch.tensor([[3, 5, 7], [6, 1, 2]])
+    losers = torch.tensor([[8, 2, 9], [2, 4, 0]])
+    imagined = imagined_posteriors(model, people, winners, losers)
+    assert int(model.answers.counts()[0]) == 12  # nothing stored
+    for b, p in enumerate(people.tolist()):
+        copy = copy_module(model)
+        post = copy.observe(p, winners[b], losers[b])
+        torch.testing.assert_close(imagined.mean[b], post.mean[0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            imagined.precision_chol[b], post.precision_chol[0], atol=1e-6, rtol=0
+        )
