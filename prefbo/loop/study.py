@@ -158,7 +158,9 @@ class PopulationStudy:
         self.question_maker = QuestionMaker(self.box, strategy, 2, self.acqf_options)
         self._people: dict[str, PreferentialOptimizer] = {}
         self._order: list[str] = []  # participants by their id
-        self._pending: dict[str, Tensor] = {}
+        # a participant's question asked and not yet answered, and the
+        # virtual comparisons its answer carries (or None)
+        self._pending: dict[str, tuple[Tensor, Tensor | None]] = {}
         self._model: Any = None
         self._fixed: dict[str, Tensor] | None = None
         self._collab = (
@@ -257,20 +259,24 @@ class PopulationStudy:
         if name not in self._pending:
             with limited(2 * self._answers() + 2):  # the model's latent values
                 self._pending[name] = self._question(name, person)
-        return self._pending[name].clone()
+        return self._pending[name][0].clone()
 
     def tell(self, name: str, answer: int, options: Any = None) -> None:
         r"""Record participant ``name``'s answer (logged before returning);
-        ``options`` default to their pending question."""
+        ``options`` default to their pending question. The answer to the
+        pending question (``options`` omitted) carries the virtual
+        comparisons it was asked with (the collaborative kind's, while the
+        study is small; :mod:`prefbo.loop.person_question`)."""
         check_name(name)
+        virtual = None
         if options is None:
             if name not in self._pending:
                 raise InputDataError(
                     f"tell({name!r}, answer) needs a pending question; call "
                     f"ask({name!r}) first or pass options."
                 )
-            options = self._pending[name]
-        self._person(name).tell(answer, options=options)
+            options, virtual = self._pending[name]
+        self._person(name).tell(answer, options=options, virtual=virtual)
         self._changed(name)
 
     def undo(self, name: str) -> Any:
@@ -312,7 +318,10 @@ class PopulationStudy:
             else:
                 last, pid = self._people[name].history[-1], self._order.index(name)
                 opts = self.box.to_model(last.options)
-                if self._collab.told(pid, opts, last.answer, self._data, n, k):
+                virtual = (
+                    None if last.virtual is None else self.box.to_model(last.virtual)
+                )
+                if self._collab.told(pid, opts, last.answer, self._data, n, k, virtual):
                     self._pending.pop(name, None)
                     return
         self._pending.clear()
@@ -325,9 +334,8 @@ class PopulationStudy:
         data = {}
         for pid, name in enumerate(self._order):
             person = self._people[name]
-            if person.num_answers:
-                designs, comps = person.data()
-                data[pid] = (self.box.to_model(designs), comps)
+            if person.num_answers:  # virtual comparisons before their answers
+                data[pid] = person.models.model_data()
         return data
 
     @property
@@ -452,22 +460,28 @@ class PopulationStudy:
         return disagreement(self.model, self.box.to_model(designs))
 
     # ------------------------------------------------------------ questions
-    def _question(self, name: str, person: PreferentialOptimizer) -> Tensor:
+    def _question(
+        self, name: str, person: PreferentialOptimizer
+    ) -> tuple[Tensor, Tensor | None]:
+        r"""Participant ``name``'s next question and the virtual comparisons
+        its answer carries (or ``None``)."""
         k, pid = self._answers(), self._order.index(name)
         step_seed = participant_question_seed(self.seed, k, pid)
         if k < self.initial_random or not self.question_maker.uses_model:
-            return self.question_maker.random(step_seed)
-        if self._collab is not None:  # from the model (fitted here if none)
-            self._collab.current(self._data, len(self._order), k)
-            own = person.num_answers
-            question = self._collab.question(self.question_maker, pid, own)
-            return self.box.from_model(question)
-        view = ParticipantView(self.model, pid)
-        rule = RepeatRule(view, [self.box.to_model(t.options) for t in person.history])
+            return self.question_maker.random(step_seed), None
+        asked = [self.box.to_model(t.options) for t in person.history]
 
         def best() -> Tensor:  # their recommendation, a model input
             return self.box.to_model(self.best(name)[0])
 
-        question, fallback = self.question_maker.from_model(rule, step_seed, best)
+        if self._collab is not None:  # from the model (fitted here if none)
+            self._collab.current(self._data, len(self._order), k)
+            question, virtual, fallback = self._collab.ask(
+                self.question_maker, pid, asked, best, k
+            )
+        else:
+            rule = RepeatRule(ParticipantView(self.model, pid), asked)
+            question, fallback = self.question_maker.from_model(rule, step_seed, best)
+            virtual = None
         self.random_fallbacks += int(fallback)
-        return question
+        return question, virtual

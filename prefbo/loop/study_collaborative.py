@@ -35,7 +35,13 @@ question comes from the population's posterior.
   force (every participant's, stacked in participant order) and restart the
   schedule at that count.
 
-A participant's question comes from the study's question maker
+A participant's question (:meth:`CollaborativeState.ask`), while the study
+holds fewer than :data:`ASK_ONE_BELOW` answers and the strategy is EUBO,
+is the single-person loop's:
+:func:`~prefbo.loop.person_question.ask_person` searches the box
+continuously at their posterior, with virtual comparisons at the box's
+faces that the answer keeps (logged with it, observed with it, read back by
+a rebuild). Otherwise it comes from the study's question maker
 (:meth:`QuestionMaker.for_people <prefbo.loop.QuestionMaker.for_people>`,
 :meth:`CollaborativeState.question`): the EUBO-best pair of candidate
 designs (every design of a small space, else
@@ -44,7 +50,8 @@ posterior, or with ``strategy="ts"`` the maxima of two draws of their
 utility over the candidates: the batched step that ``prefbo serve``'s
 collaborative kind runs for every waiting participant at once. A fit runs
 inside the ``tell``, ``undo`` or ``resume`` that calls for it (seconds,
-against milliseconds for an online update or a question). ``best()``,
+against milliseconds for an online update or a batched question, and a
+tenth of a second or so for the loop's). ``best()``,
 ``participant_model()`` (a
 :class:`~prefbo.models.collaborative.PersonModel`) and ``model`` work as for
 the exact kinds; ``hyperparameters()``, ``fix_hyperparameters()`` and
@@ -73,7 +80,7 @@ keep).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -83,6 +90,7 @@ from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.options import SEED_MOD
+from prefbo.loop.person_question import ask_person
 from prefbo.loop.question_maker import QuestionMaker
 from prefbo.models.collaborative import CollaborativePreferenceGP, PersonModel
 from prefbo.utils import seeds
@@ -109,6 +117,15 @@ REFIT_MIN_NEW = 1
 NUM_TASTES = 3
 NUM_INDUCING = 64
 NUM_RESIDUAL = 16
+#: Below this many answers in the study, a participant's question comes
+#: from :func:`~prefbo.loop.person_question.ask_person` (the loop's
+#: continuous search, with virtual comparisons at the box's faces; about a
+#: tenth of a second) where the strategy is EUBO; from there, and for
+#: Thompson sampling, from the batched step over candidates (milliseconds).
+#: Below it every answer refits the shared part anyway (seconds).
+ASK_ONE_BELOW = REFIT_EVERY_BELOW
+#: The strategies :func:`~prefbo.loop.person_question.ask_person` asks with.
+ASK_ONE_STRATEGIES = ("eubo",)
 #: Scrambled Sobol designs of the unit cube added to the model's design
 #: table at a build, so that its inducing points (chosen once, at the build)
 #: cover the whole box even when the first fit sees a handful of answers.
@@ -262,6 +279,7 @@ class CollaborativeState:
         data: Callable[[], Mapping[int, tuple[Tensor, Tensor]]],
         num_people: int,
         answers: int,
+        virtual: Tensor | None = None,
     ) -> bool:
         r"""Take a participant's new answer (already counted in ``answers``).
 
@@ -273,6 +291,9 @@ class CollaborativeState:
                 only for a build).
             num_people: Participants of the study.
             answers: The study's answers, this one included.
+            virtual: The ``k x 2 x d`` unit-cube virtual comparisons
+                ``[inner, face]`` the answer carries, or ``None``
+                (:func:`~prefbo.loop.person_question.ask_person`).
 
         Returns:
             ``True`` where only ``person``'s posterior changed (an online
@@ -285,8 +306,12 @@ class CollaborativeState:
         self._sync(num_people)
         others = [i for i in range(options.shape[0]) if i != answer]
         winners = options[answer].expand(len(others), -1)  # (q - 1) x d
+        losers = options[others]
+        if virtual is not None:  # observed before the answer, as logged
+            winners = torch.cat([virtual[:, 0], winners])
+            losers = torch.cat([virtual[:, 1], losers])
         with expected_fit_warnings():
-            self.model.observe(person, winners, options[others])
+            self.model.observe(person, winners, losers)
         self.online_updates += 1
         if answers < self.next_fit():
             return True
@@ -330,6 +355,38 @@ class CollaborativeState:
         """
         seed = self.question_seed(person, own) % SEED_MOD
         return maker.for_people(self.model, torch.tensor([person]), seed=seed)[0]
+
+    def ask(
+        self,
+        maker: QuestionMaker,
+        person: int,
+        asked: Sequence[Tensor],
+        best: Callable[[], Tensor],
+        answers: int,
+    ) -> tuple[Tensor, Tensor | None, bool]:
+        r"""``person``'s next question: from
+        :func:`~prefbo.loop.person_question.ask_person` while the study
+        holds fewer than :data:`ASK_ONE_BELOW` answers and the strategy is
+        one of :data:`ASK_ONE_STRATEGIES`, else from :meth:`question`.
+
+        Args:
+            maker: The study's question maker.
+            person: The participant's id (a person of :attr:`model`).
+            asked: Their questions so far, ``2 x d`` model inputs each.
+            best: Their recommendation as a ``d`` model input.
+            answers: The study's answers.
+
+        Returns:
+            ``(question, virtual, fallback)`` as
+            :func:`~prefbo.loop.person_question.ask_person` returns them
+            (box coordinates; the batched step's question carries no virtual
+            comparisons and is never a fallback).
+        """
+        if answers < ASK_ONE_BELOW and maker.strategy_name in ASK_ONE_STRATEGIES:
+            seed = self.question_seed(person, len(asked)) % SEED_MOD
+            return ask_person(maker, self.model, person, asked, seed, best)
+        question = self.question(maker, person, len(asked))
+        return maker.box.from_model(question), None, False
 
     def question_seed(self, person: int, own: int) -> int:
         r"""The seed of ``person``'s question given their ``own`` answers

@@ -5,6 +5,7 @@ import torch
 
 from prefbo.exceptions import InputDataError, UnsupportedError
 from prefbo.loop import study_collaborative as sc
+from prefbo.loop.boundary import DEFAULT_STEP
 from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.study import PopulationStudy
@@ -17,9 +18,9 @@ from prefbo.models.collaborative import (
 SMALL = {"num_restarts": 2, "raw_samples": 32, "maxiter": 20}
 BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 PEAK = torch.tensor([0.7, 0.3], dtype=torch.float64)
-#: Few gradient steps, and refits by growth alone: the tests check the
-#: study's bookkeeping, not the fits.
-FEW = {"FIT_STEPS": 30, "REFIT_STEPS": 10, "REFIT_EVERY_BELOW": 0}
+#: Few gradient steps, refits by growth alone and every question from the
+#: batched step: the tests check the study's bookkeeping, not the fits.
+FEW = {"FIT_STEPS": 30, "REFIT_STEPS": 10, "REFIT_EVERY_BELOW": 0, "ASK_ONE_BELOW": 0}
 #: The study's own steps, for the tests of what its fits find.
 OWN = {k: getattr(sc, k) for k in FEW}
 
@@ -426,3 +427,51 @@ def test_thompson_needs_the_collaborative_kind():
         r"'ts' \(Thompson sampling\); got 'thompson'",
     ):
         PopulationStudy(BOUNDS, model="collaborative", strategy="thompson")
+
+
+def test_a_small_study_asks_with_virtual_comparisons_its_answers_keep(
+    tmp_path, monkeypatch
+):
+    r"""Below ``ASK_ONE_BELOW`` answers a participant's question is the
+    loop's (:func:`~prefbo.loop.person_question.ask_person`): a person whose
+    utility rises to the face x = 1 is asked with virtual comparisons
+    there, which their answers carry to the log, the model and a resume."""
+    monkeypatch.setattr(sc, "ASK_ONE_BELOW", 10**6)
+    study = _small(log_dir=tmp_path)  # the first 3 questions random
+    for _ in range(6):
+        X = study.ask("ann")
+        study.tell("ann", int(X[:, 0].argmax()))
+    history = study.history("ann")
+    virtual = [len(t.virtual) for t in history if t.virtual is not None]
+    assert virtual and history[0].virtual is None  # none for a random question
+    for t in history:
+        if t.virtual is not None:  # [inner, face]: a step inside one face
+            step = (t.virtual[:, 0] - t.virtual[:, 1]).abs().max(-1).values
+            assert torch.allclose(step, torch.full_like(step, DEFAULT_STEP))
+    counts = study.model.answers.counts().tolist()
+    assert counts == [6 + sum(virtual)]
+    # an answer told with its options carries none
+    X = study.ask("ann")
+    study.tell("ann", 0, options=X.clone() + 0.0)
+    assert study.history("ann")[-1].virtual is None
+    assert study.model.answers.counts().tolist() == [7 + sum(virtual)]
+    study.close()
+    again = PopulationStudy.resume(tmp_path)
+    assert again.model.answers.counts().tolist() == [7 + sum(virtual)]
+    again.close()
+
+
+def test_thompson_and_large_studies_ask_from_the_batched_step(monkeypatch):
+    monkeypatch.setattr(sc, "ASK_ONE_BELOW", 10**6)
+    calls = _spy(monkeypatch)
+    study = _small(strategy="ts")  # the first 3 questions random
+    for _ in range(5):
+        X = study.ask("ann")
+        study.tell("ann", int(X[:, 0].argmax()))
+    assert len(calls) == 2 and all(t.virtual is None for t in study.history("ann"))
+    monkeypatch.setattr(sc, "ASK_ONE_BELOW", 4)
+    study = _small()
+    for _ in range(6):
+        X = study.ask("ann")
+        study.tell("ann", int(X[:, 0].argmax()))
+    assert len(calls) == 2 + 2  # the questions at 4 and 5 answers
