@@ -50,8 +50,8 @@ posterior, or with ``strategy="ts"`` the maxima of two draws of their
 utility over the candidates: the batched step that ``prefbo serve``'s
 collaborative kind runs for every waiting participant at once. A fit runs
 inside the ``tell``, ``undo`` or ``resume`` that calls for it (seconds,
-against milliseconds for an online update or a batched question, and a
-tenth of a second or so for the loop's). ``best()``,
+against milliseconds for an online update or a batched question, and about
+0.2 s for the loop's). ``best()``,
 ``participant_model()`` (a
 :class:`~prefbo.models.collaborative.PersonModel`) and ``model`` work as for
 the exact kinds; ``hyperparameters()``, ``fix_hyperparameters()`` and
@@ -119,10 +119,10 @@ NUM_INDUCING = 64
 NUM_RESIDUAL = 16
 #: Below this many answers in the study, a participant's question comes
 #: from :func:`~prefbo.loop.person_question.ask_person` (the loop's
-#: continuous search, with virtual comparisons at the box's faces; about a
-#: tenth of a second) where the strategy is EUBO; from there, and for
+#: continuous search, with virtual comparisons at the box's faces; about
+#: 0.2 s) where the strategy is EUBO; from there, and for
 #: Thompson sampling, from the batched step over candidates (milliseconds).
-#: Below it every answer refits the shared part anyway (seconds).
+#: Below it every answer refits the shared part anyway (0.4 s at 10 people).
 ASK_ONE_BELOW = REFIT_EVERY_BELOW
 #: The strategies :func:`~prefbo.loop.person_question.ask_person` asks with.
 ASK_ONE_STRATEGIES = ("eubo",)
