@@ -35,10 +35,10 @@ question comes from the population's posterior.
   force (every participant's, stacked in participant order) and restart the
   schedule at that count.
 
-A participant's question (:meth:`CollaborativeState.ask`), while the study
-holds fewer than :data:`ASK_ONE_BELOW` answers and the strategy is EUBO,
-is the single-person loop's:
-:func:`~prefbo.loop.person_question.ask_person` searches the box
+A participant's question (:meth:`CollaborativeState.ask`), while every
+answer of the study is theirs (no one else has answered: their posterior
+is a single person's) and the strategy is EUBO, is the single-person
+loop's: :func:`~prefbo.loop.person_question.ask_person` searches the box
 continuously at their posterior, with virtual comparisons at the box's
 faces that the answer keeps (logged with it, observed with it, read back by
 a rebuild). Otherwise it comes from the study's question maker
@@ -117,14 +117,10 @@ REFIT_MIN_NEW = 1
 NUM_TASTES = 3
 NUM_INDUCING = 64
 NUM_RESIDUAL = 16
-#: Below this many answers in the study, a participant's question comes
-#: from :func:`~prefbo.loop.person_question.ask_person` (the loop's
-#: continuous search, with virtual comparisons at the box's faces; about
-#: 0.2 s) where the strategy is EUBO; from there, and for
-#: Thompson sampling, from the batched step over candidates (milliseconds).
-#: Below it every answer refits the shared part anyway (0.4 s at 10 people).
-ASK_ONE_BELOW = REFIT_EVERY_BELOW
-#: The strategies :func:`~prefbo.loop.person_question.ask_person` asks with.
+#: The strategies a participant alone in the study is asked with as the
+#: single-person loop asks (:func:`~prefbo.loop.person_question.ask_person`,
+#: about 0.2 s a question); other strategies, and everyone once someone
+#: else has answered, are asked from the batched step (milliseconds).
 ASK_ONE_STRATEGIES = ("eubo",)
 #: Scrambled Sobol designs of the unit cube added to the model's design
 #: table at a build, so that its inducing points (chosen once, at the build)
@@ -365,9 +361,9 @@ class CollaborativeState:
         answers: int,
     ) -> tuple[Tensor, Tensor | None, bool]:
         r"""``person``'s next question: from
-        :func:`~prefbo.loop.person_question.ask_person` while the study
-        holds fewer than :data:`ASK_ONE_BELOW` answers and the strategy is
-        one of :data:`ASK_ONE_STRATEGIES`, else from :meth:`question`.
+        :func:`~prefbo.loop.person_question.ask_person` while every answer of
+        the study is theirs and the strategy is one of
+        :data:`ASK_ONE_STRATEGIES`, else from :meth:`question`.
 
         Args:
             maker: The study's question maker.
@@ -382,7 +378,8 @@ class CollaborativeState:
             (box coordinates; the batched step's question carries no virtual
             comparisons and is never a fallback).
         """
-        if answers < ASK_ONE_BELOW and maker.strategy_name in ASK_ONE_STRATEGIES:
+        alone = answers == len(asked)  # no one else has answered
+        if alone and maker.strategy_name in ASK_ONE_STRATEGIES:
             seed = self.question_seed(person, len(asked)) % SEED_MOD
             return ask_person(maker, self.model, person, asked, seed, best)
         question = self.question(maker, person, len(asked))

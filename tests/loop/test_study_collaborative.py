@@ -20,7 +20,12 @@ BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 PEAK = torch.tensor([0.7, 0.3], dtype=torch.float64)
 #: Few gradient steps, refits by growth alone and every question from the
 #: batched step: the tests check the study's bookkeeping, not the fits.
-FEW = {"FIT_STEPS": 30, "REFIT_STEPS": 10, "REFIT_EVERY_BELOW": 0, "ASK_ONE_BELOW": 0}
+FEW = {
+    "FIT_STEPS": 30,
+    "REFIT_STEPS": 10,
+    "REFIT_EVERY_BELOW": 0,
+    "ASK_ONE_STRATEGIES": (),
+}
 #: The study's own steps, for the tests of what its fits find.
 OWN = {k: getattr(sc, k) for k in FEW}
 
@@ -432,11 +437,11 @@ def test_thompson_needs_the_collaborative_kind():
 def test_a_small_study_asks_with_virtual_comparisons_its_answers_keep(
     tmp_path, monkeypatch
 ):
-    r"""Below ``ASK_ONE_BELOW`` answers a participant's question is the
-    loop's (:func:`~prefbo.loop.person_question.ask_person`): a person whose
+    r"""A participant alone in the study is asked as the loop asks
+    (:func:`~prefbo.loop.person_question.ask_person`): a person whose
     utility rises to the face x = 1 is asked with virtual comparisons
     there, which their answers carry to the log, the model and a resume."""
-    monkeypatch.setattr(sc, "ASK_ONE_BELOW", 10**6)
+    monkeypatch.setattr(sc, "ASK_ONE_STRATEGIES", ("eubo",))
     study = _small(log_dir=tmp_path)  # the first 3 questions random
     for _ in range(6):
         X = study.ask("ann")
@@ -461,17 +466,21 @@ def test_a_small_study_asks_with_virtual_comparisons_its_answers_keep(
     again.close()
 
 
-def test_thompson_and_large_studies_ask_from_the_batched_step(monkeypatch):
-    monkeypatch.setattr(sc, "ASK_ONE_BELOW", 10**6)
+def test_thompson_and_people_not_alone_are_asked_from_the_batched_step(
+    monkeypatch,
+):
+    monkeypatch.setattr(sc, "ASK_ONE_STRATEGIES", ("eubo",))
     calls = _spy(monkeypatch)
     study = _small(strategy="ts")  # the first 3 questions random
     for _ in range(5):
         X = study.ask("ann")
         study.tell("ann", int(X[:, 0].argmax()))
     assert len(calls) == 2 and all(t.virtual is None for t in study.history("ann"))
-    monkeypatch.setattr(sc, "ASK_ONE_BELOW", 4)
     study = _small()
-    for _ in range(6):
+    for _ in range(4):  # ann alone: asked as the loop from her 4th question
         X = study.ask("ann")
         study.tell("ann", int(X[:, 0].argmax()))
-    assert len(calls) == 2 + 2  # the questions at 4 and 5 answers
+    assert len(calls) == 2 and study.history("ann")[-1].virtual is not None
+    study.ask("bob"), study.tell("bob", 0)  # a newcomer: the batched step
+    study.ask("ann")  # no longer alone
+    assert calls[2:] == [[1], [0]]
