@@ -20,9 +20,10 @@ The setting (fixed before any run; nothing below was tuned on the outcomes):
   sd) and ``r = 0.3``.
 - Protocol: ``P = 8`` participants arrive one after another; each answers
   ``A = 12`` questions before the next arrives. ``study``: one
-  :class:`~prefbo.loop.study.PopulationStudy` (default EP + EUBO, seed = the
-  run's seed) with ``ask(name)``/``tell(name, answer)``; the recommendation
-  is ``best(name)``. ``independent``: each participant in their own
+  :class:`~prefbo.loop.study.PopulationStudy` (``--model``, EP unless
+  given; EUBO; seed = the run's seed) with
+  ``ask(name)``/``tell(name, answer)``; the recommendation is
+  ``best(name)``. ``independent``: each participant in their own
   :class:`~prefbo.loop.PreferentialOptimizer` with default settings; the
   recommendation is its ``best()``. Both see the same utilities and the same
   answer-noise seeds. The study also has a recommendation before a

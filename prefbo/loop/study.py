@@ -11,15 +11,17 @@ person. Each participant's answers go to their own session log
 ``<log_dir>/study.json``; :meth:`PopulationStudy.resume` rebuilds the study
 from the folder.
 
-Determinism: the model is a function of each participant's answers (in
-their order), whatever the order between participants: the fit after ``k``
-answers in all starts at the default hyperparameters under an RNG seeded by
-``(seed, k)``, and a question runs under one seeded by ``(seed, k,
-participant)``. A resumed study asks what the running one would have.
-``model="collaborative"`` (:mod:`prefbo.loop.study_collaborative`) updates
-the teller's posterior online and refits the shared part on a schedule of
-answer counts, so its questions depend on the global order of the answers,
-and a resumed study's can differ; that module says what it promises.
+The model is the collaborative one by default
+(:mod:`prefbo.loop.study_collaborative`): it updates the teller's
+posterior online and refits the shared part on a schedule of answer
+counts, so its questions depend on the global order of the answers, and a
+resumed study's can differ; that module says what it promises. With the
+exact population model (``model="ep"`` or ``"laplace"``) the model is a
+function of each participant's answers (in their order), whatever the
+order between participants: the fit after ``k`` answers in all starts at
+the default hyperparameters under an RNG seeded by ``(seed, k)``, and a
+question runs under one seeded by ``(seed, k, participant)``; a resumed
+study asks what the running one would have.
 
 Example:
     >>> study = PopulationStudy(bounds, log_dir="study")
@@ -103,9 +105,16 @@ class PopulationStudy:
             :class:`~prefbo.loop.PreferentialOptimizer` takes them.
         log_dir: A folder for the participants' logs and ``study.json``
             (created; it must not hold a study already), or ``None``.
-        model: ``"ep"`` (default) or ``"laplace"``: the exact population
-            model, refitted at every answer; or ``"collaborative"``
-            (:mod:`prefbo.loop.study_collaborative`).
+        model: ``"collaborative"`` (default;
+            :mod:`prefbo.loop.study_collaborative`): a shared utility and
+            tastes refitted now and then, each answer applied to its
+            participant at once; or ``"ep"`` or ``"laplace"``: the exact
+            population model, refitted at every answer (its
+            hyperparameters, disagreement and fixed hyperparameters are
+            theirs alone). On ``benchmarks/population_study.py``'s setting
+            (fresh seeds, 48 participants) the collaborative study's
+            regret was lower than the exact EP study's after 3 answers
+            (0.21 against 0.40) and after 12 (0.035 against 0.105).
         strategy: ``"eubo"`` (default) or ``"random"``; with
             ``model="collaborative"`` also ``"ts"`` (Thompson sampling: the
             maxima of two draws of the participant's utility over the
@@ -124,7 +133,7 @@ class PopulationStudy:
         bounds: Any,
         log_dir: str | os.PathLike | None = None,
         *,
-        model: str = "ep",
+        model: str = COLLABORATIVE,
         strategy: str = "eubo",
         seed: int = 0,
         initial_random: int = 2,
