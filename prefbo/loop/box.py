@@ -25,6 +25,10 @@ from prefbo.loop.options import SEED_MOD
 from prefbo.loop.spaces import random_designs
 from prefbo.space import Space
 
+#: Two questions whose options differ by at most this (in the unit cube)
+#: are the same question.
+SAME_QUESTION_TOL = 1e-9
+
 
 class DesignBox:
     r"""The box of the designs, and the models' coordinates of them.
@@ -78,6 +82,15 @@ class DesignBox:
         """
         lo, hi = self.bounds
         return torch.minimum(torch.maximum(lo + (hi - lo) * Z.to(lo), lo), hi)
+
+    def same_question(self, a: Tensor, b: Tensor) -> bool:
+        r"""Whether ``q x d`` questions ``a`` and ``b`` are the same: their
+        options in order within :data:`SAME_QUESTION_TOL` of the box's
+        width (a space's options told as dicts round)."""
+        if a.shape != b.shape:
+            return False
+        diff = self.to_unit(a) - self.to_unit(b)
+        return bool(diff.abs().max() <= SAME_QUESTION_TOL)
 
     def to_model(self, X: Tensor) -> Tensor:
         r"""``... x d`` designs as the models' ``... x d`` inputs (the unit

@@ -51,9 +51,6 @@ from prefbo.space import Space
 
 __all__ = ["Answer", "PreferentialOptimizer", "expected_fit_warnings"]
 
-# options told within this of the pending question's (unit cube) are its
-SAME_QUESTION_TOL = 1e-9
-
 
 def _setting(name: str, doc: str) -> property:
     r"""A read-only attribute of the optimiser: its ``settings.<name>``."""
@@ -297,7 +294,7 @@ class PreferentialOptimizer:
             options = encode_options(self.space, options)
         options, answer = self.check_answer(answer, options)
         if virtual is None and self._pending is not None:
-            if self._same_question(options):  # the pending question's
+            if self.box.same_question(options, self._pending):  # pending's
                 virtual = self._pending_virtual
         seq = self.num_answers
         if self._log is not None:
@@ -306,14 +303,6 @@ class PreferentialOptimizer:
                 record["virtual"] = virtual.tolist()
             seq = self._log.append(record)
         self.restore(Answer(seq, options, answer, virtual))
-
-    def _same_question(self, options: Tensor) -> bool:
-        r"""Whether ``options`` are the pending question's (up to the rounding
-        of a space's dicts, 1e-9 of the box's width)."""
-        if options.shape != self._pending.shape:
-            return False
-        diff = self.to_unit(options) - self.to_unit(self._pending)
-        return bool(diff.abs().max() <= SAME_QUESTION_TOL)
 
     def undo(self) -> Answer:
         r"""Withdraw the latest answer (logged as an ``undo`` record).

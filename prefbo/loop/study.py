@@ -54,6 +54,7 @@ from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.settings import LoopSettings
+from prefbo.loop.spaces import encode_options
 from prefbo.loop.study_collaborative import (
     COLLABORATIVE,
     CollaborativeState,
@@ -111,10 +112,8 @@ class PopulationStudy:
             participant at once; or ``"ep"`` or ``"laplace"``: the exact
             population model, refitted at every answer (its
             hyperparameters, disagreement and fixed hyperparameters are
-            theirs alone). On ``benchmarks/population_study.py``'s setting
-            (fresh seeds, 48 participants) the collaborative study's
-            regret was lower than the exact EP study's after 3 answers
-            (0.21 against 0.40) and after 12 (0.035 against 0.105).
+            theirs alone). The collaborative study's regret was the lower
+            after 3 and 12 answers (``benchmarks/population_study.py``).
         strategy: ``"eubo"`` (default) or ``"random"``; with
             ``model="collaborative"`` also ``"ts"`` (Thompson sampling: the
             maxima of two draws of the participant's utility over the
@@ -273,18 +272,24 @@ class PopulationStudy:
     def tell(self, name: str, answer: int, options: Any = None) -> None:
         r"""Record participant ``name``'s answer (logged before returning);
         ``options`` default to their pending question. The answer to the
-        pending question (``options`` omitted) carries the virtual
-        comparisons it was asked with (the collaborative kind's, while the
-        study is small; :mod:`prefbo.loop.person_question`)."""
+        pending question (``options`` omitted, or the same) carries the
+        virtual comparisons it was asked with (the collaborative kind's, for
+        a lone participant; :mod:`prefbo.loop.person_question`)."""
         check_name(name)
-        virtual = None
+        pending, virtual = self._pending.get(name, (None, None))
         if options is None:
-            if name not in self._pending:
+            if pending is None:
                 raise InputDataError(
                     f"tell({name!r}, answer) needs a pending question; call "
                     f"ask({name!r}) first or pass options."
                 )
-            options, virtual = self._pending[name]
+            options = pending
+        elif virtual is not None:  # kept by the answer to that question only
+            told = options
+            if self.space is not None:
+                told = encode_options(self.space, options)
+            same = isinstance(told, Tensor) and self.box.same_question(told, pending)
+            virtual = virtual if same else None
         self._person(name).tell(answer, options=options, virtual=virtual)
         self._changed(name)
 
@@ -472,8 +477,7 @@ class PopulationStudy:
     def _question(
         self, name: str, person: PreferentialOptimizer
     ) -> tuple[Tensor, Tensor | None]:
-        r"""Participant ``name``'s next question and the virtual comparisons
-        its answer carries (or ``None``)."""
+        r"""``name``'s next question and the virtual comparisons it carries."""
         k, pid = self._answers(), self._order.index(name)
         step_seed = participant_question_seed(self.seed, k, pid)
         if k < self.initial_random or not self.question_maker.uses_model:

@@ -58,3 +58,12 @@ def test_the_optimizer_and_its_box_agree():
     assert torch.equal(opt.to_unit(X), opt.box.to_model(X))
     # a random question: the box's uniform designs under the question's seed
     assert torch.equal(X, opt.box.uniform(2, question_seed(3, 0)))
+
+
+def test_same_question_is_up_to_a_billionth_of_the_box_s_width():
+    box = DesignBox(torch.tensor([[0.0, -5.0], [10.0, 5.0]], dtype=torch.float64))
+    Q = torch.tensor([[1.0, 2.0], [7.0, -3.0]], dtype=torch.float64)
+    assert box.same_question(Q, Q + 5e-9)  # 5e-10 of the width of 10
+    assert not box.same_question(Q, Q + 5e-8)
+    assert not box.same_question(Q, Q.flip(0))  # the options' order counts
+    assert not box.same_question(Q, Q[:1])
