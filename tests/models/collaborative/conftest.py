@@ -57,3 +57,13 @@ def twins(tkwargs64, monkeypatch):
         return (X[:1] + spread * step).clamp(0, 1)
 
     return m64, m32, cluster
+
+
+@pytest.fixture
+def small_fitted():
+    r"""A model fitted briefly on :func:`planted`'s population (16 inducing
+    points, a residual of 4)."""
+    X, answers, _, _ = planted()
+    m = CollaborativePreferenceGP(X, answers, num_inducing=16, num_residual=4)
+    m.fit(steps=30)
+    return m

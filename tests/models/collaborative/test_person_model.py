@@ -6,7 +6,6 @@ from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
 
 from prefbo.exceptions import InputDataError
 from prefbo.models.collaborative import (
-    CollaborativePreferenceGP,
     PersonModel,
     PersonPosterior,
 )
@@ -14,11 +13,8 @@ from prefbo.models.collaborative.questions import imagined_posteriors
 
 
 @pytest.fixture
-def model(population):
-    X, answers, _, _ = population()
-    m = CollaborativePreferenceGP(X, answers, num_inducing=16, num_residual=4)
-    m.fit(steps=30)
-    return m
+def model(small_fitted):
+    return small_fitted
 
 
 def test_a_view_at_a_given_posterior_is_the_person_after_those_answers(model):

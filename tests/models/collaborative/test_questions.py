@@ -19,11 +19,8 @@ def copy_module(model):
 
 
 @pytest.fixture
-def model(population):
-    X, answers, _, _ = population()
-    m = CollaborativePreferenceGP(X, answers, num_inducing=16, num_residual=4)
-    m.fit(steps=30)
-    return m
+def model(small_fitted):
+    return small_fitted
 
 
 def test_pair_eubo_matches_botorch_and_monte_carlo(model):
