@@ -46,6 +46,9 @@ expected.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -138,3 +141,54 @@ def off_faces(Z: Tensor, columns: Tensor, step: float) -> Tensor:
     high = (Z >= 1 - FACE_TOL) & columns & ~low
     moved = torch.where(low, torch.full_like(Z, step), Z)
     return torch.where(high, torch.full_like(Z, 1 - step), moved)
+
+
+def ask_off_faces(
+    ask: Callable[[], tuple[Tensor, bool]],
+    propose: Callable[[list[Tensor]], None],
+    allowed: Callable[[Tensor], bool],
+    box: Any,
+    step: float,
+    kept: int = 0,
+) -> tuple[Tensor, bool]:
+    r"""A question computed again while it proposes options on faces, each
+    round with those options' virtual comparisons (see the module
+    docstring): what the loop and a study's lone participant ask with.
+
+    Args:
+        ask: Computes the strategy's ``q x d`` question (box coordinates)
+            at the current model, and whether it is a random fallback.
+        propose: Takes a round's virtual comparisons (``2 x d`` ``[inner,
+            face]`` designs each, box coordinates); the next ``ask`` sees
+            them.
+        allowed: Whether the rule of :mod:`prefbo.loop.repeats` allows the
+            new options (model inputs) of the question moved off the faces,
+            under the model with the comparisons.
+        box: The designs' :class:`~prefbo.loop.box.DesignBox`.
+        step: The comparisons' step, in ``(0, 0.5]``.
+        kept: Options the question starts with that are told already (a
+            kept winner): never moved, and given no comparisons.
+
+    Returns:
+        ``(question, fallback)``: the question of the last round, moved
+        ``step`` inside the faces it still lies on after
+        :data:`ROUNDS` recomputations (unless ``allowed`` refuses the
+        move), and whether it is a random fallback (which ends the rounds).
+    """
+    columns = face_columns(box.space, box.dim)
+    question, fallback = ask()
+    for rounds in range(ROUNDS + 1):
+        pairs = face_comparisons(box.to_unit(question[kept:]), columns, step)
+        if fallback or not pairs:
+            break
+        propose([box.from_unit(torch.stack(p)) for p in pairs])
+        if rounds < ROUNDS:
+            question, fallback = ask()
+            continue
+        Z = off_faces(box.to_unit(question[kept:]), columns, step)
+        moved = torch.cat([question[:kept], box.from_unit(Z)])  # q x d
+        if box.space is not None:
+            moved = box.space.snap(moved)
+        if allowed(box.to_model(moved[kept:])):
+            question = moved
+    return question, fallback

@@ -10,9 +10,9 @@ strategy's question from the question maker's continuous search
 <prefbo.loop.QuestionMaker.from_model>`) on the person's view of the
 model, with the virtual comparisons at the box's faces of
 :mod:`prefbo.loop.boundary` ("the design a step inside is preferred") for
-every option it proposes on a face, computed again (at most
-:data:`~prefbo.loop.boundary.ROUNDS` times) at the person's posterior with
-those comparisons imagined
+every option it proposes on a face, computed again
+(:func:`~prefbo.loop.boundary.ask_off_faces`, the loop's rounds) at the
+person's posterior with those comparisons imagined
 (:func:`~prefbo.models.collaborative.questions.imagined_posteriors`; the
 stored posterior is not changed). The comparisons come back with the
 question: its answer carries them, so they become the person's answers
@@ -40,16 +40,14 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from prefbo.loop.boundary import (
-    DEFAULT_STEP,
-    ROUNDS,
-    face_columns,
-    face_comparisons,
-    off_faces,
-)
+from prefbo.loop.boundary import DEFAULT_STEP, ask_off_faces
 from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
-from prefbo.models.collaborative import CollaborativePreferenceGP, PersonPosterior
+from prefbo.models.collaborative import (
+    CollaborativePreferenceGP,
+    PersonModel,
+    PersonPosterior,
+)
 from prefbo.models.collaborative.questions import imagined_posteriors
 
 
@@ -97,22 +95,22 @@ def ask_person(
         nothing worth asking.
     """
     box = maker.box
-    columns = face_columns(box.space, box.dim)
     virtual: list[Tensor] = []  # 2 x d [inner, face] each, box coordinates
     latent = None
-    for rounds in range(ROUNDS + 1):
-        rule = RepeatRule(model.person_model(person, latent), asked)
-        question, fallback = maker.from_model(rule, seed, best)
-        pairs = face_comparisons(box.to_unit(question), columns, step)
-        if fallback or not pairs:
-            break
-        virtual += [box.from_unit(torch.stack(p)) for p in pairs]
+
+    def view() -> PersonModel:  # at the posterior with the comparisons
+        return model.person_model(person, latent)
+
+    def ask() -> tuple[Tensor, bool]:
+        return maker.from_model(RepeatRule(view(), asked), seed, best)
+
+    def propose(pairs: list[Tensor]) -> None:
+        nonlocal latent
+        virtual.extend(pairs)
         latent = imagined(model, person, [box.to_model(v) for v in virtual])
-        if rounds == ROUNDS:  # no computation left: asked a step inside
-            moved = box.from_unit(off_faces(box.to_unit(question), columns, step))
-            if box.space is not None:
-                moved = box.space.snap(moved)
-            view = model.person_model(person, latent)
-            if RepeatRule(view, asked).allowed(box.to_model(moved)):
-                question = moved
+
+    def allowed(new: Tensor) -> bool:
+        return RepeatRule(view(), asked).allowed(new)
+
+    question, fallback = ask_off_faces(ask, propose, allowed, box, step)
     return question, torch.stack(virtual) if virtual else None, fallback

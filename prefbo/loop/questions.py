@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from prefbo.loop.boundary import ROUNDS, face_columns, face_comparisons, off_faces
+from prefbo.loop.boundary import ask_off_faces
 from prefbo.loop.fitted import FittedModels
 from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
@@ -64,8 +64,8 @@ class Questions:
         option on a face, with that option's virtual comparison
         (:mod:`prefbo.loop.boundary`). Options still on a face after the
         last round get their comparisons too and are asked a step inside
-        (:meth:`off_faces`). A question the strategy could not make worth
-        asking (a random one) ends the rounds.
+        (:func:`~prefbo.loop.boundary.ask_off_faces`). A question the
+        strategy could not make worth asking (a random one) ends the rounds.
 
         Returns:
             ``(question, virtual, fallback)``: the ``q x d`` question, the
@@ -77,45 +77,25 @@ class Questions:
             return self._make()
 
     def _make(self) -> tuple[Tensor, Tensor | None, bool]:
-        question, fallback = self.question()
-        step, models, virtual = self.settings.boundary_step, self.models, None
+        step, models = self.settings.boundary_step, self.models
         use = step is not None and self.maker.uses_model
-        if use and len(models.answers) >= self.settings.initial_random:
-            columns = face_columns(self.box.space, self.box.dim)
-            kept = int(self.fixed_option() is not None)  # told already
-            try:
-                for rounds in range(ROUNDS + 1):
-                    Z = self.box.to_unit(question[kept:])
-                    pairs = face_comparisons(Z, columns, step)
-                    if fallback or not pairs:
-                        break
-                    # the model is rebuilt with them
-                    models.propose([self.box.from_unit(torch.stack(p)) for p in pairs])
-                    if rounds == ROUNDS:  # no computation left
-                        question = self.off_faces(question, kept, columns)
-                    else:
-                        question, fallback = self.question()
-                if models.proposed:
-                    virtual = torch.stack(models.proposed)
-            finally:  # also when a round fails: the model of the answers alone
-                models.clear_proposed()
+        if not use or len(models.answers) < self.settings.initial_random:
+            question, fallback = self.question()
+            return question, None, fallback
+        kept = int(self.fixed_option() is not None)  # told already
+        try:  # the model is rebuilt with each round's comparisons
+            question, fallback = ask_off_faces(
+                self.question,
+                models.propose,
+                lambda new: self.rule().allowed(new),
+                self.box,
+                step,
+                kept,
+            )
+            virtual = torch.stack(models.proposed) if models.proposed else None
+        finally:  # also when a round fails: the model of the answers alone
+            models.clear_proposed()
         return question, virtual, fallback
-
-    def off_faces(self, question: Tensor, kept: int, columns: Tensor) -> Tensor:
-        r"""The ``q x d`` question with its new options (after the first
-        ``kept``) moved ``boundary_step`` inside every face they lie on
-        (:func:`~prefbo.loop.boundary.off_faces`), unless the rule of
-        :mod:`prefbo.loop.repeats` refuses the moved question under the
-        model with their virtual comparisons; then it is asked as proposed.
-        ``columns``: the ``d`` columns that have faces."""
-        step, box = self.settings.boundary_step, self.box
-        Z = off_faces(box.to_unit(question[kept:]), columns, step)
-        moved = torch.cat([question[:kept], box.from_unit(Z)])  # q x d
-        if box.space is not None:
-            moved = box.space.snap(moved)
-        if self.rule().allowed(box.to_model(moved[kept:])):
-            return moved
-        return question
 
     def rule(self) -> RepeatRule:
         r"""The rule of :mod:`prefbo.loop.repeats` under the current model

@@ -4,7 +4,15 @@ import pytest
 import torch
 
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.loop.boundary import face_columns, face_comparisons, off_faces
+from prefbo.loop.boundary import (
+    DEFAULT_STEP,
+    ROUNDS,
+    ask_off_faces,
+    face_columns,
+    face_comparisons,
+    off_faces,
+)
+from prefbo.loop.box import DesignBox
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.space import Categorical, Continuous, Integer, Space
 from prefbo.test_functions import Branin, SimulatedPerson
@@ -305,3 +313,32 @@ def test_options_on_faces_move_a_step_inside_every_face_they_lie_on():
     expected = torch.tensor([[0.1, 0.3, 1.0], [0.5, 0.5, 0.5], [0.9, 0.1, 0.4]], **T)
     torch.testing.assert_close(moved, expected, atol=0, rtol=0)
     assert moved is not Z and Z[0, 0] == 0.0  # a copy
+
+
+def test_ask_off_faces_recomputes_then_moves_a_step_inside():
+    # a strategy that keeps proposing a corner: asked ROUNDS + 1 times, a
+    # round's comparisons each time, then moved a step inside (unless the
+    # rule refuses the move)
+    box = DesignBox(torch.tensor([[0.0, 0.0], [10.0, 1.0]], dtype=torch.float64))
+    corner = torch.tensor([[10.0, 0.5], [5.0, 0.5]], dtype=torch.float64)
+    asks, proposed = [], []
+
+    def ask():
+        asks.append(1)
+        return corner.clone(), False
+
+    for allow, want in ((True, 9.0), (False, 10.0)):
+        asks.clear(), proposed.clear()
+        question, fallback = ask_off_faces(
+            ask, proposed.extend, lambda new, a=allow: a, box, DEFAULT_STEP
+        )
+        assert len(asks) == ROUNDS + 1 and len(proposed) == ROUNDS + 1
+        assert not fallback and question[0, 0].item() == pytest.approx(want)
+        inner, face = proposed[0]
+        assert inner.tolist() == pytest.approx([9.0, 0.5])
+        assert face.tolist() == [10.0, 0.5]
+    # a random fallback ends the rounds at once
+    question, fallback = ask_off_faces(
+        lambda: (corner.clone(), True), proposed.extend, lambda n: True, box, 0.1
+    )
+    assert fallback and torch.equal(question, corner)
