@@ -12,9 +12,17 @@ whose progress moved, reads only each answer's key
 time answered), keeps the rows whose keys are unchanged (a prefix: an undo
 withdraws the latest answer only) and reads the rest
 (:meth:`~prefbo.serve.store.Store.answered_from`).
+:func:`told_answers` turns those rows into the model's answers, with the
+virtual comparisons each question carried.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
 
 from prefbo.serve.rows import QuestionRow
 from prefbo.serve.store import Store
@@ -51,3 +59,48 @@ class AnsweredRows:
         for row in self.store.answered_from(starts):
             self.rows[row.participant_id].append(row)
         return {pid: self.rows[pid] for pid in pids}
+
+
+class Told(NamedTuple):
+    r"""One told answer: the question's id with the time it was answered
+    (``key``: an undo and a new answer to the same question is another
+    answer), the winner's and the loser's design (each ``d``), and the
+    ``k x 2 x d`` virtual comparisons ``[inner, face]`` the question
+    carried (:mod:`prefbo.loop.boundary`), or ``None``."""
+
+    key: tuple[str, float]
+    winner: Tensor
+    loser: Tensor
+    virtual: Tensor | None = None
+
+    def comparisons(self) -> tuple[Tensor, Tensor]:
+        r"""The ``m x d`` winners and losers a model observes for this
+        answer: the virtual comparisons first (as the loop logs them), then
+        the answer."""
+        winner, loser = self.winner.unsqueeze(0), self.loser.unsqueeze(0)
+        if self.virtual is None:
+            return winner, loser
+        return (
+            torch.cat([self.virtual[:, 0], winner]),
+            torch.cat([self.virtual[:, 1], loser]),
+        )
+
+
+def told_answers(rows: list[QuestionRow], before: Sequence[Told] = ()) -> list[Told]:
+    r"""A participant's answered questions (by ``seq``) as the model's
+    answers: "no preference" ones are kept out (a pairwise model has no
+    tie). The answers of ``before`` (those told from an earlier read) are
+    reused for as long as their keys match."""
+    out: list[Told] = []
+    for r in rows:
+        if r.no_preference or r.choice is None:
+            continue
+        n = len(out)
+        if n < len(before) and before[n].key == (r.id, r.answered_at):
+            out.append(before[n])
+            continue
+        X = torch.tensor(r.options, dtype=torch.float64)  # 2 x d
+        V = r.virtual_comparisons
+        virtual = None if V is None else torch.tensor(V, dtype=torch.float64)
+        out.append(Told((r.id, r.answered_at), X[r.choice], X[1 - r.choice], virtual))
+    return out

@@ -119,19 +119,23 @@ def work_once(
         held = _holds(share, pid)  # else no need to read what they need
         now = store.needing_questions(most, [pid]).get(pid) if held else None
         if now is not None:
-            carried = engine.carried.get(pid)
             made = MadeQuestion(
                 participant_id=pid,
                 seq=now.seq,
                 options=options.tolist(),
                 based_on=needing[pid].answers,
-                virtual=None if carried is None else carried.tolist(),
+                virtual=_listed(engine.carried.get(pid)),
             )
             stored += store.queue_question(made, holder, seconds)
         if hyper is not None:  # fitted by the first proposal
             hyper.update(engine, len(answered), used)
             hyper = None
     return stored
+
+
+def _listed(virtual: torch.Tensor | None) -> list | None:
+    r"""Virtual comparisons as stored (nested lists), or ``None``."""
+    return None if virtual is None else virtual.tolist()
 
 
 def _holds(share: Share | None, pid: int) -> bool:
@@ -183,9 +187,18 @@ def collaborative_round(
         if progress.get(pid, Progress(0, 0.0)).answers == n.answers
     }
     needing = _mine(needing, share)
-    asked = engine.propose({pid: n.shown for pid, n in needing.items()})
+    asked = engine.propose(
+        {pid: n.shown for pid, n in needing.items()},
+        {pid: n.shown_virtual for pid, n in needing.items()},
+    )
     made = [
-        MadeQuestion(pid, needing[pid].seq, options.tolist(), needing[pid].answers)
+        MadeQuestion(
+            pid,
+            needing[pid].seq,
+            options.tolist(),
+            needing[pid].answers,
+            _listed(engine.carried.get(pid)),
+        )
         for pid, options in asked.items()
         if _holds(share, pid)
     ]

@@ -6,10 +6,13 @@ import pytest
 import torch
 
 import prefbo.loop.study_collaborative as sc
+from prefbo.loop.fitted import seeded
 from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.questions import next_questions, pair_eubo
+from prefbo.serve import collaborative_favourites as cf
 from prefbo.serve import flow
-from prefbo.serve.collaborative import CollaborativeEngine, told_answers
+from prefbo.serve.answered import told_answers
+from prefbo.serve.collaborative import CollaborativeEngine
 from prefbo.serve.rows import QuestionRow
 from prefbo.serve.worker import collaborative_round
 
@@ -99,30 +102,6 @@ def test_no_question_before_the_first_model(config):
     e.maintain()
     assert e.model is not None and e.fits == [4]
     assert e.model.answers.counts().tolist() == [4]
-
-
-def test_no_preference_answers_are_not_told():
-    rows = rows_of(0, 3)
-    rows[1] = replace(rows[1], no_preference=True, choice=None)
-    told = told_answers(rows)
-    assert [t[0] for t in told] == [("0-0", 0.0), ("0-2", 2.0)]
-    X = torch.tensor(rows[2].options, dtype=torch.float64)
-    assert torch.equal(told[1].winner, X[rows[2].choice])
-
-
-def test_told_answers_reuse_those_told_before():
-    rows = rows_of(0, 6)
-    rows[2] = replace(rows[2], no_preference=True, choice=None)
-    before = told_answers(rows[:4])
-    after = told_answers(rows, before)
-    assert [t.key for t in after] == [t.key for t in told_answers(rows)]
-    assert all(a is b for a, b in zip(after[:3], before, strict=True))
-    # an answer of the prefix changed: from there on, read again
-    again = list(rows)
-    again[1] = replace(again[1], choice=1 - again[1].choice, answered_at=9.0)
-    changed = told_answers(again, before)
-    assert changed[0] is before[0] and changed[1] is not before[1]
-    assert torch.equal(changed[1].winner, told_answers(again)[1].winner)
 
 
 def test_a_newcomers_first_question_is_the_populations_best_pair(engine):
@@ -234,7 +213,7 @@ def test_favourites_of_the_population_and_each_participant(engine):
     best = fav["population"]["values"]
     assert abs(best["x"] - 0.75) < 0.25 and abs(best["y"] - 0.35) < 0.25
     assert [s["name"] for s in fav["slices"]] == ["x", "y"]
-    mean, sd = engine.utility([None, 0], engine.candidates(0, 16))
+    mean, sd = cf.utility(engine.model, [None, 0], engine.candidates(0, 16))
     assert mean.shape == sd.shape == (2, 16) and bool((sd > 0).all())
     # a favourite is the told design of highest posterior mean
     shown = torch.tensor([r.options for r in rows_of(1, 5)]).reshape(-1, 2)
@@ -275,8 +254,8 @@ def _assert_observed_afresh(engine, pid, rows):
     only ``rows`` (answered questions), one at a time."""
     fresh = copy.deepcopy(engine.model)
     fresh.forget(pid)
-    for _, w, lo in told_answers(rows):
-        fresh.observe(pid, w.unsqueeze(0), lo.unsqueeze(0))
+    for told in told_answers(rows):
+        fresh.observe(pid, *told.comparisons())
     torch.testing.assert_close(
         engine.model.latent_mean[pid], fresh.latent_mean[pid], atol=1e-6, rtol=0
     )
@@ -450,7 +429,7 @@ def test_favourites_are_each_persons_best_told_design_by_the_posterior(engine):
     fav = engine.favourites(pids)
     everyone = []
     for pid in pids:
-        X = engine._designs(pid)
+        X = cf.told_designs(engine.told[pid])
         everyone.append(X)
         with torch.no_grad():
             post = engine.model.posterior(X.unsqueeze(-2), person=engine.persons[pid])
@@ -466,3 +445,104 @@ def test_favourites_are_each_persons_best_told_design_by_the_posterior(engine):
     i = int(post.mean.reshape(-1).argmax())
     assert fav["population"]["mean"] == pytest.approx(float(post.mean.max()), abs=1e-9)
     assert fav["population"]["values"] == engine.config.space.decode(X[i : i + 1])[0]
+
+
+@pytest.fixture
+def lone(config):
+    r"""An engine whose one participant has answered 6 questions."""
+    e = CollaborativeEngine(config, background=False)
+    e.update(0, rows_of(0, 6))
+    e.maintain()
+    return e
+
+
+def test_an_answers_virtual_comparisons_are_observed_and_fitted(config, lone):
+    virtual = [[[0.9, 0.5], [1.0, 0.5]]]
+    rows = rows_of(0, 7)
+    rows[6] = replace(rows[6], virtual_comparisons=virtual)
+    lone.update(0, rows)
+    assert int(lone.model.answers.counts()[0]) == 6 + 2
+    _assert_observed_afresh(lone, 0, rows)
+    built = CollaborativeEngine(config, background=False)
+    built.update(0, rows)
+    built.maintain()
+    assert built.model.answers.counts().tolist() == [8]
+
+
+def test_a_participant_alone_is_asked_as_the_loop_asks(lone, monkeypatch):
+    # cross-check: ask_person on a copy of the model told the comparisons
+    # the question on screen carries and the answer to it the model finds
+    # likelier, refitted as the next answer refits the model
+    from prefbo.loop.person_question import ask_person
+
+    monkeypatch.setattr(sc, "REFIT_EVERY_BELOW", 64)  # a refit at every answer
+    shown = rows_of(0, 1, seed=7, start=6)[0].options
+    carried = [[[0.9, 0.5], [1.0, 0.5]]]
+    mean = lone.model.latent_mean.clone()
+    question = lone.propose({0: shown}, {0: carried})[0]
+    virtual = lone.carried[0]
+    assert torch.equal(lone.model.latent_mean, mean)  # nothing told
+    twin = copy.deepcopy(lone.model)
+    X = torch.tensor(shown, dtype=torch.float64)
+    with torch.no_grad():
+        win = int(twin.posterior(X, person=0).mean.reshape(-1).argmax())
+    V = torch.tensor(carried, dtype=torch.float64)
+    twin.observe(
+        0,
+        torch.cat([V[:, 0], X[win : win + 1]]),
+        torch.cat([V[:, 1], X[1 - win : 2 - win]]),
+    )
+    s = sc.fit_seed(lone.config.seed, 7)
+    with seeded(s), torch.enable_grad():
+        twin.fit(steps=sc.REFIT_STEPS, seed=s, revive=False)  # no power of 2 in (6, 7]
+    asked = [torch.stack([t.winner, t.loser]) for t in lone.told[0]] + [X]
+    want, want_virtual, _ = ask_person(
+        lone.questions, twin, 0, asked, _round_seed(lone), lambda: X[0]
+    )
+    torch.testing.assert_close(question, want, atol=1e-6, rtol=0)
+    assert virtual is not None
+    torch.testing.assert_close(virtual, want_virtual, atol=1e-6, rtol=0)
+
+
+def test_once_another_has_answered_the_batched_step_asks_everyone(lone):
+    lone.update(1, rows_of(1, 1))
+    questions = lone.propose({0: None, 1: None})
+    seed = _round_seed(lone)
+    X = lone.candidates(seed)
+    pairs = next_questions(lone.model, torch.tensor([0, 1]), X, seed=seed)
+    for b, pid in enumerate([0, 1]):
+        assert torch.equal(questions[pid], X[pairs[b]])
+    assert lone.carried == {}
+
+
+def test_a_lone_participants_question_is_stored_with_its_comparisons(
+    store, make_config
+):
+    config = make_config(
+        space=BOX,
+        model={"kind": "collaborative", "initial_random": 3},
+        answers_per_participant=10,
+    )
+    engine = CollaborativeEngine(config, background=False)
+    pid = store.add_participant("t0", "p0")
+    q = flow.current(store, config, pid)
+    for choice in (0, 1, 0):
+        q = flow.answer(store, config, pid, q["question_id"], choice)
+    seen: dict = {}
+    made, seen = collaborative_round(store, config, engine, seen)
+    assert made == 1
+    row = store.questions_of(pid)[-1]
+    assert row.origin == "model" and row.virtual_comparisons is not None
+    assert torch.equal(
+        torch.tensor(row.virtual_comparisons, dtype=torch.float64),
+        engine.carried[pid],
+    )
+    # answered, its comparisons are told to the engine with the answer
+    q = flow.current(store, config, pid)  # the uniform one it was made behind
+    nxt = flow.answer(store, config, pid, q["question_id"], 0)
+    assert nxt["question_id"] == row.id
+    flow.answer(store, config, pid, row.id, 0)
+    collaborative_round(store, config, engine, seen)
+    V = torch.tensor(row.virtual_comparisons, dtype=torch.float64)
+    assert torch.equal(engine.told[pid][-1].virtual, V)
+    assert int(engine.model.answers.counts()[engine.persons[pid]]) == 5 + len(V)
