@@ -11,10 +11,12 @@ Example (``study.toml``)::
     seed = 0
 
     [model]
-    kind = "population"   # one exact model of everyone (q = 2); or
-                          # "collaborative" (q = 2; many participants: each
-                          # answer updates its person in milliseconds); or
-                          # "individual" (a model per participant)
+    kind = "collaborative"  # (default at q = 2) one model of everyone: each
+                          # answer updates its person in milliseconds; or
+                          # "population" (q = 2; one exact model, refitted
+                          # at every answer: small studies); or
+                          # "individual" (a model per participant; the
+                          # default at q = 3 or 4)
     inference = "ep"      # or "laplace" (population and individual kinds)
     strategy = "eubo"     # population: eubo | random; collaborative: eubo |
                           # thompson | random; individual: any strategy for
@@ -175,12 +177,14 @@ def study_from_dict(
     extra = sorted(set(model) - fields)
     if extra:
         raise fail(f"model.{extra[0]}", "is not a model field.")
-    kind = _choice(model, "kind", "population", MODEL_KINDS, fail, "model.")
+    default_kind = "collaborative" if q == 2 else "individual"
+    kind = _choice(model, "kind", default_kind, MODEL_KINDS, fail, "model.")
     if kind == "collaborative" and "inference" in model:
+        named = "" if "kind" in model else " (the default kind at q = 2)"
         raise fail(
             "model.inference",
-            "applies to model.kind = 'population' or 'individual' only (the "
-            "collaborative model has its own).",
+            "applies to model.kind = 'population' or 'individual' only; the "
+            f"collaborative model{named} has its own.",
         )
     inference = _choice(model, "inference", "ep", INFERENCES, fail, "model.")
     strategy = model.get("strategy", "eubo")

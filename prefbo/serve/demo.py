@@ -1,10 +1,11 @@
 r"""The ready-made study of ``prefbo serve --demo``: choosing a colour.
 
 Each option is a swatch (an SVG rendered by :func:`swatch`) of a colour in
-hue, saturation and lightness; the population model learns which colours
-the participants like. The hue is circular (:class:`~prefbo.space.Circular`):
-0° and 360° are the same red, so the model sees 359° beside 1° and the
-questions do not pile up at either end of a line. One command shows the
+hue, saturation and lightness; the collaborative model (the default kind)
+learns which colours the participants like. The hue is circular
+(:class:`~prefbo.space.Circular`): 0° and 360° are the same red, so the
+model sees 359° beside 1° and the questions do not pile up at either end of
+a line. One command shows the
 whole path: the join link, the participant's page, the researcher's page.
 """
 
@@ -23,7 +24,7 @@ DEMO_STUDY: dict[str, Any] = {
     "answers_per_participant": 12,
     "no_preference": True,
     "seed": 0,
-    "model": {"kind": "population", "inference": "ep", "strategy": "eubo"},
+    "model": {"kind": "collaborative", "strategy": "eubo"},
     "space": [
         {"name": "hue", "type": "circular", "lower": 0.0, "upper": 360.0},
         {"name": "saturation", "type": "continuous", "lower": 0.2, "upper": 1.0},

@@ -20,7 +20,10 @@ POSTGRES = os.environ.get("PREFBO_TEST_POSTGRES")
 @pytest.fixture
 def make_config(tmp_path):
     def make(**fields):
-        data = {"space": SPACE, "answers_per_participant": 4, **fields}
+        # the exact population kind unless a test names another: most tests
+        # here are of the serving around the model, pinned to one kind
+        model = {"kind": "population", **fields.pop("model", {})}
+        data = {"space": SPACE, "answers_per_participant": 4, "model": model, **fields}
         return study_from_dict(data, root=tmp_path, name="study.toml")
 
     return make

@@ -66,6 +66,14 @@ def test_a_collaborative_study(tmp_path):
     assert (c.model_kind, c.strategy, c.q) == ("collaborative", "eubo", 2)
 
 
+def test_the_default_kind_is_collaborative_at_q_2_and_individual_above(tmp_path):
+    two = study_from_dict({"space": SPACE}, root=tmp_path, name="study.toml")
+    assert (two.model_kind, two.strategy) == ("collaborative", "eubo")
+    three = study_from_dict({"space": SPACE, "q": 3}, root=tmp_path, name="study.toml")
+    assert (three.model_kind, three.strategy) == ("individual", "qeubo")
+    assert three.boundary_step == 0.1
+
+
 def test_a_json_study_and_a_space_file(tmp_path):
     (tmp_path / "space.json").write_text(json.dumps({"variables": SPACE}))
     (tmp_path / "study.json").write_text(
@@ -80,7 +88,10 @@ def test_a_json_study_and_a_space_file(tmp_path):
     [
         ({"q": 5}, "q must be in [2, 4]; got 5"),
         ({"q": "2"}, "q must be an integer"),
-        ({"q": 3}, "q must be 2 with model.kind = 'population'"),
+        (
+            {"q": 3, "model": {"kind": "population"}},
+            "q must be 2 with model.kind = 'population'",
+        ),
         (
             {"q": 3, "model": {"kind": "collaborative"}},
             "q must be 2 with model.kind = 'collaborative'",
@@ -97,7 +108,16 @@ def test_a_json_study_and_a_space_file(tmp_path):
         ({"no_preference": "yes"}, "no_preference must be true or false"),
         ({"colour": 1}, "colour is not a study field"),
         ({"model": {"kind": "everyone"}}, "model.kind must be one of"),
-        ({"model": {"inference": "mcmc"}}, "model.inference must be one of"),
+        (
+            {"model": {"kind": "population", "inference": "mcmc"}},
+            "model.inference must be one of",
+        ),
+        (
+            {"model": {"inference": "laplace"}},
+            "model.inference applies to model.kind = 'population' or "
+            "'individual' only; the collaborative model (the default kind at "
+            "q = 2) has its own",
+        ),
         ({"model": {"strategy": "ts"}}, "model.strategy must be one of"),
         ({"model": {"knd": "population"}}, "model.knd is not a model field"),
         (
