@@ -51,6 +51,7 @@ SCRIPTS = (
     "collaborative_heldout",
     "collaborative_speed",
     "serve_load",
+    "serve_lone",
     "gpu",
     "fingerprint",
 )
