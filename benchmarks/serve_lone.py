@@ -212,6 +212,8 @@ def report(store: Path) -> str:
     by = {(r["arm"], r["seed"]): r for r in records}
     arms = [a for a in ARMS if any(k[0] == a for k in by)]
     seeds = [s for s in SEEDS if all((a, s) in by for a in arms)]
+    if "collaborative" not in arms or not seeds:
+        return "No seed has a run of every arm, the collaborative one among them.\n"
     lines = [
         "# A lone participant of `prefbo serve`",
         "",

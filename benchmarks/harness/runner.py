@@ -47,6 +47,7 @@ SCRIPTS = (
     "skew_memory",
     "space_regret",
     "population_study",
+    "study_faces",
     "population_scale",
     "collaborative_heldout",
     "collaborative_speed",

@@ -51,7 +51,11 @@ BATCHED_STRATEGIES = {"eubo": "eubo", "ts": "thompson"}
 
 
 def candidates(
-    space: Space | None, dim: int, seed: int, count: int = CANDIDATES
+    space: Space | None,
+    dim: int,
+    seed: int,
+    count: int = CANDIDATES,
+    step: float | None = DEFAULT_STEP,
 ) -> Tensor:
     r"""Distinct designs to choose questions from.
 
@@ -59,10 +63,10 @@ def candidates(
     corners, and EUBO, which rewards that and the variance there, would ask
     there (the loop answers this with virtual comparisons at the faces,
     :mod:`prefbo.loop.boundary`; a candidate seldom lies on a face for that
-    rule). So the continuous columns of the candidates lie a step
-    (:data:`~prefbo.loop.boundary.DEFAULT_STEP`) inside the faces; the price
-    is that a person whose best design lies on a face is brought to within
-    a step of it.
+    rule). So the continuous columns of the candidates lie ``step`` (by
+    default :data:`~prefbo.loop.boundary.DEFAULT_STEP`) inside the faces;
+    the price is that a person whose best design lies on a face is brought
+    to within a step of it (``step=None``: the whole box).
 
     Args:
         space: The designs' :class:`~prefbo.space.Space`, or ``None`` for
@@ -70,6 +74,8 @@ def candidates(
         dim: The model columns ``d`` (a space's ``space.dim``).
         seed: The draw's seed.
         count: How many to draw (not for a listed space).
+        step: How far inside the faces of the continuous columns, in units
+            of their range, or ``None``.
 
     Returns:
         ``C x d`` float64 model points (the unit cube's, a space's): every
@@ -85,8 +91,9 @@ def candidates(
         if size is not None and size <= LISTED:
             return space.grid().to(torch.float64)
         X = space.sample(count, seed=seed).unique(dim=0).to(torch.float64)
-    columns = face_columns(space, dim)
-    X[:, columns] = DEFAULT_STEP + (1 - 2 * DEFAULT_STEP) * X[:, columns]
+    if step is not None:
+        columns = face_columns(space, dim)
+        X[:, columns] = step + (1 - 2 * step) * X[:, columns]
     return X
 
 

@@ -70,7 +70,7 @@ def ask_person(
     asked: Sequence[Tensor],
     seed: int,
     best: Callable[[], Tensor],
-    step: float = DEFAULT_STEP,
+    step: float | None = DEFAULT_STEP,
 ) -> tuple[Tensor, Tensor | None, bool]:
     r"""``person``'s next question (see the module docstring).
 
@@ -85,7 +85,8 @@ def ask_person(
         seed: The question's seed (each round's search runs under it).
         best: The person's recommendation as a ``d`` model input (called by
             the strategies that use it).
-        step: The virtual comparisons' step, in units of the box's width.
+        step: The virtual comparisons' step, in units of the box's width;
+            ``None``: none, the strategy's question as it comes.
 
     Returns:
         ``(question, virtual, fallback)``: the ``q x d`` question (box
@@ -112,5 +113,8 @@ def ask_person(
     def allowed(new: Tensor) -> bool:
         return RepeatRule(view(), asked).allowed(new)
 
+    if step is None:
+        question, fallback = ask()
+        return question, None, fallback
     question, fallback = ask_off_faces(ask, propose, allowed, box, step)
     return question, torch.stack(virtual) if virtual else None, fallback

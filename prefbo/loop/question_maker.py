@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from prefbo.exceptions import UnsupportedError
+from prefbo.loop.boundary import DEFAULT_STEP
 from prefbo.loop.box import DesignBox
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
@@ -66,6 +67,8 @@ class QuestionMaker:
             :data:`~prefbo.loop.options.DEFAULT_ACQF_OPTIONS`.
         keep_winner: Whether every question starts with a kept winner (a
             finite space's pairs are then not enumerated).
+        inset: How far inside the faces :meth:`candidates` lie (in units of
+            the continuous variables' ranges), or ``None``: the whole box.
 
     Raises:
         InputDataError: An unknown strategy.
@@ -78,8 +81,10 @@ class QuestionMaker:
         q: int = 2,
         acqf_options: dict[str, Any] | None = None,
         keep_winner: bool = False,
+        inset: float | None = DEFAULT_STEP,
     ) -> None:
         self.box = box
+        self.inset = inset
         self.strategy_name = strategy
         self.strategy: Strategy = get_strategy(strategy)
         self.q = q
@@ -169,7 +174,7 @@ class QuestionMaker:
             ``C x d`` float64 designs in the box's model coordinates (the
             unit cube; a space's model points).
         """
-        X = candidates(self.box.space, self.box.dim, seed, count)  # C x d
+        X = candidates(self.box.space, self.box.dim, seed, count, self.inset)
         return X if self.box.unit_cube else self.box.from_unit(X)
 
     def for_people(

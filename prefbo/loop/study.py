@@ -44,9 +44,10 @@ from botorch.models.model import Model
 from botorch.posteriors import Posterior
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError, UnsupportedError
+from prefbo.exceptions import InputDataError
 from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import options as _options
+from prefbo.loop.boundary import DEFAULT_STEP
 from prefbo.loop.box import DesignBox
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
@@ -55,6 +56,7 @@ from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.settings import LoopSettings
 from prefbo.loop.spaces import encode_options
+from prefbo.loop.study_arguments import check_study
 from prefbo.loop.study_collaborative import (
     COLLABORATIVE,
     CollaborativeState,
@@ -67,15 +69,7 @@ from prefbo.utils.checks import check_int, check_seed
 from prefbo.utils.seeds import fit_seed, participant_question_seed
 from prefbo.utils.threads import limited
 
-#: The strategies of every kind ...
-STRATEGIES = ("eubo", "random")
-#: ... and those of the collaborative kind alone: Thompson sampling needs
-#: draws of a participant's utility over the candidates, which the
-#: collaborative model's batched step makes and the exact population
-#: model's participant views (no sample paths) do not.
-COLLABORATIVE_ONLY = ("ts",)
 MLLS = {"ep": PairwiseEPMLL, "laplace": PairwiseLaplaceMLL}
-KINDS = (*MLLS, COLLABORATIVE)
 
 
 class ParticipantView(Model):
@@ -125,6 +119,12 @@ class PopulationStudy:
             least 1: the first comes before any answer). Later participants'
             first questions come from the model: the warm start.
         acqf_options: As :class:`~prefbo.loop.PreferentialOptimizer`'s.
+        boundary_step: The collaborative kind's step off the faces of the
+            continuous variables (in units of their range): its candidates
+            lie this far inside, and a lone participant's questions carry
+            virtual comparisons of this step (:mod:`prefbo.loop.boundary`).
+            ``None``: neither, where a participant's best may lie on a face.
+            The exact kinds take only the default.
     """
 
     def __init__(
@@ -137,21 +137,9 @@ class PopulationStudy:
         seed: int = 0,
         initial_random: int = 2,
         acqf_options: dict[str, Any] | None = None,
+        boundary_step: float | None = DEFAULT_STEP,
     ) -> None:
-        if model not in KINDS:
-            raise InputDataError(f"model must be one of {list(KINDS)}; got {model!r}.")
-        if strategy not in STRATEGIES + COLLABORATIVE_ONLY:
-            raise InputDataError(
-                f"strategy must be one of {list(STRATEGIES)}, or with "
-                f"model={COLLABORATIVE!r} also 'ts' (Thompson sampling); got "
-                f"{strategy!r}."
-            )
-        if strategy in COLLABORATIVE_ONLY and model != COLLABORATIVE:
-            raise UnsupportedError(
-                f"strategy {strategy!r} (Thompson sampling) needs "
-                f"model={COLLABORATIVE!r}: the exact population model's "
-                f"participants have no sample paths to draw; got model={model!r}."
-            )
+        step = check_study(model, strategy, boundary_step)
         check_seed("seed", seed)
         check_int("initial_random", initial_random, 1)
         # the designs, checked as the participants' optimisers check them
@@ -162,8 +150,11 @@ class PopulationStudy:
         self.space, self.bounds = self.box.space, self.box.bounds
         self.model_name, self.strategy = model, strategy
         self.seed, self.initial_random = int(seed), initial_random
+        self.boundary_step = step
         self.acqf_options = _options.acqf_options(acqf_options)
-        self.question_maker = QuestionMaker(self.box, strategy, 2, self.acqf_options)
+        self.question_maker = QuestionMaker(
+            self.box, strategy, 2, self.acqf_options, inset=step
+        )
         self._people: dict[str, PreferentialOptimizer] = {}
         self._order: list[str] = []  # participants by their id
         # a participant's question asked and not yet answered, and the
@@ -199,6 +190,7 @@ class PopulationStudy:
             "seed": self.seed,
             "initial_random": self.initial_random,
             "acqf_options": self.acqf_options,
+            "boundary_step": self.boundary_step,
         }
 
     @classmethod
@@ -490,7 +482,7 @@ class PopulationStudy:
         if self._collab is not None:  # from the model (fitted here if none)
             self._collab.current(self._data, len(self._order), k)
             question, virtual, fallback = self._collab.ask(
-                self.question_maker, pid, asked, best, k
+                self.question_maker, pid, asked, best, k, self.boundary_step
             )
         else:
             rule = RepeatRule(ParticipantView(self.model, pid), asked)

@@ -142,7 +142,9 @@ class CollaborativeEngine:
         self._saved: dict[str, Tensor] | None = None
         space = config.space
         self.questions = QuestionMaker(
-            DesignBox(unit_box(space), space), LOOP_STRATEGY[config.strategy]
+            DesignBox(unit_box(space), space),
+            LOOP_STRATEGY[config.strategy],
+            inset=config.boundary_step,
         )
         self._failed_at: int | None = None
 
@@ -423,8 +425,9 @@ class CollaborativeEngine:
             return X[int(mean.argmax())]
 
         box = self.questions.box
+        step = self.config.boundary_step
         question, carried, _ = ask_person(
-            self.questions, model, person, asked, seed, best
+            self.questions, model, person, asked, seed, best, step
         )
         if carried is not None:
             self.carried[pid] = box.to_model(carried)

@@ -22,8 +22,9 @@ Example (``study.toml``)::
                           # thompson | random; individual: any strategy for
                           # q (default eubo at q = 2, else qeubo)
     initial_random = 2
-    # boundary_step = 0.1 # individual: options keep off the faces (false:
-                          # a participant's best may lie on a face)
+    # boundary_step = 0.1 # individual and collaborative: options keep off
+                          # the faces (false: a participant's best may lie
+                          # on a face)
 
     [[space]]             # as space.json's entries (or space = "space.json")
     name = "hue"
@@ -246,11 +247,15 @@ def _int(data, key, default, lo, hi, fail, prefix=""):
 
 
 def _boundary_step(model, kind, fail) -> float | None:
-    r"""``model.boundary_step`` of an individual study: the loop's default
-    unless given, ``false`` for none (a population study makes none)."""
-    if "boundary_step" in model and kind != "individual":
-        raise fail("model.boundary_step", "applies to model.kind = 'individual' only.")
-    if kind != "individual":
+    r"""``model.boundary_step`` of an individual or collaborative study: the
+    loop's default unless given, ``false`` for none (the exact population
+    kind makes none)."""
+    if "boundary_step" in model and kind == "population":
+        raise fail(
+            "model.boundary_step",
+            "applies to model.kind = 'individual' or 'collaborative' only.",
+        )
+    if kind == "population":
         return None
     value = model.get("boundary_step", DEFAULT_STEP)
     if value is False:

@@ -104,3 +104,10 @@ def test_bad_people_and_shown_are_named(collaborative):
         InputTypeError, match=r"model must be a CollaborativePreferenceGP .*; got str"
     ):
         pq.check_people("model", people, [None, None])
+
+
+def test_candidates_without_a_step_cover_the_whole_box():
+    box = pq.candidates(None, 2, 0, step=None)
+    assert float(box.min()) < 0.01 and float(box.max()) > 0.99
+    wider = pq.candidates(None, 2, 0, step=0.2)
+    assert bool((wider >= 0.2).all()) and bool((wider <= 0.8).all())

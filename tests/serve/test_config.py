@@ -121,8 +121,9 @@ def test_a_json_study_and_a_space_file(tmp_path):
         ({"model": {"strategy": "ts"}}, "model.strategy must be one of"),
         ({"model": {"knd": "population"}}, "model.knd is not a model field"),
         (
-            {"model": {"boundary_step": 0.1}},
-            "model.boundary_step applies to model.kind = 'individual' only",
+            {"model": {"kind": "population", "boundary_step": 0.1}},
+            "model.boundary_step applies to model.kind = 'individual' or "
+            "'collaborative' only",
         ),
         (
             {"model": {"kind": "individual", "boundary_step": 2.0}},
@@ -237,7 +238,8 @@ def test_individual_models_keep_off_the_faces_unless_told_not_to(tmp_path):
     assert study_from_dict(individual, root=tmp_path).boundary_step == 0.05
     individual["model"]["boundary_step"] = False
     assert study_from_dict(individual, root=tmp_path).boundary_step is None
-    population = study_from_dict({"space": SPACE}, root=tmp_path)
+    exact = {"space": SPACE, "model": {"kind": "population"}}
+    population = study_from_dict(exact, root=tmp_path)
     assert population.boundary_step is None  # a population study makes none
 
 
@@ -247,3 +249,18 @@ def test_a_study_knows_its_file_name(tmp_path):
     )
     assert load_study(tmp_path / "study.toml").name == str(tmp_path / "study.toml")
     assert study_from_dict({"space": SPACE}, name="demo study").name == "demo study"
+
+
+def test_the_collaborative_kind_takes_a_boundary_step(tmp_path):
+    from prefbo.serve.collaborative import CollaborativeEngine
+
+    default = study_from_dict({"space": SPACE}, root=tmp_path, name="study.toml")
+    assert default.boundary_step == 0.1
+    assert CollaborativeEngine(default, background=False).questions.inset == 0.1
+    data = {"space": SPACE, "model": {"boundary_step": False}}
+    off = study_from_dict(data, root=tmp_path, name="study.toml")
+    assert (off.model_kind, off.boundary_step) == ("collaborative", None)
+    assert CollaborativeEngine(off, background=False).questions.inset is None
+    exact = {"space": SPACE, "model": {"kind": "population", "boundary_step": 0.2}}
+    with pytest.raises(StudyFileError, match="model.boundary_step applies to"):
+        study_from_dict(exact, root=tmp_path, name="study.toml")
