@@ -109,16 +109,21 @@ def open_study(config: StudyConfig, url: str) -> Store:
     or none, and then holding it. Call it once the study's other checks
     passed (its :class:`~prefbo.serve.render.Renderer` built): a start that
     fails before writes no study, so the fixed study file is served from
-    the same database.
+    the same database. The study is stored with the ``model.kind`` it is
+    served with; a file that names none is the database's study when the
+    rest is the same (:func:`served_config` then serves the stored kind).
 
     Raises:
         StudyFileError: The database cannot be opened, takes no write, or
             holds another study.
     """
     store = open_store(url)
+    source = with_kind(config.source, config.model_kind)
     try:
         stored = store.study_source()
-        if stored is not None and stored != config.source:
+        if stored is not None and model_kind(config.source) is None:
+            source = with_kind(config.source, model_kind(stored))  # the database's
+        if stored is not None and stored != source:
             raise StudyFileError(
                 f"the database {shown_url(url)} holds another study (started "
                 "from a different study file); use a new --db, or the study file "
@@ -131,12 +136,39 @@ def open_study(config: StudyConfig, url: str) -> Store:
                 "check its permissions and free disk space, or give another --db."
             )
         if stored is None:
-            store.set_study_source(config.source)
+            store.set_study_source(source)
     except SQLAlchemyError as e:
         raise StudyFileError(
             f"the database {shown_url(url)} cannot be used ({one_line(e)})."
         ) from e
     return store
+
+
+def model_kind(source: dict[str, Any]) -> str | None:
+    r"""The ``model.kind`` a study (as read) names, or ``None``."""
+    model = source.get("model")
+    return model.get("kind") if isinstance(model, dict) else None
+
+
+def with_kind(source: dict[str, Any], kind: str | None) -> dict[str, Any]:
+    r"""The study ``source`` naming ``kind`` as its ``model.kind`` (the
+    database stores the kind a study is served with: a later default
+    does not change it)."""
+    if kind is None or model_kind(source) is not None:
+        return source
+    model = source.get("model", {})
+    return {**source, "model": {**model, "kind": kind}}
+
+
+def served_config(config: StudyConfig, store: Store) -> StudyConfig:
+    r"""The study to serve from ``store`` (:func:`open_study`'s): ``config``,
+    or where its file names no kind and the database's study names another
+    (a study started under an earlier default), the database's."""
+    stored = store.study_source()
+    kind = None if stored is None else model_kind(stored)
+    if kind is None or kind == config.model_kind:
+        return config
+    return study_from_dict(stored, root=config.root, name=config.name)
 
 
 def existing_store(target: str) -> Store:
@@ -190,6 +222,7 @@ def serve(
     """
     renderer = Renderer(config)  # first: a display that fails writes nothing
     store = open_study(config, url)
+    config = served_config(config, store)
     join = store.secret("join_code", new_token)
     researcher = store.secret("researcher_token", new_token)
     supervisor = WorkerSupervisor(url, str(config.root), workers)
@@ -198,7 +231,11 @@ def serve(
     with listen(host, port) as sock:  # before any link: a port in use is named
         supervisor.start()
         base = f"http://{host}:{sock.getsockname()[1]}"  # port 0: the one given
-        print(f"prefbo serve: {config.title!r}, database {shown_url(url)}", file=out)
+        kind = f"model.kind {config.model_kind!r}"
+        print(
+            f"prefbo serve: {config.title!r}, {kind}, database {shown_url(url)}",
+            file=out,
+        )
         print(f"  participants join at:  {base}/join/{join}", file=out)
         print(f"  researcher's page:     {base}/r/{researcher}", file=out, flush=True)
         # uvicorn ends on SIGTERM by raising it again after its own shutdown,

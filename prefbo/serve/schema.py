@@ -5,7 +5,8 @@ One database per study: SQLite by default (a file, in WAL mode, so readers do
 not block the writer), or any SQLAlchemy URL (PostgreSQL for a study served
 by several processes or hosts). Tables:
 
-- ``meta``: ``schema_version`` and the study as read (JSON), so a replay
+- ``meta``: ``schema_version`` and the study as read (JSON, its
+  ``model.kind`` named: the kind it is served with), so a replay
   needs nothing but the database, the secrets, ``health`` (the time of
   the last write probe) and the collaborative model's fitted shared part;
 - ``participants``: an id, the SHA-256 of the participant's token (the link
@@ -35,6 +36,7 @@ step.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import (
@@ -61,7 +63,7 @@ from sqlalchemy.engine import Engine
 
 from prefbo.exceptions import InputDataError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: The ``meta`` row :meth:`Store.write_probe` writes.
 HEALTH_KEY = "health"
 
@@ -209,9 +211,29 @@ def _to_4(conn: Connection) -> None:
     )
 
 
+#: The kind a study file without ``model.kind`` was served with before
+#: version 5 (``q = 2``; the kind refused other ``q``).
+EARLIER_DEFAULT_KIND = "population"
+
+
+def _to_5(conn: Connection) -> None:
+    # the stored study names the kind it is served with, so that a later
+    # default does not change a running study's model
+    row = conn.execute(select(meta.c.value).where(meta.c.key == "study")).scalar()
+    if row is None:
+        return
+    source = json.loads(row)
+    model = source.get("model", {})
+    if isinstance(model, dict) and "kind" not in model:
+        source["model"] = {**model, "kind": EARLIER_DEFAULT_KIND}
+        conn.execute(
+            update(meta).where(meta.c.key == "study").values(value=json.dumps(source))
+        )
+
+
 #: Steps from version ``v`` to ``v + 1``. A later schema appends a step that
 #: alters the tables of the one before and bumps ``schema_version``.
-MIGRATIONS = {0: _to_1, 1: _to_2, 2: _to_3, 3: _to_4}
+MIGRATIONS = {0: _to_1, 1: _to_2, 2: _to_3, 3: _to_4, 4: _to_5}
 
 
 def migrate(engine: Engine) -> int:

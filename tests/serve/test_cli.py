@@ -322,3 +322,29 @@ def test_port_0_prints_the_port_it_got(tmp_path, capsys, monkeypatch):
     status, out, err = _start(tmp_path, capsys, SPACE_TOML, "--port", "0")
     port = served[0]
     assert status == 0 and port > 0 and f"http://127.0.0.1:{port}/join/" in out
+
+
+def test_a_file_naming_no_kind_is_served_with_its_databases_kind(tmp_path):
+    from prefbo.serve.cli import served_config
+    from prefbo.serve.config import study_from_dict
+
+    space = [{"name": "x", "type": "continuous", "lower": 0, "upper": 1}]
+    config = study_from_dict({"space": space}, root=tmp_path, name="study.toml")
+    assert config.model_kind == "collaborative"  # today's default
+    store = open_study(config, f"sqlite:///{tmp_path / 'new.db'}")
+    assert store.study_source()["model"] == {"kind": "collaborative"}
+    assert served_config(config, store) is config
+    # a database whose study was served with the population kind (an
+    # earlier default): the same file is served with it, not refused
+    old = Store(f"sqlite:///{tmp_path / 'old.db'}")
+    old.set_study_source({"space": space, "model": {"kind": "population"}})
+    served = served_config(config, open_study(config, old.url))
+    assert served.model_kind == "population" and served.boundary_step is None
+    # a file naming another kind than the database's is another study
+    named = study_from_dict(
+        {"space": space, "model": {"kind": "collaborative"}},
+        root=tmp_path,
+        name="study.toml",
+    )
+    with pytest.raises(StudyFileError, match="holds another study"):
+        open_study(named, old.url)

@@ -28,7 +28,7 @@ def test_exports_hold_every_answer_in_plain_columns(store, make_config):
     assert float(rows[0]["option1.sweetness"]) == q["options"][1]["sweetness"]
     assert int(rows[0]["option0.size"]) == q["options"][0]["size"]
     data = json.loads(json.dumps(export_json(store, config)))  # plain JSON
-    assert data["study"] == config.source and data["schema_version"] == 4
+    assert data["study"] == config.source and data["schema_version"] == 5
     kinds = [e["kind"] for e in data["events"]]
     assert kinds == ["join", "answer", "undo", "answer", "answer"]
     assert data["events"][1]["data"]["choice"] == 1  # the undone answer stays

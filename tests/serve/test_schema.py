@@ -50,7 +50,7 @@ def test_a_version_1_database_gains_the_virtual_comparisons_column(store):
         )
     assert migrate(store.engine) == 1
     with store.engine.connect() as conn:
-        assert schema_version(conn) == SCHEMA_VERSION == 4
+        assert schema_version(conn) == SCHEMA_VERSION == 5
     (q,) = store.answered()
     assert q.options == [[0.5], [0.7]] and q.virtual_comparisons is None
     assert store.answer_progress() == {pid: Progress(1, 2.0)}
@@ -78,3 +78,35 @@ def test_a_version_3_database_gains_each_participants_progress(store, make_confi
     q = flow.current(store, config, b)["question_id"]
     flow.answer(store, config, b, q, 1)
     assert store.answer_progress()[b].answers == 2 == store.count_answers() - 2
+
+
+def test_a_version_4_database_keeps_the_kind_its_study_was_served_with(store):
+    # version 4 was written while a study file without model.kind served
+    # the population kind: its stored study is given that kind, so that a
+    # later default does not change a running study's model
+    space = [{"name": "x", "type": "continuous", "lower": 0, "upper": 1}]
+    store.set_study_source({"space": space, "model": {"strategy": "eubo"}})
+    with store.transaction() as conn:
+        conn.execute(text("UPDATE meta SET value = '4' WHERE key = 'schema_version'"))
+    assert migrate(store.engine) == 4
+    assert store.study_source() == {
+        "space": space,
+        "model": {"strategy": "eubo", "kind": "population"},
+    }
+
+
+def test_a_stored_study_without_a_model_table_or_naming_its_kind(tmp_path):
+    space = [{"name": "x", "type": "continuous", "lower": 0, "upper": 1}]
+    for source, kind in (
+        ({"space": space}, "population"),
+        ({"space": space, "model": {"kind": "individual"}, "q": 3}, "individual"),
+    ):
+        store = Store(f"sqlite:///{tmp_path / (kind + '.db')}")
+        store.set_study_source(source)
+        with store.transaction() as conn:
+            conn.execute(
+                text("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+            )
+        migrate(store.engine)
+        assert store.study_source()["model"]["kind"] == kind
+        store.engine.dispose()
