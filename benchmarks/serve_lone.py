@@ -45,15 +45,13 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
-import warnings
 from pathlib import Path
 
 import torch
 from scipy.stats import wilcoxon
 
 import prefbo.serve.collaborative as served
-from benchmarks.harness import environment, stores
+from benchmarks.harness import arms, environment, stores
 from benchmarks.population_study import BOUNDS, Population, _person
 from prefbo.loop.optimizer import PreferentialOptimizer
 from prefbo.serve.collaborative import CollaborativeEngine
@@ -61,13 +59,10 @@ from prefbo.serve.config import study_from_dict
 from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.rows import QuestionRow
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SEEDS = tuple(range(30, 50))
 ARMS = ("collaborative", "batched", "population", "individual", "loop")
 ANSWERS = 12
 KS = (3, 12)
-#: The page's generated part ends here; what follows is kept by a rerun.
-HAND = "<!-- written by hand below -->"
 SPACE = [{"name": n, "type": "continuous", "lower": 0.0, "upper": 1.0} for n in "xy"]
 
 
@@ -186,24 +181,9 @@ def run_loop(seed: int, pop: Population) -> dict:
     return out
 
 
-def measure(args: argparse.Namespace) -> None:
-    done = {(r["arm"], r["seed"]) for r in stores.read(args.store)}
-    pop = Population()
-    for arm in args.arms:
-        for seed in args.seeds:
-            if (arm, seed) in done:
-                continue
-            start = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out = (
-                    run_loop(seed, pop) if arm == "loop" else run_served(arm, seed, pop)
-                )
-            record = {"arm": arm, "seed": seed, **out}
-            record["seconds"] = round(time.perf_counter() - start, 2)
-            record["env"] = environment.record()
-            stores.append(args.store, record)
-            print(f"{arm} seed {seed}: {out}", flush=True)
+def run(arm: str, seed: int, pop: Population) -> dict:
+    r"""Participant 0 of ``seed`` through ``arm``."""
+    return run_loop(seed, pop) if arm == "loop" else run_served(arm, seed, pop)
 
 
 def report(store: Path) -> str:
@@ -251,25 +231,13 @@ def report(store: Path) -> str:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks serve_lone", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
-    parser.add_argument("--output", type=Path, default=RESULTS)
-    parser.add_argument("--report-only", action="store_true")
-    args = parser.parse_args(argv)
-    args.store = args.output / "serve_lone.jsonl"
-    return args
+    return arms.parse(argv, "serve_lone", __doc__, ARMS, SEEDS)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if not args.report_only:
-        measure(args)
-    path = args.output / "serve_lone.md"
-    kept = path.read_text(encoding="utf-8").split(HAND, 1) if path.exists() else []
-    page = report(args.store) + "\n" + HAND + (kept[1] if len(kept) == 2 else "\n")
-    path.write_text(page, encoding="utf-8")
-    print(page)
+        pop = Population()
+        arms.run_missing(args, lambda arm, seed: run(arm, seed, pop))
+    print(arms.write_page(args.page, report(args.store)))
     return 0

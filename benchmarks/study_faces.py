@@ -34,19 +34,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
-import warnings
 from pathlib import Path
 
 import torch
 from scipy.stats import wilcoxon
 
-from benchmarks.harness import environment, stores
+from benchmarks.harness import arms, environment, stores
 from prefbo.loop.boundary import DEFAULT_STEP
 from prefbo.loop.study import PopulationStudy
 from prefbo.test_functions import SimulatedPerson
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SEEDS = tuple(range(70, 80))
 ARMS = {"default": DEFAULT_STEP, "none": None}
 PEOPLE, ANSWERS = 3, 12
@@ -77,23 +74,6 @@ def run(arm: str, seed: int) -> dict:
         out[f"x_{p}"] = float(x[0])
     study.close()
     return out
-
-
-def measure(args: argparse.Namespace) -> None:
-    done = {(r["arm"], r["seed"]) for r in stores.read(args.store)}
-    for arm in args.arms:
-        for seed in args.seeds:
-            if (arm, seed) in done:
-                continue
-            start = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out = run(arm, seed)
-            record = {"arm": arm, "seed": seed, **out}
-            record["seconds"] = round(time.perf_counter() - start, 2)
-            record["env"] = environment.record()
-            stores.append(args.store, record)
-            print(f"{arm} seed {seed}: {out}", flush=True)
 
 
 def report(store: Path) -> str:
@@ -147,24 +127,12 @@ def report(store: Path) -> str:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks study_faces",
-        description=__doc__.split("\n\n")[0],
-    )
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
-    parser.add_argument("--output", type=Path, default=RESULTS)
-    parser.add_argument("--report-only", action="store_true")
-    args = parser.parse_args(argv)
-    args.store = args.output / "study_faces.jsonl"
-    return args
+    return arms.parse(argv, "study_faces", __doc__, list(ARMS), SEEDS)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if not args.report_only:
-        measure(args)
-    page = report(args.store)
-    (args.output / "study_faces.md").write_text(page, encoding="utf-8")
-    print(page)
+        arms.run_missing(args, run)
+    print(arms.write_page(args.page, report(args.store)))
     return 0
