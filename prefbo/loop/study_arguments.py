@@ -37,7 +37,8 @@ def check_study(model: Any, strategy: Any, boundary_step: Any) -> float | None:
         strategy: One of :data:`STRATEGIES`, or with the collaborative kind
             also :data:`COLLABORATIVE_ONLY`.
         boundary_step: The collaborative kind's step off the faces: ``None``
-            or a float in ``[MIN_STEP, MAX_STEP]``; the exact kinds take
+            or a float in ``[MIN_STEP, MAX_STEP)`` (at half the range every
+            candidate would be the box's centre); the exact kinds take
             only the default, :data:`~prefbo.loop.boundary.DEFAULT_STEP`
             (they search the whole box and make no virtual comparisons).
 
@@ -72,10 +73,12 @@ def check_study(model: Any, strategy: Any, boundary_step: Any) -> float | None:
             f"{DEFAULT_STEP}; got boundary_step={boundary_step!r} with "
             f"model={model!r}."
         )
+    # below half the range: at half of it every candidate is the centre
     return check_float(
         "boundary_step",
         boundary_step,
         minimum=MIN_STEP,
         maximum=MAX_STEP,
+        open_maximum=True,
         allow_none=True,
     )

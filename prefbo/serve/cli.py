@@ -124,10 +124,16 @@ def open_study(config: StudyConfig, url: str) -> Store:
         if stored is not None and model_kind(config.source) is None:
             source = with_kind(config.source, model_kind(stored))  # the database's
         if stored is not None and stored != source:
+            kinds = (model_kind(stored), model_kind(source))
+            why = (
+                f": its model.kind is {kinds[0]!r}, the file's {kinds[1]!r}"
+                if kinds[0] != kinds[1]
+                else ""
+            )
             raise StudyFileError(
                 f"the database {shown_url(url)} holds another study (started "
-                "from a different study file); use a new --db, or the study file "
-                "it was started with."
+                f"from a different study file{why}); use a new --db, or the "
+                "study file it was started with."
             )
         error = store.write_probe()
         if error is not None:

@@ -261,7 +261,14 @@ def _boundary_step(model, kind, fail) -> float | None:
     if value is False:
         return None
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or not MIN_STEP <= value <= MAX_STEP:
+    if kind == "collaborative":  # at half the range every candidate is the centre
+        if not number or not MIN_STEP <= value < MAX_STEP:
+            raise fail(
+                "model.boundary_step",
+                f"must be a number from {MIN_STEP} to below {MAX_STEP}, or false; "
+                f"got {value!r}.",
+            )
+    elif not number or not MIN_STEP <= value <= MAX_STEP:
         raise fail(
             "model.boundary_step",
             f"must be a number in [{MIN_STEP}, {MAX_STEP}] or false; got {value!r}.",

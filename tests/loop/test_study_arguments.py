@@ -24,6 +24,10 @@ def test_the_kind_the_strategy_and_the_step_are_checked():
         check_study("laplace", "ts", DEFAULT_STEP)
     with pytest.raises(InputDataError, match="boundary_step"):
         check_study("collaborative", "eubo", 0.9)
+    # a step of half the range would put every candidate at the centre
+    with pytest.raises(InputDataError, match="boundary_step"):
+        check_study("collaborative", "eubo", 0.5)
+    assert check_study("collaborative", "eubo", 0.49) == 0.49
     with pytest.raises(InputTypeError, match="boundary_step"):
         check_study("collaborative", "eubo", "0.1")
     # the exact kinds search the whole box without virtual comparisons

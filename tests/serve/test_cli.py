@@ -346,5 +346,5 @@ def test_a_file_naming_no_kind_is_served_with_its_databases_kind(tmp_path):
         root=tmp_path,
         name="study.toml",
     )
-    with pytest.raises(StudyFileError, match="holds another study"):
+    with pytest.raises(StudyFileError, match="model.kind is 'population', the file"):
         open_study(named, old.url)

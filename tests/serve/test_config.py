@@ -261,6 +261,9 @@ def test_the_collaborative_kind_takes_a_boundary_step(tmp_path):
     off = study_from_dict(data, root=tmp_path, name="study.toml")
     assert (off.model_kind, off.boundary_step) == ("collaborative", None)
     assert CollaborativeEngine(off, background=False).questions.inset is None
+    centre = {"space": SPACE, "model": {"boundary_step": 0.5}}
+    with pytest.raises(StudyFileError, match=r"boundary_step must be .* below 0.5"):
+        study_from_dict(centre, root=tmp_path, name="study.toml")
     exact = {"space": SPACE, "model": {"kind": "population", "boundary_step": 0.2}}
     with pytest.raises(StudyFileError, match="model.boundary_step applies to"):
         study_from_dict(exact, root=tmp_path, name="study.toml")
