@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from prefbo.loop.boundary import DEFAULT_STEP, ask_off_faces
+from prefbo.loop.boundary import ask_off_faces
 from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
 from prefbo.models.collaborative import (
@@ -70,13 +70,14 @@ def ask_person(
     asked: Sequence[Tensor],
     seed: int,
     best: Callable[[], Tensor],
-    step: float | None = DEFAULT_STEP,
 ) -> tuple[Tensor, Tensor | None, bool]:
     r"""``person``'s next question (see the module docstring).
 
     Args:
         maker: The question maker (its box's model coordinates are the
-            model's inputs).
+            model's inputs; its ``inset``, the virtual comparisons' step in
+            units of the box's width, ``None``: none, the strategy's
+            question as it comes).
         model: The collaborative model.
         person: The person's id in ``model``.
         asked: The person's questions so far, ``q x d`` model inputs each
@@ -85,8 +86,6 @@ def ask_person(
         seed: The question's seed (each round's search runs under it).
         best: The person's recommendation as a ``d`` model input (called by
             the strategies that use it).
-        step: The virtual comparisons' step, in units of the box's width;
-            ``None``: none, the strategy's question as it comes.
 
     Returns:
         ``(question, virtual, fallback)``: the ``q x d`` question (box
@@ -95,7 +94,7 @@ def ask_person(
         whether the question is a random one because the strategy found
         nothing worth asking.
     """
-    box = maker.box
+    box, step = maker.box, maker.inset
     virtual: list[Tensor] = []  # 2 x d [inner, face] each, box coordinates
     latent = None
 

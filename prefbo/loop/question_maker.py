@@ -67,8 +67,12 @@ class QuestionMaker:
             :data:`~prefbo.loop.options.DEFAULT_ACQF_OPTIONS`.
         keep_winner: Whether every question starts with a kept winner (a
             finite space's pairs are then not enumerated).
-        inset: How far inside the faces :meth:`candidates` lie (in units of
-            the continuous variables' ranges), or ``None``: the whole box.
+        inset: How far inside the faces the questions that keep off them
+            keep, in units of the continuous variables' ranges:
+            :meth:`candidates` lie this far inside, and
+            :func:`~prefbo.loop.person_question.ask_person` makes its
+            virtual comparisons with this step; ``None``: the whole box, no
+            comparisons.
 
     Raises:
         InputDataError: An unknown strategy.

@@ -482,7 +482,7 @@ class PopulationStudy:
         if self._collab is not None:  # from the model (fitted here if none)
             self._collab.current(self._data, len(self._order), k)
             question, virtual, fallback = self._collab.ask(
-                self.question_maker, pid, asked, best, k, self.boundary_step
+                self.question_maker, pid, asked, best, k
             )
         else:
             rule = RepeatRule(ParticipantView(self.model, pid), asked)

@@ -87,7 +87,6 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from prefbo.exceptions import InputDataError, UnsupportedError
-from prefbo.loop.boundary import DEFAULT_STEP
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.options import SEED_MOD
@@ -360,7 +359,6 @@ class CollaborativeState:
         asked: Sequence[Tensor],
         best: Callable[[], Tensor],
         answers: int,
-        step: float | None = DEFAULT_STEP,
     ) -> tuple[Tensor, Tensor | None, bool]:
         r"""``person``'s next question: from
         :func:`~prefbo.loop.person_question.ask_person` while every answer of
@@ -373,8 +371,6 @@ class CollaborativeState:
             asked: Their questions so far, ``2 x d`` model inputs each.
             best: Their recommendation as a ``d`` model input.
             answers: The study's answers.
-            step: The lone participant's virtual comparisons' step, or
-                ``None`` (see :func:`~prefbo.loop.person_question.ask_person`).
 
         Returns:
             ``(question, virtual, fallback)`` as
@@ -385,7 +381,7 @@ class CollaborativeState:
         alone = answers == len(asked)  # no one else has answered
         if alone and maker.strategy_name in ASK_ONE_STRATEGIES:
             seed = self.question_seed(person, len(asked)) % SEED_MOD
-            return ask_person(maker, self.model, person, asked, seed, best, step)
+            return ask_person(maker, self.model, person, asked, seed, best)
         question = self.question(maker, person, len(asked))
         return maker.box.from_model(question), None, False
 

@@ -61,6 +61,13 @@ class AnsweredRows:
         return {pid: self.rows[pid] for pid in pids}
 
 
+def points(values: list | None) -> Tensor | None:
+    r"""Model points as a row stores them (nested lists: a question's
+    options, its virtual comparisons) as a float64 tensor; ``None`` stays
+    ``None``."""
+    return None if values is None else torch.tensor(values, dtype=torch.float64)
+
+
 class Told(NamedTuple):
     r"""One told answer: the question's id with the time it was answered
     (``key``: an undo and a new answer to the same question is another
@@ -99,8 +106,7 @@ def told_answers(rows: list[QuestionRow], before: Sequence[Told] = ()) -> list[T
         if n < len(before) and before[n].key == (r.id, r.answered_at):
             out.append(before[n])
             continue
-        X = torch.tensor(r.options, dtype=torch.float64)  # 2 x d
-        V = r.virtual_comparisons
-        virtual = None if V is None else torch.tensor(V, dtype=torch.float64)
+        X = points(r.options)  # 2 x d
+        virtual = points(r.virtual_comparisons)
         out.append(Told((r.id, r.answered_at), X[r.choice], X[1 - r.choice], virtual))
     return out

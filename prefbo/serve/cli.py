@@ -41,7 +41,7 @@ from prefbo.serve.demo import DEMO_STUDY
 from prefbo.serve.engine import QuestionEngine
 from prefbo.serve.export import export_csv, export_json
 from prefbo.serve.render import Renderer
-from prefbo.serve.schema import database_url
+from prefbo.serve.schema import database_url, model_kind, with_kind
 from prefbo.serve.store import Store, one_line
 from prefbo.serve.supervisor import WorkerSupervisor, health_report
 from prefbo.serve.worker import config_from_store
@@ -148,22 +148,6 @@ def open_study(config: StudyConfig, url: str) -> Store:
             f"the database {shown_url(url)} cannot be used ({one_line(e)})."
         ) from e
     return store
-
-
-def model_kind(source: dict[str, Any]) -> str | None:
-    r"""The ``model.kind`` a study (as read) names, or ``None``."""
-    model = source.get("model")
-    return model.get("kind") if isinstance(model, dict) else None
-
-
-def with_kind(source: dict[str, Any], kind: str | None) -> dict[str, Any]:
-    r"""The study ``source`` naming ``kind`` as its ``model.kind`` (the
-    database stores the kind a study is served with: a later default
-    does not change it)."""
-    if kind is None or model_kind(source) is not None:
-        return source
-    model = source.get("model", {})
-    return {**source, "model": {**model, "kind": kind}}
 
 
 def served_config(config: StudyConfig, store: Store) -> StudyConfig:

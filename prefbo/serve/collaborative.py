@@ -76,8 +76,13 @@ from prefbo.loop.study_collaborative import (
     revive_due,
 )
 from prefbo.models.collaborative import CollaborativePreferenceGP
-from prefbo.serve.answered import Told, told_answers
-from prefbo.serve.collaborative_favourites import favourites_of, told_designs
+from prefbo.models.collaborative.questions import believed_answers
+from prefbo.serve.answered import Told, points, told_answers
+from prefbo.serve.collaborative_favourites import (
+    favourites_of,
+    told_designs,
+    told_means,
+)
 from prefbo.serve.config import StudyConfig
 from prefbo.serve.rows import QuestionRow
 
@@ -370,12 +375,7 @@ class CollaborativeEngine:
         pids = [pid for pid in shown if pid != alone]
         if pids:
             people = torch.tensor([self._person(pid) for pid in pids])
-            looking = [
-                None
-                if shown[p] is None
-                else torch.tensor(shown[p], dtype=torch.float64)
-                for p in pids
-            ]
+            looking = [points(shown[p]) for p in pids]
             asked = self.questions.for_people(self.model, people, looking, seed)
             out.update(zip(pids, asked, strict=True))
         return out
@@ -402,11 +402,9 @@ class CollaborativeEngine:
         model, person = self.model, self._person(pid)
         asked = [torch.stack([t.winner, t.loser]) for t in self.told[pid]]
         if options is not None:
-            X = torch.tensor(options, dtype=torch.float64)
-            with torch.no_grad():
-                mean = model.posterior(X.to(model.designs), person=person).mean
-            win = int(mean.reshape(-1).argmax())
-            shown = Told(("shown", 0.0), X[win], X[1 - win], _tensor(virtual))
+            X = points(options)
+            win = int(believed_answers(model, torch.tensor([person]), X[None])[0])
+            shown = Told(("shown", 0.0), X[win], X[1 - win], points(virtual))
             model = copy.deepcopy(model)
             with expected_fit_warnings():
                 model.observe(
@@ -420,14 +418,11 @@ class CollaborativeEngine:
 
         def best() -> Tensor:  # their told design of highest posterior mean
             X = told_designs(self.told[pid]).to(model.designs)
-            with torch.no_grad():
-                mean = model.posterior(X, person=person).mean.reshape(-1)
-            return X[int(mean.argmax())]
+            return X[int(told_means(model, X, [person], [len(X)])[1].argmax())]
 
         box = self.questions.box
-        step = self.config.boundary_step
         question, carried, _ = ask_person(
-            self.questions, model, person, asked, seed, best, step
+            self.questions, model, person, asked, seed, best
         )
         if carried is not None:
             self.carried[pid] = box.to_model(carried)
@@ -452,10 +447,6 @@ class CollaborativeEngine:
         r"""Stop the fitting thread (a running fit finishes first)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _tensor(values: list | None) -> Tensor | None:
-    return None if values is None else torch.tensor(values, dtype=torch.float64)
 
 
 def _load_shared(model: CollaborativePreferenceGP, state: dict[str, Tensor]) -> bool:

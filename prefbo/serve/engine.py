@@ -30,6 +30,7 @@ from torch import Tensor
 
 from prefbo.kernels.population import POPULATION, with_participant
 from prefbo.loop import PopulationStudy, PreferentialOptimizer
+from prefbo.serve.answered import points
 from prefbo.serve.config import StudyConfig
 from prefbo.serve.rows import QuestionRow
 from prefbo.space import Integer, ItemPool
@@ -90,7 +91,7 @@ class QuestionEngine:
             initial_random=c.initial_random,
         )
         for a in self.answered:
-            study.tell(str(a.participant_id), a.choice, _tensor(a.options))
+            study.tell(str(a.participant_id), a.choice, points(a.options))
         for pid, (options, choice) in (pending or {}).items():
             study.tell(str(pid), choice, options)
         if self.hyperparameters is not None:
@@ -119,7 +120,7 @@ class QuestionEngine:
             self.optimizers[pid] = opt
         for a in stored[len(opt.history) :]:
             carried = a.virtual_comparisons
-            opt.tell(a.choice, _tensor(a.options), virtual=carried)
+            opt.tell(a.choice, points(a.options), virtual=carried)
         opt.release_fits()  # kept: one fit per participant, not the chain
         return opt
 
@@ -166,7 +167,7 @@ class QuestionEngine:
     def _believing(self, shown: dict[int, list | None]) -> PopulationStudy:
         r"""The population study of every answer and, for each question on
         screen, the answer the model finds likelier."""
-        pending = {pid: _tensor(o) for pid, o in shown.items() if o is not None}
+        pending = {pid: points(o) for pid, o in shown.items() if o is not None}
         believed: dict[int, tuple[Tensor, int]] = {}
         if pending and self.answered:
             study = self._population()
@@ -184,7 +185,7 @@ class QuestionEngine:
     ) -> Tensor:
         opt = self._individual(pid)
         if options is not None:  # believe the likelier answer to it
-            X = _tensor(options)
+            X = points(options)
             choice = int(opt.predict(X)[0].argmax()) if opt.history else 0
             opt.tell(choice, X, virtual=virtual)
         try:
@@ -281,16 +282,12 @@ def _told_first(opt: PreferentialOptimizer, stored: list[QuestionRow]) -> bool:
         carried = a.virtual_comparisons
         if (
             told.answer != a.choice
-            or not torch.equal(told.options, _tensor(a.options))
+            or not torch.equal(told.options, points(a.options))
             or (told.virtual is None) != (carried is None)
-            or (carried is not None and not torch.equal(told.virtual, _tensor(carried)))
+            or (carried is not None and not torch.equal(told.virtual, points(carried)))
         ):
             return False
     return True
-
-
-def _tensor(options: list) -> Tensor:
-    return torch.tensor(options, dtype=torch.float64)
 
 
 def favourite(space: Any, x: Tensor, mean: float, sd: float) -> dict[str, Any]:

@@ -216,6 +216,22 @@ def _to_4(conn: Connection) -> None:
 EARLIER_DEFAULT_KIND = "population"
 
 
+def model_kind(source: dict[str, Any]) -> str | None:
+    r"""The ``model.kind`` a study (as read) names, or ``None``."""
+    model = source.get("model")
+    return model.get("kind") if isinstance(model, dict) else None
+
+
+def with_kind(source: dict[str, Any], kind: str | None) -> dict[str, Any]:
+    r"""The study ``source`` naming ``kind`` as its ``model.kind`` (the
+    database stores the kind a study is served with: a later default
+    does not change it)."""
+    model = source.get("model", {})
+    if kind is None or not isinstance(model, dict) or "kind" in model:
+        return source
+    return {**source, "model": {**model, "kind": kind}}
+
+
 def _to_5(conn: Connection) -> None:
     # the stored study names the kind it is served with, so that a later
     # default does not change a running study's model
@@ -223,11 +239,10 @@ def _to_5(conn: Connection) -> None:
     if row is None:
         return
     source = json.loads(row)
-    model = source.get("model", {})
-    if isinstance(model, dict) and "kind" not in model:
-        source["model"] = {**model, "kind": EARLIER_DEFAULT_KIND}
+    named = with_kind(source, EARLIER_DEFAULT_KIND)
+    if named is not source:
         conn.execute(
-            update(meta).where(meta.c.key == "study").values(value=json.dumps(source))
+            update(meta).where(meta.c.key == "study").values(value=json.dumps(named))
         )
 
 

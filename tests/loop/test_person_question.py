@@ -125,11 +125,9 @@ def test_imagined_is_the_posterior_after_observing(rising):
 def test_without_a_step_the_question_is_the_strategy_s_own(rising):
     model = copy.deepcopy(rising)
     maker = QuestionMaker(
-        DesignBox(torch.tensor([[0.0, 0.0], [1.0, 1.0]])), "eubo", 2, FAST
+        DesignBox(torch.tensor([[0.0, 0.0], [1.0, 1.0]])), "eubo", 2, FAST, inset=None
     )
-    question, virtual, fallback = ask_person(
-        maker, model, 0, [], 5, _best(model), step=None
-    )
+    question, virtual, fallback = ask_person(maker, model, 0, [], 5, _best(model))
     plain, _ = maker.from_model(RepeatRule(model.person_model(0), []), 5, _best(model))
     assert virtual is None and not fallback
     torch.testing.assert_close(question, plain, atol=0, rtol=0)

@@ -176,5 +176,3 @@ def test_a_log_scale_integer_with_levels_closer_than_the_column_resolves_is_refu
     k = Integer("ok", 1, 2**40, log=True)
     for v in (1, 2, 3, 2**40 - 2, 2**40 - 1, 2**40):
         assert k.decode(k.encode(v)) == v, v
-
-
