@@ -29,8 +29,8 @@ question comes from the population's posterior.
   ``O(log m)`` of them over ``m`` answers (at 64, 80, 100, 125, ...). A refit
   where the answers pass a power of two (:func:`revive_due`) also tries
   the collapsed tastes and residual revived (``fit(revive=True)``): the
-  first fits, on a handful of answers, switch them off, and plain refits
-  never switch them on again.
+  first fits, on a handful of answers, often switch tastes off, and plain
+  refits never switch them on again.
 - An undo and a resume rebuild the model from scratch on the answers in
   force (every participant's, stacked in participant order) and restart the
   schedule at that count.
@@ -102,8 +102,9 @@ FIT_STEPS = 300
 #: Gradient steps of a warm-started refit of the shared part.
 REFIT_STEPS = 100
 #: Below this many answers every answer refits the shared part. A small
-#: study's fits switch the people's own parts (tastes, residual) off, so a
-#: person's answers reach their utility only through a refit: a lone first
+#: study's fits give the people's own parts (tastes, residual) little of
+#: the variance, so a person's answers reach their utility mostly through
+#: a refit: a lone first
 #: participant whose answers refitted at 1, 2, 3, 4, 5, 7, 9 and 12 answers
 #: ended at regret 0.77 after 12 (the single-person loop: 0.03).
 REFIT_EVERY_BELOW = 64

@@ -26,6 +26,8 @@ uses the first ``M_r`` inducing points of ``Z`` with its own scale ``s_r``:
 
 from __future__ import annotations
 
+import math
+
 import gpytorch
 import torch
 from gpytorch.constraints import Interval
@@ -49,6 +51,19 @@ SCALE_BOUNDS = (1e-3, 30.0)
 #: A scale below this has collapsed: its part is switched off, and at the
 #: bound its gradient vanishes (:meth:`SharedFunctions.revive`).
 COLLAPSED = 1e-2
+#: Prior of the people's own prior variance (tastes' and residual's,
+#: ``Σ_k s_k² + s_r²``) over the shared utility's (``s_0²``): log-normal,
+#: median :data:`OWN_SHARE`, :data:`OWN_SHARE_PRIOR_SCALE` e-folds of
+#: spread, as the exact population model's prior on its deviation
+#: (:data:`prefbo.models.population.RATIO_PRIOR_SCALE`). A person's own
+#: part and the shared utility explain a handful of people's answers
+#: nearly equally well, and without it fits on a small study switched
+#: every person's own part off and put the shared scale at its ceiling:
+#: everyone pooled, a newcomer's answers unable to move their utility
+#: away from the others', and two people who disagree given one
+#: favourite (``benchmarks/results/population_study_collaborative.md``).
+OWN_SHARE = 0.25
+OWN_SHARE_PRIOR_SCALE = 1.0
 #: Start of the variational Cholesky factors ``C_j`` (times the identity),
 #: and the spread of the tastes' random starting means, which break the
 #: symmetry between tastes.
@@ -370,8 +385,32 @@ class SharedFunctions(gpytorch.Module):
         return 0.5 * ((C**2).sum() + (self.mean**2).sum() - R * C.shape[0]) - logdet
 
     def log_prior(self) -> Tensor:
-        r"""The kernel's log-prior (its lengthscale's)."""
+        r"""The hyperparameters' log-prior: the kernel's (its lengthscales')
+        and, where people have parts of their own that are on (tastes or a
+        residual), :data:`OWN_SHARE`'s log-normal on :meth:`own_share`."""
         total = self.Z.new_zeros(())
         for _, module, prior, closure, _ in self.kernel.named_priors():
             total = total + prior.log_prob(closure(module)).sum()
+        share = self.own_share()
+        if share is not None:
+            prior = torch.distributions.LogNormal(
+                share.new_tensor(math.log(OWN_SHARE)),
+                share.new_tensor(OWN_SHARE_PRIOR_SCALE),
+            )
+            total = total + prior.log_prob(share)
         return total
+
+    def own_share(self) -> Tensor | None:
+        r"""The people's own prior variance over the shared utility's,
+        ``(Σ_k s_k² + s_r²) / s_0²`` over the own parts that are on (scale
+        at least :data:`COLLAPSED`; the tastes' weights have unit prior
+        variance), or ``None`` where none is: a part switched off is no
+        part of the model, and at its bound, where its gradient vanishes, a
+        prior counting it would pull the shared scale down instead."""
+        own = self.scale[1:]
+        if self.num_residual:
+            own = torch.cat([own, self.residual_scale.reshape(1)])
+        own = own[own.detach() >= COLLAPSED]
+        if not len(own):
+            return None
+        return (own**2).sum() / self.scale[0] ** 2

@@ -11,7 +11,9 @@ the evidence lower bound
     - \mathrm{KL}(q(z_p) \,\|\, N(\mu_p^0, I))\Big)
     - \sum_j \mathrm{KL}(q(u_j) \,\|\, N(0, I)) + \log p(\theta)
 
-(people's sum estimated from the minibatch, scaled by ``P / B``) in the
+(people's sum estimated from the minibatch, scaled by ``P / B``; ``p(θ)``
+the lengthscales' prior and the people's own share's,
+:meth:`~prefbo.models.collaborative.shared.SharedFunctions.log_prior`) in the
 shared variational parameters, the kernel's lengthscales, the scales and the
 person-feature map, with the people's posteriors held fixed: variational EM
 with local and global variables (Hoffman et al. 2013, stochastic variational
@@ -149,11 +151,12 @@ def fit_collaborative(
     (:meth:`~prefbo.models.collaborative.shared.SharedFunctions.revive`),
     and the fit with the higher ELBO over all people is kept: twice the
     cost where a part collapsed. Warm refits as answers come use it: fits
-    on few answers switch tastes and the residual off, and plain refits
-    never switch them on again. In a study of six people in two planted
-    groups with ten answers each, plain refits ended at an ELBO of -40.9
-    with everyone alike, where a fit from scratch on the same answers
-    reaches -26.8 and tells the groups apart; with revived refits the
+    on few answers switch tastes off (the prior on the people's own share,
+    :data:`~prefbo.models.collaborative.shared.OWN_SHARE`, counts only the
+    parts that are on), and plain refits never switch them on again. In
+    a study of six people in two planted groups with ten answers each,
+    plain refits ended with everyone alike, where a fit from scratch on
+    the same answers tells the groups apart; with revived refits the
     study told them apart. It is no guarantee of a fit from scratch's
     optimum: where the residual already explains people, revived tastes
     shrink again within the run and the plain run is kept.

@@ -1,9 +1,14 @@
+import math
+
 import pytest
 import torch
 from linear_operator import to_dense
 
 from prefbo.exceptions import InputDataError, UnsupportedError
+from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.shared import (
+    OWN_SHARE,
+    OWN_SHARE_PRIOR_SCALE,
     SCALE_BOUNDS,
     START_CHOLESKY,
     START_SCALES,
@@ -177,3 +182,106 @@ def test_nothing_collapsed_nothing_revived():
     shared.revive(shared.collapsed(), seed=0)
     for k, v in shared.state_dict().items():
         assert torch.equal(v, before[k]), k
+
+
+def test_the_log_prior_holds_the_own_share_s_log_normal():
+    # cross-check against the log-normal's closed form and the kernel's priors
+    Z = torch.rand(
+        8, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
+    f = SharedFunctions(Z, num_tastes=2, num_residual=4)
+    f.scale = torch.tensor([2.0, 0.5, 0.3], dtype=torch.float64)
+    f.residual_scale = torch.tensor(0.4, dtype=torch.float64)
+    share = (0.5**2 + 0.3**2 + 0.4**2) / 2.0**2
+    assert float(f.own_share().detach()) == pytest.approx(share)
+    kernel = sum(
+        prior.log_prob(closure(module)).sum()
+        for _, module, prior, closure, _ in f.kernel.named_priors()
+    )
+    # the log-normal's density in closed form
+    spread = OWN_SHARE_PRIOR_SCALE
+    z = (math.log(share) - math.log(OWN_SHARE)) / spread
+    want = kernel - 0.5 * z**2 - math.log(share * spread * math.sqrt(2 * math.pi))
+    torch.testing.assert_close(f.log_prior(), want.to(torch.float64))
+    # a part switched off (below COLLAPSED) is not counted, and with none
+    # on there is no such term
+    f.scale = torch.tensor([2.0, 0.5, 0.005], dtype=torch.float64)
+    share_on = (0.5**2 + 0.4**2) / 2.0**2
+    assert float(f.own_share().detach()) == pytest.approx(share_on)
+    f.scale = torch.tensor([2.0, 0.005, 0.005], dtype=torch.float64)
+    f.residual_scale = torch.tensor(0.005, dtype=torch.float64)
+    assert f.own_share() is None
+    # no parts of their own: no such term
+    alone = SharedFunctions(Z, num_tastes=0, num_residual=0)
+    torch.testing.assert_close(
+        alone.log_prior(),
+        sum(p.log_prob(c(m)).sum() for _, m, p, c, _ in alone.kernel.named_priors()),
+    )
+
+
+def test_a_small_study_s_fit_keeps_the_people_s_own_parts():
+    r"""Four people whose utilities share a bump and differ by a smooth
+    deviation of 0.4 of its sd, 12 nearly noiseless answers each: the
+    evidence alone is nearly flat in the own parts' scales, and fits
+    switched them all off (everyone pooled, the shared scale at its
+    ceiling); with the own share's prior they stay on."""
+    g = torch.Generator().manual_seed(3)
+    X = torch.rand(60, 2, generator=g, dtype=torch.float64)
+    bump = torch.exp(-((X - torch.tensor([0.7, 0.3])) ** 2).sum(-1) / 0.125)
+    bump = (bump - bump.mean()) / bump.std()
+    W = torch.randn(2, 50, generator=g, dtype=torch.float64) / 0.3
+    rows = []
+    for p in range(4):
+        b = 2 * math.pi * torch.rand(50, generator=g, dtype=torch.float64)
+        a = torch.randn(50, generator=g, dtype=torch.float64)
+        u = bump + 0.4 * math.sqrt(2 / 50) * torch.cos(X @ W + b) @ a
+        for _ in range(12):
+            i, j = torch.randperm(60, generator=g)[:2].tolist()
+            rows.append((p, i, j) if u[i] > u[j] else (p, j, i))
+    model = CollaborativePreferenceGP(X, torch.tensor(rows), seed=1)
+    model.fit(steps=300, seed=1)
+    assert float(model.shared.own_share().detach()) > 0.01
+
+
+def _answers(X, g, best, count, near=None):
+    r"""``count`` answers by the utility ``-‖x - best‖²`` over rows of
+    ``X``: random pairs, or with ``near`` one side among the ten designs
+    nearest to it."""
+    u, out = -((X - torch.tensor(best, dtype=X.dtype)) ** 2).sum(-1), []
+    for _ in range(count):
+        i, j = torch.randperm(len(X), generator=g)[:2].tolist()
+        if near is not None:
+            top = (
+                (X - torch.tensor(near, dtype=X.dtype))
+                .norm(dim=-1)
+                .topk(10, largest=False)
+            )
+            i = int(top.indices[torch.randint(10, (1,), generator=g)])
+        out.append((i, j) if u[i] > u[j] else (j, i))
+    return torch.tensor(out)
+
+
+def test_a_newcomer_who_disagrees_moves_at_once_from_the_first_person():
+    r"""One person's 16 answers (favourite at (0.8, 0.2)) fitted, then a
+    newcomer (favourite at (0.2, 0.8)) answers 8 questions, each between
+    one of the ten designs nearest the first person's favourite and a
+    random one, observed online at the fitted shared part: in each of six
+    draws the newcomer's best design moves from the first person's towards
+    their own corner. Without the own share's prior the fit switched the
+    own parts off (residual scale 0.1-0.3 against a shared scale of 7-18)
+    and in none of the six did the newcomer's answers move them."""
+    moved, own = 0, torch.tensor([0.2, 0.8], dtype=torch.float64)
+    for seed in range(4, 10):
+        g = torch.Generator().manual_seed(seed)
+        X = torch.rand(60, 2, generator=g, dtype=torch.float64)
+        first = _answers(X, g, (0.8, 0.2), 16)
+        rows = torch.cat([torch.zeros(16, 1, dtype=torch.long), first], dim=-1)
+        model = CollaborativePreferenceGP(X, rows, seed=0)
+        model.fit(steps=300, seed=0)
+        newcomer = model.add_person()
+        pairs = _answers(X, g, (0.2, 0.8), 8, near=(0.8, 0.2))
+        model.observe(newcomer, pairs[:, 0], pairs[:, 1])
+        theirs = X[model.utility_mean(0).argmax()]
+        best = X[model.utility_mean(newcomer).argmax()]
+        moved += bool((best - own).norm() < (theirs - own).norm())
+    assert moved == 6

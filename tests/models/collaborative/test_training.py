@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from prefbo.exceptions import InputTypeError
-from prefbo.models.collaborative import CollaborativePreferenceGP, training
+from prefbo.models.collaborative import CollaborativePreferenceGP, shared, training
 from prefbo.models.collaborative.shared import COLLAPSED, SCALE_BOUNDS
 from prefbo.models.collaborative.training import full_elbo, minibatch_elbo
 
@@ -143,7 +143,8 @@ def group_gaps(model, X):
 def test_a_collapsed_taste_is_revived_and_tells_the_groups_apart():
     r"""From a collapsed taste a plain fit cannot move (the taste stays at
     its bound, everyone alike); the fit that also runs revived keeps the
-    revived run, whose ELBO is higher by more than ten nats, and each
+    revived run, whose ELBO is higher by more than five nats (about ten:
+    the own share's prior charges two opposite groups a few), and each
     person prefers their own group's favourite."""
     X, rows = two_groups()
     everyone, m = torch.arange(6), rows.shape[0]
@@ -156,7 +157,7 @@ def test_a_collapsed_taste_is_revived_and_tells_the_groups_apart():
     revived.fit(steps=200, revive=True)
     assert float(revived.shared.scale.detach()[1]) > 0.5
     gain = full_elbo(revived, everyone, m, 6) - full_elbo(stuck, everyone, m, 6)
-    assert gain * m > 10
+    assert gain * m > 5
     gaps = group_gaps(revived, X)
     assert (gaps[0::2] > 1).all() and (gaps[1::2] < -1).all(), gaps
 
@@ -179,7 +180,9 @@ def test_a_revived_run_that_loses_leaves_the_plain_fit(monkeypatch):
 def test_a_part_that_collapses_during_the_fit_is_revived(monkeypatch):
     r"""The parts revived are those collapsed at the end of the first run,
     restarted at the state the fit started from (where they were not
-    collapsed yet)."""
+    collapsed yet). The own share's prior, which holds such a part up, is
+    made flat here: the test is of the revival."""
+    monkeypatch.setattr(shared.SharedFunctions, "own_share", lambda self: None)
     X, rows = two_groups()
     model = collapsed_taste(X, rows, scale=2 * COLLAPSED)
     seen = []
