@@ -25,11 +25,11 @@ holds one :class:`CollaborativeEngine` for the life of its process:
   virtual comparisons at the faces, stored with the question and told with
   its answer), on a copy of the model told the believed answer and
   refitted: alone, their answers are what the shared part is fitted on,
-  and an online update at a fixed shared part barely moves their utility.
-  On 20 simulated lone participants (seeds fixed before the run) the
-  favourite after 12 answers was 0.07 from their best (mean regret) this
-  way, 0.19 with the believed answer only imagined, 0.60 from the batched
-  step; the individual kind's 0.06.
+  and an online update at a fixed shared part moves their utility far
+  less than a refit. On 20 simulated lone participants (seeds fixed before
+  the run) the favourite after 12 answers was 0.09 from their best (mean
+  regret) this way, 0.60 from the batched step, the individual kind's 0.06
+  (``benchmarks/results/serve_lone.md``).
 - The shared part is fitted off the question path, on a thread
   (:meth:`CollaborativeEngine.maintain`): built once the study holds
   ``initial_random`` answers, refitted warm-started on a copy when
@@ -396,9 +396,9 @@ class CollaborativeEngine:
         model told the comparisons the question on screen (``options``)
         carries and the answer to it the model finds likelier, and refitted
         as the next answer will refit the model: alone, the person's
-        answers are what the shared part is fitted on, so an answer moves
-        their utility through a refit (an online update at a fixed shared
-        part barely moves it)."""
+        answers are what the shared part is mostly fitted on, so an answer
+        moves their utility through a refit (an online update at a fixed
+        shared part moves it far less)."""
         model, person = self.model, self._person(pid)
         asked = [torch.stack([t.winner, t.loser]) for t in self.told[pid]]
         if options is not None:
