@@ -52,16 +52,19 @@ SCALE_BOUNDS = (1e-3, 30.0)
 #: bound its gradient vanishes (:meth:`SharedFunctions.revive`).
 COLLAPSED = 1e-2
 #: Prior of the people's own prior variance (tastes' and residual's,
-#: ``Σ_k s_k² + s_r²``) over the shared utility's (``s_0²``): log-normal,
-#: median :data:`OWN_SHARE`, :data:`OWN_SHARE_PRIOR_SCALE` e-folds of
-#: spread, as the exact population model's prior on its deviation
-#: (:data:`prefbo.models.population.RATIO_PRIOR_SCALE`). A person's own
+#: ``Σ_k s_k² + s_r²``) over the shared utility's (``s_0²``), the own
+#: share ``ρ``: a half-normal on ``log ρ`` below ``log`` :data:`OWN_SHARE`
+#: (:data:`OWN_SHARE_PRIOR_SCALE` e-folds), flat above it. A person's own
 #: part and the shared utility explain a handful of people's answers
 #: nearly equally well, and without it fits on a small study switched
 #: every person's own part off and put the shared scale at its ceiling:
-#: everyone pooled, a newcomer's answers unable to move their utility
-#: away from the others', and two people who disagree given one
-#: favourite (``benchmarks/results/population_study_collaborative.md``).
+#: everyone pooled, and a newcomer's answers unable to move their utility
+#: away from the others'. Flat above: people who answer the same
+#: questions oppositely have no utility in common, and a prior holding
+#: the share near :data:`OWN_SHARE` (a log-normal, as the exact population
+#: model's on its deviation) made such fits pool them, or in a study
+#: collapse the whole utility, every answer a coin flip
+#: (``benchmarks/results/population_study_collaborative.md``).
 OWN_SHARE = 0.25
 OWN_SHARE_PRIOR_SCALE = 1.0
 #: Start of the variational Cholesky factors ``C_j`` (times the identity),
@@ -387,17 +390,15 @@ class SharedFunctions(gpytorch.Module):
     def log_prior(self) -> Tensor:
         r"""The hyperparameters' log-prior: the kernel's (its lengthscales')
         and, where people have parts of their own that are on (tastes or a
-        residual), :data:`OWN_SHARE`'s log-normal on :meth:`own_share`."""
+        residual), the penalty of :data:`OWN_SHARE_PRIOR_SCALE` on
+        :meth:`own_share` below :data:`OWN_SHARE`."""
         total = self.Z.new_zeros(())
         for _, module, prior, closure, _ in self.kernel.named_priors():
             total = total + prior.log_prob(closure(module)).sum()
         share = self.own_share()
         if share is not None:
-            prior = torch.distributions.LogNormal(
-                share.new_tensor(math.log(OWN_SHARE)),
-                share.new_tensor(OWN_SHARE_PRIOR_SCALE),
-            )
-            total = total + prior.log_prob(share)
+            z = (share.log() - math.log(OWN_SHARE)) / OWN_SHARE_PRIOR_SCALE
+            total = total - 0.5 * z.clamp_max(0.0) ** 2
         return total
 
     def own_share(self) -> Tensor | None:
