@@ -27,7 +27,7 @@ holds one :class:`CollaborativeEngine` for the life of its process:
   refitted: alone, their answers are what the shared part is fitted on,
   and an online update at a fixed shared part moves their utility far
   less than a refit. On 20 simulated lone participants (seeds fixed before
-  the run) the favourite after 12 answers was 0.09 from their best (mean
+  the run) the favourite after 12 answers was 0.14 from their best (mean
   regret) this way, 0.60 from the batched step, the individual kind's 0.06
   (``benchmarks/results/serve_lone.md``).
 - The shared part is fitted off the question path, on a thread
