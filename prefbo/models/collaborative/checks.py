@@ -216,3 +216,32 @@ def check_newcomer_features(
     if not bool(torch.isfinite(features).all()):
         raise InputDataError("features must be finite; got NaN or inf.")
     return features.to(person_features).unsqueeze(0)
+
+
+def check_rows(rows: object, num_designs: int) -> Tensor:
+    r"""Check a 1-d integer tensor of rows of the model's ``num_designs``
+    designs (the table as it is now, designs observed since included).
+
+    Returns:
+        The rows as long.
+
+    Raises:
+        InputTypeError: Not a 1-d integer tensor.
+        InputDataError: A row out of ``[0, num_designs)``.
+    """
+    if (
+        not isinstance(rows, Tensor)
+        or rows.is_floating_point()
+        or rows.is_complex()
+        or rows.dtype == torch.bool
+        or rows.ndim != 1
+    ):
+        raise InputTypeError(
+            f"rows must be a 1-d integer tensor of design rows; got {describe(rows)}."
+        )
+    if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= num_designs):
+        raise InputDataError(
+            f"rows must be rows of the {num_designs} designs, in [0, {num_designs}); "
+            f"got values from {int(rows.min())} to {int(rows.max())}."
+        )
+    return rows.long()

@@ -54,6 +54,7 @@ from prefbo.models.collaborative.checks import (
     check_inducing,
     check_newcomer_features,
     check_person_features,
+    check_rows,
 )
 from prefbo.models.collaborative.ep import check_ep_likelihood, ep_people
 from prefbo.models.collaborative.people import PersonPosterior, laplace_people
@@ -452,6 +453,8 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         r"""Posterior mean of ``person``'s utility at design rows (default the
         items, or all designs given at construction)."""
         n = self.num_initial
+        if rows is not None:
+            rows = check_rows(rows, self.designs.shape[0]).to(self.designs.device)
         rows = torch.arange(n, device=self.designs.device) if rows is None else rows
         with torch.no_grad(), limited(len(rows)):
             _, offset, phi = self.shared.person_rows(
@@ -470,6 +473,8 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
     ) -> PersonModel:
         r"""One person's view as a BoTorch ``Model`` (for EUBO, Thompson); see
         :class:`~prefbo.models.collaborative.person_model.PersonModel`."""
+        if person is not None:
+            person = self._check_person(person)
         return PersonModel(self, person, latent)
 
     # ---------------------------------------------------------- training

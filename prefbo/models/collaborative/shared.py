@@ -152,17 +152,34 @@ class SharedFunctions(gpytorch.Module):
         self.chol = torch.nn.Parameter((START_CHOLESKY * eye).expand(J, R, R).clone())
 
     # ----------------------------------------------------------- scales
-    def _set(self, name: str, value: Tensor) -> None:
+    def _raw(self, name: str) -> torch.nn.Parameter:
+        r"""The raw parameter ``name`` of a scale; ``UnsupportedError`` where
+        the model has no such part."""
         if not hasattr(self, name):
             missing = {
                 "raw_item_scale": "item effects (item_effects=False)",
                 "raw_residual_scale": "residual (num_residual=0)",
             }
             raise UnsupportedError(
-                f"{name.removeprefix('raw_')} cannot be set: the model has no "
+                f"{name.removeprefix('raw_')} is not defined: the model has no "
                 f"{missing[name]}."
             )
+        return getattr(self, name)
+
+    def _scale(self, name: str) -> Tensor:
+        r"""The scale of raw parameter ``name``, through its constraint."""
+        raw = self._raw(name)
+        return getattr(self, f"{name}_constraint").transform(raw)
+
+    def _set(self, name: str, value: Tensor) -> None:
+        raw = self._raw(name)
         value = torch.as_tensor(value).to(self.Z)
+        if value.numel() != 1 and value.shape != raw.shape:
+            values = f"{raw.numel()} values" if raw.ndim else "a single value"
+            raise InputDataError(
+                f"{name.removeprefix('raw_')} must be one value or {values}; got "
+                f"shape {tuple(value.shape)}."
+            )
         constraint = getattr(self, f"{name}_constraint")
         lo, hi = constraint.lower_bound.to(value), constraint.upper_bound.to(value)
         if not bool(((value > lo) & (value < hi)).all()):
@@ -176,7 +193,7 @@ class SharedFunctions(gpytorch.Module):
     @property
     def scale(self) -> Tensor:
         r"""``K + 1`` scales ``s_j`` of the inducing parts."""
-        return self.raw_scale_constraint.transform(self.raw_scale)
+        return self._scale("raw_scale")
 
     @scale.setter
     def scale(self, value: Tensor) -> None:
@@ -185,7 +202,7 @@ class SharedFunctions(gpytorch.Module):
     @property
     def item_scale(self) -> Tensor:
         r"""``K + 1`` scales ``t_j`` of the item effects."""
-        return self.raw_item_scale_constraint.transform(self.raw_item_scale)
+        return self._scale("raw_item_scale")
 
     @item_scale.setter
     def item_scale(self, value: Tensor) -> None:
@@ -194,7 +211,7 @@ class SharedFunctions(gpytorch.Module):
     @property
     def residual_scale(self) -> Tensor:
         r"""The scale ``s_r`` of a person's residual."""
-        return self.raw_residual_scale_constraint.transform(self.raw_residual_scale)
+        return self._scale("raw_residual_scale")
 
     @residual_scale.setter
     def residual_scale(self, value: Tensor) -> None:

@@ -199,6 +199,14 @@ def test_errors(population):
     for bad in (torch.rand(5, 1, 3, dtype=torch.float64), torch.rand(3)):
         with pytest.raises(InputDataError, match="X must be batch_shape x q x 2"):
             model.person_model(0).posterior(bad)
+    with pytest.raises(InputDataError, match="person must be an id below 60; got 60"):
+        model.person_model(60)  # refused at once, not at its first posterior
+    with pytest.raises(
+        InputDataError, match=r"rows must be rows of the 20 designs.*from 3 to 50"
+    ):
+        model.utility_mean(0, torch.tensor([3, 50]))
+    with pytest.raises(InputTypeError, match="rows must be a 1-d integer tensor"):
+        model.utility_mean(0, torch.tensor([0.5]))
 
 
 def test_observe_new_designs_extends_the_table(population):

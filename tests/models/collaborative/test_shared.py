@@ -100,6 +100,14 @@ def test_scales_are_settable_and_bounded():
         shared.residual_scale = torch.tensor(0.5)
     with pytest.raises(UnsupportedError, match="no item effects"):
         shared.item_scale = torch.tensor(0.5)
+    with pytest.raises(UnsupportedError, match=r"no residual \(num_residual=0\)"):
+        _ = shared.residual_scale
+    with pytest.raises(UnsupportedError, match="no item effects"):
+        _ = shared.item_scale
+    with pytest.raises(
+        InputDataError, match=r"scale must be one value or 3 values; got shape \(2,\)"
+    ):
+        shared.scale = torch.tensor([1.0, 2.0], dtype=torch.float64)
     shared = SharedFunctions(
         torch.rand(4, 2, dtype=torch.float64), num_tastes=2, num_residual=2
     )
@@ -264,9 +272,10 @@ def test_a_newcomer_who_disagrees_moves_at_once_from_the_first_person():
     one of the ten designs nearest the first person's favourite and a
     random one, observed online at the fitted shared part: in at least
     five of six draws the newcomer's best design moves from the first
-    person's towards their own corner. Without the own share's prior the fit switched the
-    own parts off (residual scale 0.1-0.3 against a shared scale of 7-18)
-    and in none of the six did the newcomer's answers move them."""
+    person's towards their own corner. Without the own share's prior the
+    fit switched the own parts off (residual scale 0.1-0.3 against a
+    shared scale of 7-18) and in none of the six did the newcomer's
+    answers move them."""
     moved, own = 0, torch.tensor([0.2, 0.8], dtype=torch.float64)
     for seed in range(4, 10):
         g = torch.Generator().manual_seed(seed)
