@@ -104,9 +104,9 @@ REFIT_STEPS = 100
 #: Below this many answers every answer refits the shared part. A small
 #: study's fits give the people's own parts (tastes, residual) little of
 #: the variance, so a person's answers reach their utility mostly through
-#: a refit: a lone first
-#: participant whose answers refitted at 1, 2, 3, 4, 5, 7, 9 and 12 answers
-#: ended at regret 0.77 after 12 (the single-person loop: 0.03).
+#: a refit: a lone first participant whose answers refitted at 1, 2, 3, 4,
+#: 5, 7, 9 and 12 answers ended at regret 0.77 after 12 (the single-person
+#: loop: 0.03).
 REFIT_EVERY_BELOW = 64
 #: From there a refit is due when the study's answers reach this multiple of
 #: those at the last fit ...

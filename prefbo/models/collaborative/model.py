@@ -452,10 +452,10 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
     def utility_mean(self, person: int | None, rows: Tensor | None = None) -> Tensor:
         r"""Posterior mean of ``person``'s utility at design rows (default the
         items, or all designs given at construction)."""
-        n = self.num_initial
-        if rows is not None:
-            rows = check_rows(rows, self.designs.shape[0]).to(self.designs.device)
-        rows = torch.arange(n, device=self.designs.device) if rows is None else rows
+        device = self.designs.device
+        if rows is None:  # the items, or the designs given at construction
+            rows = torch.arange(self.num_initial, device=device)
+        rows = check_rows(rows, self.designs.shape[0]).to(device)
         with torch.no_grad(), limited(len(rows)):
             _, offset, phi = self.shared.person_rows(
                 self.designs[rows], self.items[rows]
