@@ -187,8 +187,7 @@ class SharedFunctions(gpytorch.Module):
                 f"{name.removeprefix('raw_')} must lie strictly between "
                 f"{SCALE_BOUNDS[0]} and {SCALE_BOUNDS[1]}; got {value.tolist()}."
             )
-        raw = constraint.inverse_transform(value)
-        getattr(self, name).data.copy_(raw.expand_as(getattr(self, name)))
+        raw.data.copy_(constraint.inverse_transform(value).expand_as(raw))
 
     @property
     def scale(self) -> Tensor:
