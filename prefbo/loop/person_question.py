@@ -1,10 +1,8 @@
 r"""One participant's question from a collaborative model, as the loop asks.
 
 The batched step (:mod:`prefbo.loop.people_questions`) chooses each
-person's pair among candidate designs a step inside the box's faces, since
-it has no virtual comparisons to keep a model fitted on few answers from
-extrapolating towards the faces. Where one person is asked at a time,
-:func:`ask_person` asks as the single-person loop does instead: the
+person's pair among candidate designs. Where one person is asked at a
+time, :func:`ask_person` asks as the single-person loop does instead: the
 strategy's question from the question maker's continuous search
 (:meth:`QuestionMaker.from_model
 <prefbo.loop.QuestionMaker.from_model>`) on the person's view of the
@@ -13,7 +11,7 @@ model, with the virtual comparisons at the box's faces of
 every option it proposes on a face, computed again
 (:func:`~prefbo.loop.boundary.ask_off_faces`, the loop's rounds) at the
 person's posterior with those comparisons imagined
-(:func:`~prefbo.models.collaborative.questions.imagined_posteriors`; the
+(:func:`~prefbo.loop.people_questions.imagined_people`; the
 stored posterior is not changed). The comparisons come back with the
 question: its answer carries them, so they become the person's answers
 only if the question is answered.
@@ -41,6 +39,7 @@ import torch
 from torch import Tensor
 
 from prefbo.loop.boundary import ask_off_faces
+from prefbo.loop.people_questions import imagined_people
 from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.repeats import RepeatRule
 from prefbo.models.collaborative import (
@@ -48,7 +47,6 @@ from prefbo.models.collaborative import (
     PersonModel,
     PersonPosterior,
 )
-from prefbo.models.collaborative.questions import imagined_posteriors
 
 
 def imagined(
@@ -57,10 +55,8 @@ def imagined(
     r"""``person``'s posterior after the comparisons ``pairs`` (``2 x d``
     ``[winner, loser]`` model inputs each), not stored (their designs join
     the model's design table)."""
-    both = model.design_rows(torch.cat(list(pairs)))  # 2k: winner, loser, ...
-    winners, losers = both[0::2], both[1::2]
     people = torch.tensor([person], device=model.designs.device)
-    return imagined_posteriors(model, people, winners, losers)
+    return imagined_people(model, people, [list(pairs)])
 
 
 def ask_person(

@@ -21,7 +21,8 @@ every waiting participant.
 Example:
     >>> maker = QuestionMaker(DesignBox(bounds), "eubo", q=2)
     >>> X, fallback = maker.from_model(RepeatRule(model, asked), seed, best)
-    >>> Z = maker.for_people(collaborative, torch.tensor([0, 3]), seed=seed)
+    >>> asked = maker.for_people(collaborative, torch.tensor([0, 3]), seed=seed)
+    >>> asked.questions, asked.virtual     # 2 x 2 x d, and what each carries
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ from prefbo.loop.options import DEFAULT_ACQF_OPTIONS, SEED_MOD
 from prefbo.loop.people_questions import (
     BATCHED_STRATEGIES,
     CANDIDATES,
+    PeopleQuestions,
     ask_people,
     candidates,
     check_people,
+    check_virtual,
 )
 from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.spaces import choose_options, takes_exact
@@ -187,18 +190,21 @@ class QuestionMaker:
         people: Tensor,
         shown: Sequence[Tensor | None] | None = None,
         seed: int = 0,
-    ) -> Tensor:
+        shown_virtual: Sequence[Tensor | None] | None = None,
+    ) -> PeopleQuestions:
         r"""The next questions of ``B`` people of a collaborative model, in
         one batched step (:mod:`prefbo.loop.people_questions`).
 
         The strategy ``"eubo"`` asks each person the pair of
         :meth:`candidates` of highest EUBO at their posterior, ``"ts"`` the
         best pair of a Thompson draw of it
-        (:func:`~prefbo.loop.people_questions.ask_people`); a person looking
-        at a question is asked at the posterior after the answer their
-        model finds likelier, and not that question again. A strategy that
-        uses no model (``"random"``) asks :meth:`random` questions, the
-        ``b``-th of seed :func:`~prefbo.utils.seeds.batch_question_seed`.
+        (:func:`~prefbo.loop.people_questions.ask_people`), with virtual
+        comparisons at the box's faces (step :attr:`inset`; ``None``: none);
+        a person looking at a question is asked at the posterior after the
+        comparisons it carries and the answer their model finds likelier,
+        and not that question again. A strategy that uses no model
+        (``"random"``) asks :meth:`random` questions, the ``b``-th of seed
+        :func:`~prefbo.utils.seeds.batch_question_seed`.
 
         Args:
             model: The collaborative model, its inputs the box's model
@@ -209,19 +215,27 @@ class QuestionMaker:
                 of the question on person ``b``'s screen, or ``None``;
                 default ``None`` for everyone.
             seed: The step's seed: the candidates' draw and Thompson's.
+            shown_virtual: ``B`` entries: the ``k x 2 x d`` virtual
+                comparisons (model coordinates) the question on person
+                ``b``'s screen carries, or ``None``; default ``None`` for
+                everyone.
 
         Returns:
-            The ``B x 2 x d`` float64 questions in the box's model
-            coordinates (the unit cube; a space's model points; map them
-            with :meth:`DesignBox.from_model
-            <prefbo.loop.box.DesignBox.from_model>`).
+            The :class:`~prefbo.loop.people_questions.PeopleQuestions`: the
+            ``B x 2 x d`` float64 questions in the box's model coordinates
+            (the unit cube; a space's model points; map them with
+            :meth:`DesignBox.from_model
+            <prefbo.loop.box.DesignBox.from_model>`) and the virtual
+            comparisons each carries to its answer.
 
         Raises:
             InputTypeError: A ``model`` that is not collaborative, or
                 ``people`` not a 1-d integer tensor
                 (:func:`~prefbo.loop.people_questions.check_people`).
             InputDataError: A person id out of range, or ``shown`` not one
-                ``None`` or ``2 x d`` entry per person.
+                ``None`` or ``2 x d`` entry per person, or ``shown_virtual``
+                not one ``None`` or ``k x 2 x d`` entry per person
+                (:func:`~prefbo.loop.people_questions.check_virtual`).
             UnsupportedError: A maker whose ``q`` is not 2, or a strategy
                 the batched step does not run (it runs
                 :data:`~prefbo.loop.people_questions.BATCHED_STRATEGIES`).
@@ -242,16 +256,28 @@ class QuestionMaker:
             )
         if not self.uses_model:
             check_people(model, people, shown)
+            check_virtual(shown_virtual, shown, self.box.dim)
             asked = [
                 self.box.to_model(self.random(batch_question_seed(seed, b)))
                 for b in range(len(people))
             ]
             if not asked:
-                return torch.zeros(0, self.q, self.box.dim, dtype=torch.float64)
-            return torch.stack(asked)  # B x 2 x d
+                empty = torch.zeros(0, self.q, self.box.dim, dtype=torch.float64)
+                return PeopleQuestions(empty, [])
+            return PeopleQuestions(torch.stack(asked), [None] * len(asked))
         strategy = BATCHED_STRATEGIES[self.strategy_name]
         X = self.candidates(seed)
-        return ask_people(model, people, X, shown, strategy, seed)
+        return ask_people(
+            model,
+            people,
+            X,
+            shown,
+            strategy,
+            seed,
+            shown_virtual,
+            box=self.box,
+            step=self.inset,
+        )
 
     @staticmethod
     def _with(fixed: Tensor | None, new: Tensor) -> Tensor:

@@ -120,11 +120,12 @@ class PopulationStudy:
             first questions come from the model: the warm start.
         acqf_options: As :class:`~prefbo.loop.PreferentialOptimizer`'s.
         boundary_step: The collaborative kind's step off the faces of the
-            continuous variables (in units of their range): its candidates
-            lie this far inside, and a lone participant's questions carry
-            virtual comparisons of this step (:mod:`prefbo.loop.boundary`).
-            ``None``: neither, where a participant's best may lie on a face.
-            The exact kinds take only the default.
+            continuous variables (in units of their range): the questions
+            carry virtual comparisons of this step (:mod:`prefbo.loop.boundary`,
+            :mod:`prefbo.loop.people_questions`), and the candidates of the
+            batched step within this step of a face lie on it. ``None``:
+            neither, where a participant's best may lie on a face. The
+            exact kinds take only the default.
     """
 
     def __init__(

@@ -38,7 +38,7 @@ def check_study(model: Any, strategy: Any, boundary_step: Any) -> float | None:
             also :data:`COLLABORATIVE_ONLY`.
         boundary_step: The collaborative kind's step off the faces: ``None``
             or a float in ``[MIN_STEP, MAX_STEP)`` (at half the range every
-            candidate would be the box's centre); the exact kinds take
+            candidate would lie on a face); the exact kinds take
             only the default, :data:`~prefbo.loop.boundary.DEFAULT_STEP`
             (they search the whole box and make no virtual comparisons).
 

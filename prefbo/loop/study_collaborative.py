@@ -47,7 +47,8 @@ a rebuild). Otherwise it comes from the study's question maker
 designs (every design of a small space, else
 :data:`~prefbo.loop.people_questions.CANDIDATES` uniform ones) at their
 posterior, or with ``strategy="ts"`` the maxima of two draws of their
-utility over the candidates: the batched step that ``prefbo serve``'s
+utility over the candidates, with virtual comparisons at the box's faces
+that its answer keeps as well: the batched step that ``prefbo serve``'s
 collaborative kind runs for every waiting participant at once. A fit runs
 inside the ``tell``, ``undo`` or ``resume`` that calls for it (seconds,
 against milliseconds for an online update or a batched question, and about
@@ -336,7 +337,9 @@ class CollaborativeState:
             )
         return self.model.person_model(person)
 
-    def question(self, maker: QuestionMaker, person: int, own: int) -> Tensor:
+    def question(
+        self, maker: QuestionMaker, person: int, own: int
+    ) -> tuple[Tensor, Tensor | None]:
         r"""``person``'s next question given their ``own`` answers.
 
         Args:
@@ -345,13 +348,15 @@ class CollaborativeState:
             own: Their answers.
 
         Returns:
-            The ``2 x d`` question in the maker's model coordinates, from
-            :meth:`maker.for_people
+            The ``2 x d`` question and the ``k x 2 x d`` virtual comparisons
+            ``[inner, face]`` it carries (or ``None``), in the maker's model
+            coordinates, from :meth:`maker.for_people
             <prefbo.loop.QuestionMaker.for_people>` at their posterior,
             seeded by :meth:`question_seed`.
         """
         seed = self.question_seed(person, own) % SEED_MOD
-        return maker.for_people(self.model, torch.tensor([person]), seed=seed)[0]
+        asked = maker.for_people(self.model, torch.tensor([person]), seed=seed)
+        return asked.questions[0], asked.virtual[0]
 
     def ask(
         self,
@@ -376,15 +381,17 @@ class CollaborativeState:
         Returns:
             ``(question, virtual, fallback)`` as
             :func:`~prefbo.loop.person_question.ask_person` returns them
-            (box coordinates; the batched step's question carries no virtual
-            comparisons and is never a fallback).
+            (box coordinates; the batched step's question is never a
+            fallback).
         """
         alone = answers == len(asked)  # no one else has answered
         if alone and maker.strategy_name in ASK_ONE_STRATEGIES:
             seed = self.question_seed(person, len(asked)) % SEED_MOD
             return ask_person(maker, self.model, person, asked, seed, best)
-        question = self.question(maker, person, len(asked))
-        return maker.box.from_model(question), None, False
+        question, virtual = self.question(maker, person, len(asked))
+        box = maker.box
+        carried = None if virtual is None else box.from_model(virtual)
+        return box.from_model(question), carried, False
 
     def question_seed(self, person: int, own: int) -> int:
         r"""The seed of ``person``'s question given their ``own`` answers

@@ -14,7 +14,9 @@ holds one :class:`CollaborativeEngine` for the life of its process:
   (:meth:`CollaborativeEngine.propose`): EUBO (or Thompson sampling) over
   candidate designs (every design of a small space, else
   :data:`~prefbo.loop.people_questions.CANDIDATES` uniform ones drawn
-  for the round), each person at their own posterior. A participant's next
+  for the round), each person at their own posterior, with virtual
+  comparisons at the space's faces (:mod:`prefbo.loop.people_questions`),
+  stored with the question and told with its answer. A participant's next
   question is made while they look at the current one, so it is made at the
   posterior after the answer their model finds likelier ("kriging
   believer", Ginsbourger et al. 2010); a newcomer's first question comes
@@ -126,7 +128,7 @@ class CollaborativeEngine:
         fits: The answer counts of the fits made so far.
         carried: Participant id to the ``k x 2 x d`` virtual comparisons
             (model points) the latest question :meth:`propose` made for
-            them carries to its answer (a participant alone only).
+            them carries to its answer (none: no entry).
     """
 
     def __init__(
@@ -362,7 +364,8 @@ class CollaborativeEngine:
         :data:`~prefbo.loop.study_collaborative.ASK_ONE_STRATEGIES`), with
         the virtual comparisons the question carries in :attr:`carried`;
         everyone else from one batched step (:meth:`QuestionMaker.for_people
-        <prefbo.loop.question_maker.QuestionMaker.for_people>`)."""
+        <prefbo.loop.question_maker.QuestionMaker.for_people>`), its virtual
+        comparisons in :attr:`carried` as well."""
         self.carried = {}
         if self.model is None or not shown:
             return {}
@@ -376,8 +379,14 @@ class CollaborativeEngine:
         if pids:
             people = torch.tensor([self._person(pid) for pid in pids])
             looking = [points(shown[p]) for p in pids]
-            asked = self.questions.for_people(self.model, people, looking, seed)
-            out.update(zip(pids, asked, strict=True))
+            virtual = [points((shown_virtual or {}).get(p)) for p in pids]
+            asked = self.questions.for_people(
+                self.model, people, looking, seed, virtual
+            )
+            out.update(zip(pids, asked.questions, strict=True))
+            for pid, carried in zip(pids, asked.virtual, strict=True):
+                if carried is not None:
+                    self.carried[pid] = carried
         return out
 
     def _alone(self, shown: dict[int, list | None]) -> int | None:

@@ -7,8 +7,13 @@ import torch
 
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.loop import people_questions as pq
-from prefbo.loop.boundary import DEFAULT_STEP
-from prefbo.models.collaborative.questions import next_questions, pair_eubo
+from prefbo.loop.boundary import DEFAULT_STEP, ROUNDS
+from prefbo.loop.box import DesignBox
+from prefbo.models.collaborative.questions import (
+    imagined_posteriors,
+    next_questions,
+    pair_eubo,
+)
 from prefbo.space import Categorical, Continuous, Space
 
 
@@ -17,26 +22,42 @@ def test_candidates_list_a_small_space_and_draw_from_a_large_one():
     assert torch.equal(pq.candidates(small, small.dim, 0), small.grid().double())
     large = Space([Continuous("x", 0.0, 1.0), Categorical("c", ["a", "b"])])
     X = pq.candidates(large, large.dim, 5)
-    assert X.shape == (pq.CANDIDATES, 3) and torch.equal(X, pq.candidates(large, 3, 5))
+    # at most CANDIDATES: designs moved onto the same face are one
+    assert 100 < X.shape[0] <= pq.CANDIDATES and X.shape[1] == 3
+    assert torch.equal(X, pq.candidates(large, 3, 5))
     assert len(small.decode(pq.candidates(small, small.dim, 0))) == 6
     assert large.decode(X[:1])[0]["c"] in ("a", "b")
 
 
-def test_candidates_keep_a_step_inside_the_faces_of_continuous_variables():
+def test_candidates_within_a_step_of_a_face_lie_on_it():
+    r"""The uniform draw's band of width ``step`` along each face of a
+    continuous column is moved onto the face (a uniform draw of the whole
+    box otherwise): a fraction ``1 - (1 - 2 step)^d`` of the candidates
+    touches a face, the rest lie inside the inset box."""
     box = pq.candidates(None, 3, 0)
     assert box.shape == (pq.CANDIDATES, 3) and box.dtype == torch.float64
-    assert bool((box >= DEFAULT_STEP).all()) and bool((box <= 1 - DEFAULT_STEP).all())
+    on = (box == 0) | (box == 1)
+    inside = (box >= DEFAULT_STEP) & (box <= 1 - DEFAULT_STEP)
+    assert bool((on | inside).all())
+    expected = 1 - (1 - 2 * DEFAULT_STEP) ** 3  # 0.488
+    assert abs(float(on.any(-1).double().mean()) - expected) < 0.1
+    raw = pq.candidates(None, 3, 0, step=None)  # the same draw, rows sorted
+    moved = torch.where(raw < DEFAULT_STEP, 0.0, raw)
+    moved = torch.where(raw > 1 - DEFAULT_STEP, 1.0, moved)
+    assert torch.equal(box, moved.unique(dim=0))
     space = Space([Continuous("x", 0.0, 2.0), Categorical("c", ["a", "b", "c"])])
     X = pq.candidates(space, space.dim, 1)
-    assert X[:, 0].min() >= DEFAULT_STEP and X[:, 0].max() <= 1 - DEFAULT_STEP
+    x = X[:, 0]
+    assert bool(((x == 0) | (x == 1) | ((x >= 0.1) & (x <= 0.9))).all())
+    assert bool((x == 0).any()) and bool((x == 1).any())
     assert set(X[:, 1:].sum(-1).tolist()) == {1.0}  # one-hot columns kept
-    assert all(0.2 <= d["x"] <= 1.8 for d in space.decode(X))
+    assert all(d["x"] in (0.0, 2.0) or 0.2 <= d["x"] <= 1.8 for d in space.decode(X))
 
 
 def test_each_person_is_asked_the_best_eubo_pair_at_their_posterior(collaborative):
     X = pq.candidates(None, 2, 3, count=32)
     people = torch.tensor([0, 3, 1])
-    asked = pq.ask_people(collaborative, people, X, [None] * 3)
+    asked = pq.ask_people(collaborative, people, X, [None] * 3).questions
     assert asked.shape == (3, 2, 2)
     for b, p in enumerate(people.tolist()):
         with torch.no_grad():
@@ -46,6 +67,7 @@ def test_each_person_is_asked_the_best_eubo_pair_at_their_posterior(collaborativ
         best = float(table[0].triu(1).max())
         assert float(table[0, rows[0], rows[1]]) == pytest.approx(best)
     ts = pq.ask_people(collaborative, people, X, [None] * 3, "thompson", seed=4)
+    ts = ts.questions
     pairs = next_questions(collaborative, people, X, strategy="thompson", seed=4)
     assert torch.equal(ts, X[pairs])
 
@@ -55,8 +77,8 @@ def test_a_person_looking_at_a_question_is_asked_after_the_likelier_answer(
 ):
     X = pq.candidates(None, 2, 3, count=32)
     people = torch.tensor([2, 1])
-    first = pq.ask_people(collaborative, people, X, [None, None])
-    asked = pq.ask_people(collaborative, people, X, [first[0], None])
+    first = pq.ask_people(collaborative, people, X, [None, None]).questions
+    asked = pq.ask_people(collaborative, people, X, [first[0], None]).questions
     # person 1, not looking, is asked as before
     assert torch.equal(asked[1], first[1])
     # person 2's question: a copy of the model told the believed answer to
@@ -109,5 +131,122 @@ def test_bad_people_and_shown_are_named(collaborative):
 def test_candidates_without_a_step_cover_the_whole_box():
     box = pq.candidates(None, 2, 0, step=None)
     assert float(box.min()) < 0.01 and float(box.max()) > 0.99
+    assert not bool(((box == 0) | (box == 1)).any())
     wider = pq.candidates(None, 2, 0, step=0.2)
-    assert bool((wider >= 0.2).all()) and bool((wider <= 0.8).all())
+    on = (wider == 0) | (wider == 1)
+    assert bool((on | ((wider >= 0.2) & (wider <= 0.8))).all())
+
+
+UNIT = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+
+
+def _on_faces(Z):
+    return ((Z == 0) | (Z == 1)).any(-1)
+
+
+def _on_face(Z):
+    return bool(_on_faces(Z).any())
+
+
+def test_options_on_faces_are_asked_again_with_virtual_comparisons(collaborative):
+    r"""With a box and a step, an option proposed on a face gets the
+    comparison "a step inside is preferred", and the question is computed
+    again at the posterior with it: the question returned is the step's
+    at the posterior with every comparison it carries (or, on a face still
+    after the last round, that question moved a step inside). A newcomer's
+    broad posterior proposes faces."""
+    model = copy.deepcopy(collaborative)
+    newcomer = model.add_person()
+    people = torch.tensor([newcomer, 1])
+    box = DesignBox(UNIT)
+    carried = 0
+    for seed in range(4):
+        X = pq.candidates(None, 2, seed, count=64)
+        plain = pq.ask_people(model, people, X, [None, None], seed=seed)
+        assert plain.virtual == [None, None]
+        asked = pq.ask_people(
+            model, people, X, [None, None], seed=seed, box=box, step=DEFAULT_STEP
+        )
+        for b, virtual in enumerate(asked.virtual):
+            if virtual is None:  # no face proposed: the plain step's question
+                assert torch.equal(asked.questions[b], plain.questions[b])
+                continue
+            carried += 1
+            inner, face = virtual[:, 0], virtual[:, 1]
+            assert _on_face(face) and len(virtual) <= 4 * (ROUNDS + 1)  # corners: 2
+            step = (inner - face).abs()
+            assert torch.allclose(
+                step.sum(-1), torch.full((len(virtual),), 0.1, dtype=step.dtype)
+            )
+            rows = model.design_rows(virtual.reshape(-1, 2))
+            post = imagined_posteriors(model, people[b : b + 1], rows[0::2], rows[1::2])
+            pair = next_questions(model, people[b : b + 1], X, seed=seed, latent=post)
+            expected = X[pair[0]]
+            if _on_face(expected):  # moved a step inside after the last round
+                expected = torch.where(expected == 0, DEFAULT_STEP, expected)
+                expected = torch.where(expected == 1, 1 - DEFAULT_STEP, expected)
+            assert torch.allclose(asked.questions[b], expected)
+            assert not _on_face(asked.questions[b])
+    assert carried >= 3
+
+
+def test_a_person_looking_is_asked_after_what_their_question_carries(
+    collaborative, monkeypatch
+):
+    r"""The believed answer to the question on screen is imagined with the
+    virtual comparisons that question carries: the person is asked at the
+    posterior of a copy of the model told both (not at the one told the
+    answer alone)."""
+    model = copy.deepcopy(collaborative)
+    X = pq.candidates(None, 2, 5, count=32)
+    people = torch.tensor([2])
+    shown = torch.tensor([[0.3, 0.4], [0.8, 0.6]], dtype=torch.float64)
+    virtual = torch.tensor([[[0.9, 0.6], [1.0, 0.6]], [[0.5, 0.9], [0.5, 1.0]]])
+    virtual = virtual.double()
+    used = []
+
+    def spy(*args, latent=None, **kwargs):
+        used.append(latent.mean.clone())
+        return next_questions(*args, latent=latent, **kwargs)
+
+    monkeypatch.setattr(pq, "next_questions", spy)
+    pq.ask_people(model, people, X, [shown], shown_virtual=[virtual])
+    pq.ask_people(model, people, X, [shown])
+    with torch.no_grad():
+        win = int(model.posterior(shown, person=2).mean.reshape(-1).argmax())
+    means = []
+    for carried in (virtual, virtual[:0]):
+        told = copy.deepcopy(model)
+        told.observe(
+            2,
+            torch.cat([carried[:, 0], shown[win : win + 1]]),
+            torch.cat([carried[:, 1], shown[1 - win : 2 - win]]),
+        )
+        means.append(told.latent_mean[2])
+    torch.testing.assert_close(used[0][0], means[0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(used[1][0], means[1], atol=1e-6, rtol=0)
+    assert float((means[0] - means[1]).abs().max()) > 1e-3
+
+
+def test_bad_virtual_comparisons_on_screen_are_named(collaborative):
+    X = pq.candidates(None, 2, 0, count=8)
+    people = torch.tensor([0, 1])
+    shown = [X[:2], None]
+    V = torch.zeros(1, 2, 2, dtype=torch.float64)
+    with pytest.raises(
+        InputDataError,
+        match=r"shown_virtual must hold one entry per person \(2\): the virtual "
+        r"comparisons their question on screen carries, or None; got 1 entries\.",
+    ):
+        pq.ask_people(collaborative, people, X, shown, shown_virtual=[V])
+    with pytest.raises(
+        InputDataError,
+        match=r"shown_virtual\[0\] must be the k x 2 x 2 virtual comparisons "
+        r"\[inner, face\] of the question on that person's screen \(model "
+        r"points\), or None; got a torch.float64 tensor of shape \(2, 2\)\.",
+    ):
+        pq.ask_people(collaborative, people, X, shown, shown_virtual=[V[0], None])
+    with pytest.raises(
+        InputDataError, match=r"shown_virtual\[1\] .* for a person with no question"
+    ):
+        pq.ask_people(collaborative, people, X, shown, shown_virtual=[None, V])

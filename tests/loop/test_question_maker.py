@@ -90,16 +90,29 @@ def test_people_s_questions_are_the_batched_step_over_the_box_s_candidates(
         assert torch.equal(maker.candidates(7), X)
         asked = maker.for_people(collaborative, people, shown, seed=7)
         expected = people_questions.ask_people(
-            collaborative, people, X, shown, step, seed=7
+            collaborative,
+            people,
+            X,
+            shown,
+            step,
+            seed=7,
+            box=maker.box,
+            step=maker.inset,
         )
-        assert asked.shape == (2, 2, 2) and torch.equal(asked, expected)
+        assert asked.questions.shape == (2, 2, 2)
+        assert torch.equal(asked.questions, expected.questions)
+        assert len(asked.virtual) == 2
+        for mine, theirs in zip(asked.virtual, expected.virtual, strict=True):
+            assert (mine is None) == (theirs is None)
+            assert mine is None or torch.equal(mine, theirs)
     # nobody looking: shown defaults to None for everyone
     maker = QuestionMaker(DesignBox(UNIT), "eubo")
     assert torch.equal(
-        maker.for_people(collaborative, people, seed=7),
-        maker.for_people(collaborative, people, [None, None], seed=7),
+        maker.for_people(collaborative, people, seed=7).questions,
+        maker.for_people(collaborative, people, [None, None], seed=7).questions,
     )
-    assert maker.for_people(collaborative, people[:0], seed=7).shape == (0, 2, 2)
+    empty = maker.for_people(collaborative, people[:0], seed=7)
+    assert empty.questions.shape == (0, 2, 2) and empty.virtual == []
 
 
 def test_a_box_in_its_own_units_draws_its_candidates_there():
@@ -117,10 +130,10 @@ def test_people_s_random_questions_are_the_maker_s(collaborative):
     box = DesignBox(BOUNDS)
     maker = QuestionMaker(box, "random")
     asked = maker.for_people(collaborative, torch.tensor([1, 2, 0]), seed=11)
-    assert asked.shape == (3, 2, 2)
+    assert asked.questions.shape == (3, 2, 2) and asked.virtual == [None] * 3
     for b in range(3):  # the model's coordinates: the unit cube
         expected = box.to_model(maker.random(batch_question_seed(11, b)))
-        assert torch.equal(asked[b], expected)
+        assert torch.equal(asked.questions[b], expected)
     with pytest.raises(InputDataError, match=r"shown must hold one entry per person"):
         maker.for_people(collaborative, torch.tensor([1, 2]), [None], seed=11)
 

@@ -7,6 +7,7 @@ import torch
 
 import prefbo.loop.study_collaborative as sc
 from prefbo.loop.fitted import seeded
+from prefbo.loop.people_questions import ask_people
 from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.questions import next_questions, pair_eubo
 from prefbo.serve import collaborative_favourites as cf
@@ -75,6 +76,22 @@ def engine(config):
     return e
 
 
+@pytest.fixture
+def plain(make_config):
+    r"""``engine`` without virtual comparisons at the faces: its questions
+    are the batched step's pairs of candidates as they come."""
+    config = make_config(
+        space=BOX,
+        model={"kind": "collaborative", "initial_random": 4, "boundary_step": False},
+        seed=3,
+    )
+    e = CollaborativeEngine(config, background=False)
+    for pid in range(6):
+        e.update(pid, rows_of(pid, 5))
+    e.maintain()
+    return e
+
+
 def steps(calls):
     return [c.get("steps") for c in calls]
 
@@ -104,7 +121,8 @@ def test_no_question_before_the_first_model(config):
     assert e.model.answers.counts().tolist() == [4]
 
 
-def test_a_newcomers_first_question_is_the_populations_best_pair(engine):
+def test_a_newcomers_first_question_is_the_populations_best_pair(plain):
+    engine = plain
     seed = _round_seed(engine)
     pair = engine.propose({99: None})[99]
     assert engine.persons[99] == 6
@@ -118,7 +136,8 @@ def test_a_newcomers_first_question_is_the_populations_best_pair(engine):
     assert float(table[i[0], i[1]]) == pytest.approx(float(table.triu(1).max()))
 
 
-def test_questions_follow_each_persons_posterior(engine):
+def test_questions_follow_each_persons_posterior(plain):
+    engine = plain
     shown = {0: None, 3: None}
     questions = engine.propose(shown)
     seed = _round_seed(engine)
@@ -128,7 +147,8 @@ def test_questions_follow_each_persons_posterior(engine):
         assert torch.equal(questions[pid], X[pairs[b]])
 
 
-def test_the_next_question_believes_the_likelier_answer(engine):
+def test_the_next_question_believes_the_likelier_answer(plain):
+    engine = plain
     options = rows_of(2, 1, seed=7)[0].options
     question = engine.propose({2: options})[2]
     # the same as a copy of the model that observed the believed answer
@@ -508,11 +528,23 @@ def test_once_another_has_answered_the_batched_step_asks_everyone(lone):
     lone.update(1, rows_of(1, 1))
     questions = lone.propose({0: None, 1: None})
     seed = _round_seed(lone)
+    maker = lone.questions
     X = lone.candidates(seed)
-    pairs = next_questions(lone.model, torch.tensor([0, 1]), X, seed=seed)
+    asked = ask_people(
+        lone.model,
+        torch.tensor([0, 1]),
+        X,
+        [None, None],
+        seed=seed,
+        box=maker.box,
+        step=maker.inset,
+    )
     for b, pid in enumerate([0, 1]):
-        assert torch.equal(questions[pid], X[pairs[b]])
-    assert lone.carried == {}
+        assert torch.equal(questions[pid], asked.questions[b])
+        if asked.virtual[b] is None:
+            assert pid not in lone.carried
+        else:
+            assert torch.equal(lone.carried[pid], asked.virtual[b])
 
 
 def test_a_lone_participants_question_is_stored_with_its_comparisons(
@@ -546,3 +578,34 @@ def test_a_lone_participants_question_is_stored_with_its_comparisons(
     V = torch.tensor(row.virtual_comparisons, dtype=torch.float64)
     assert torch.equal(engine.told[pid][-1].virtual, V)
     assert int(engine.model.answers.counts()[engine.persons[pid]]) == 5 + len(V)
+
+
+def test_a_batched_question_is_stored_with_its_comparisons(store, make_config):
+    r"""A newcomer's first question, from the batched step at the
+    population's broad posterior, proposes faces: it is stored with the
+    virtual comparisons it carries, and they are told with its answer."""
+    config = make_config(
+        space=BOX,
+        model={"kind": "collaborative", "initial_random": 3},
+        answers_per_participant=10,
+    )
+    engine = CollaborativeEngine(config, background=False)
+    first = store.add_participant("t0", "p0")
+    q = flow.current(store, config, first)
+    for choice in (0, 1, 0):
+        q = flow.answer(store, config, first, q["question_id"], choice)
+    pid = store.add_participant("t1", "p1")
+    q = flow.current(store, config, pid)  # uniform, until the round below
+    seen: dict = {}
+    made, seen = collaborative_round(store, config, engine, seen)
+    assert made == 2 and pid in engine.carried  # p0 alone, p1 batched
+    row = store.questions_of(pid)[-1]
+    assert row.origin == "model" and row.virtual_comparisons is not None
+    V = torch.tensor(row.virtual_comparisons, dtype=torch.float64)
+    assert torch.equal(V, engine.carried[pid])
+    nxt = flow.answer(store, config, pid, q["question_id"], 0)
+    assert nxt["question_id"] == row.id
+    flow.answer(store, config, pid, row.id, 0)
+    collaborative_round(store, config, engine, seen)
+    assert torch.equal(engine.told[pid][-1].virtual, V)
+    assert int(engine.model.answers.counts()[engine.persons[pid]]) == 2 + len(V)

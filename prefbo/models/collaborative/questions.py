@@ -238,19 +238,24 @@ def believed_answers(model, people: Tensor, options: Tensor) -> Tensor:
 
 
 def imagined_posteriors(
-    model, people: Tensor, winners: Tensor, losers: Tensor
+    model, people: Tensor, winners: Tensor, losers: Tensor, mask: Tensor | None = None
 ) -> PersonPosterior:
     r"""The posteriors ``B`` people would have after ``k`` more answers each
-    (``B`` or ``B x k`` winner and loser design rows), at the current shared
-    functions, without storing the answers: what :meth:`observe` would
-    store, for a question made before the answer to the one on screen is
-    known, or made with virtual comparisons that only its answer keeps."""
+    (``B`` or ``B x k`` winner and loser design rows; ``mask``: ``B x k``,
+    which of them count, default all, so people of fewer answers are
+    padded), at the current shared functions, without storing the answers:
+    what :meth:`observe` would store, for a question made before the answer
+    to the one on screen is known, or made with virtual comparisons that
+    only its answer keeps."""
     people = people.long().to(model.designs.device)
     with torch.no_grad(), limited(len(people) * 16):
         batch = model.answers.gather(people)
         winners = winners.reshape(len(people), -1).to(people)
         losers = losers.reshape(len(people), -1).to(people)
-        extra = torch.ones_like(winners, dtype=torch.bool)
+        if mask is None:
+            extra = torch.ones_like(winners, dtype=torch.bool)
+        else:
+            extra = mask.reshape(winners.shape).to(people.device, torch.bool)
         W = torch.cat([batch.winners, winners], -1)
         L = torch.cat([batch.losers, losers], -1)
         delta, offset = model.answer_rows(W, L)
