@@ -39,14 +39,13 @@ from prefbo.loop.box import DesignBox
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
 from prefbo.loop.options import DEFAULT_ACQF_OPTIONS, SEED_MOD
+from prefbo.loop.people_checks import check_people, check_virtual
 from prefbo.loop.people_questions import (
     BATCHED_STRATEGIES,
     CANDIDATES,
     PeopleQuestions,
     ask_people,
     candidates,
-    check_people,
-    check_virtual,
 )
 from prefbo.loop.repeats import RepeatRule
 from prefbo.loop.spaces import choose_options, takes_exact
@@ -70,11 +69,11 @@ class QuestionMaker:
             :data:`~prefbo.loop.options.DEFAULT_ACQF_OPTIONS`.
         keep_winner: Whether every question starts with a kept winner (a
             finite space's pairs are then not enumerated).
-        inset: How far inside the faces the questions that keep off them
-            keep, in units of the continuous variables' ranges:
-            :meth:`candidates` lie this far inside, and
-            :func:`~prefbo.loop.person_question.ask_person` makes its
-            virtual comparisons with this step; ``None``: the whole box, no
+        inset: The step of the virtual comparisons at the faces that keep
+            the questions off them, in units of the continuous variables'
+            ranges (:func:`~prefbo.loop.person_question.ask_person`'s and
+            :meth:`for_people`'s; :meth:`candidates` within this step of a
+            face lie on it); ``None``: the whole box as it comes, no
             comparisons.
 
     Raises:

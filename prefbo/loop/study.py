@@ -266,8 +266,8 @@ class PopulationStudy:
         r"""Record participant ``name``'s answer (logged before returning);
         ``options`` default to their pending question. The answer to the
         pending question (``options`` omitted, or the same) carries the
-        virtual comparisons it was asked with (the collaborative kind's, for
-        a lone participant; :mod:`prefbo.loop.person_question`)."""
+        virtual comparisons it was asked with (the collaborative kind's:
+        :mod:`prefbo.loop.person_question`, :mod:`prefbo.loop.people_questions`)."""
         check_name(name)
         pending, virtual = self._pending.get(name, (None, None))
         if options is None:

@@ -67,13 +67,13 @@ def check_study(model: Any, strategy: Any, boundary_step: Any) -> float | None:
         )
     if model != COLLABORATIVE and boundary_step != DEFAULT_STEP:
         raise UnsupportedError(
-            f"boundary_step applies to model={COLLABORATIVE!r} (its candidates "
-            "and a lone participant's virtual comparisons); the exact kinds "
+            f"boundary_step applies to model={COLLABORATIVE!r} (the virtual "
+            "comparisons its questions carry); the exact kinds "
             "search the whole box without virtual comparisons. Leave it at "
             f"{DEFAULT_STEP}; got boundary_step={boundary_step!r} with "
             f"model={model!r}."
         )
-    # below half the range: at half of it every candidate is the centre
+    # below half the range: at half of it every candidate lies on a face
     return check_float(
         "boundary_step",
         boundary_step,

@@ -547,9 +547,12 @@ def test_once_another_has_answered_the_batched_step_asks_everyone(lone):
             assert torch.equal(lone.carried[pid], asked.virtual[b])
 
 
-def test_a_lone_participants_question_is_stored_with_its_comparisons(
-    store, make_config
-):
+@pytest.mark.parametrize("newcomer", [False, True], ids=["alone", "batched"])
+def test_a_question_is_stored_with_its_comparisons(store, make_config, newcomer):
+    r"""A lone participant's question (the loop's) and a newcomer's first
+    one (the batched step's, at the population's broad posterior, which
+    proposes faces) are stored with the virtual comparisons they carry, and
+    those are told with the answer."""
     config = make_config(
         space=BOX,
         model={"kind": "collaborative", "initial_random": 3},
@@ -560,52 +563,22 @@ def test_a_lone_participants_question_is_stored_with_its_comparisons(
     q = flow.current(store, config, pid)
     for choice in (0, 1, 0):
         q = flow.answer(store, config, pid, q["question_id"], choice)
+    if newcomer:
+        pid = store.add_participant("t1", "p1")
+        flow.current(store, config, pid)  # uniform, until the round below
     seen: dict = {}
     made, seen = collaborative_round(store, config, engine, seen)
-    assert made == 1
+    assert made == 1 + newcomer and pid in engine.carried
     row = store.questions_of(pid)[-1]
     assert row.origin == "model" and row.virtual_comparisons is not None
-    assert torch.equal(
-        torch.tensor(row.virtual_comparisons, dtype=torch.float64),
-        engine.carried[pid],
-    )
+    V = torch.tensor(row.virtual_comparisons, dtype=torch.float64)
+    assert torch.equal(V, engine.carried[pid])
     # answered, its comparisons are told to the engine with the answer
     q = flow.current(store, config, pid)  # the uniform one it was made behind
     nxt = flow.answer(store, config, pid, q["question_id"], 0)
     assert nxt["question_id"] == row.id
     flow.answer(store, config, pid, row.id, 0)
     collaborative_round(store, config, engine, seen)
-    V = torch.tensor(row.virtual_comparisons, dtype=torch.float64)
     assert torch.equal(engine.told[pid][-1].virtual, V)
-    assert int(engine.model.answers.counts()[engine.persons[pid]]) == 5 + len(V)
-
-
-def test_a_batched_question_is_stored_with_its_comparisons(store, make_config):
-    r"""A newcomer's first question, from the batched step at the
-    population's broad posterior, proposes faces: it is stored with the
-    virtual comparisons it carries, and they are told with its answer."""
-    config = make_config(
-        space=BOX,
-        model={"kind": "collaborative", "initial_random": 3},
-        answers_per_participant=10,
-    )
-    engine = CollaborativeEngine(config, background=False)
-    first = store.add_participant("t0", "p0")
-    q = flow.current(store, config, first)
-    for choice in (0, 1, 0):
-        q = flow.answer(store, config, first, q["question_id"], choice)
-    pid = store.add_participant("t1", "p1")
-    q = flow.current(store, config, pid)  # uniform, until the round below
-    seen: dict = {}
-    made, seen = collaborative_round(store, config, engine, seen)
-    assert made == 2 and pid in engine.carried  # p0 alone, p1 batched
-    row = store.questions_of(pid)[-1]
-    assert row.origin == "model" and row.virtual_comparisons is not None
-    V = torch.tensor(row.virtual_comparisons, dtype=torch.float64)
-    assert torch.equal(V, engine.carried[pid])
-    nxt = flow.answer(store, config, pid, q["question_id"], 0)
-    assert nxt["question_id"] == row.id
-    flow.answer(store, config, pid, row.id, 0)
-    collaborative_round(store, config, engine, seen)
-    assert torch.equal(engine.told[pid][-1].virtual, V)
-    assert int(engine.model.answers.counts()[engine.persons[pid]]) == 2 + len(V)
+    told = 2 if newcomer else 5
+    assert int(engine.model.answers.counts()[engine.persons[pid]]) == told + len(V)
