@@ -18,8 +18,9 @@ The setting (fixed before the run; seeds ``SEEDS``):
 - arms: ``collaborative`` (``model.kind = "collaborative"``, the default:
   a lone participant asked as the loop asks, on a refitted copy of the
   model told the believed answer); ``batched`` (the same kind with every
-  question from the batched step over candidates, as served before the
-  lone path: ``prefbo.serve.collaborative.ASK_ONE_STRATEGIES`` emptied);
+  question from the batched step over candidates, with its virtual
+  comparisons at the faces: ``prefbo.serve.collaborative.ASK_ONE_STRATEGIES``
+  emptied);
   ``population`` (the exact EP population kind) and ``individual`` (one
   loop per participant), each through
   :class:`~prefbo.serve.engine.QuestionEngine`; ``loop`` (the library's

@@ -1,10 +1,11 @@
 r"""Participants whose best lies on a face: ``PopulationStudy``'s boundary step.
 
-The collaborative study keeps its candidates, and a lone participant's
-virtual comparisons, a step inside the faces of the box
-(``boundary_step``, :data:`~prefbo.loop.boundary.DEFAULT_STEP` by
-default). This benchmark measures what that costs people whose best design
-lies on a face, against ``boundary_step=None``.
+The collaborative study keeps its questions a step inside the faces of
+the box with virtual comparisons there (``boundary_step``,
+:data:`~prefbo.loop.boundary.DEFAULT_STEP` by default; the loop's for a
+lone participant, the batched step's for everyone else). This benchmark
+measures what that costs people whose best design lies on a face, against
+``boundary_step=None``.
 
 The setting (fixed before the run; seeds ``SEEDS``):
 
