@@ -95,8 +95,16 @@ def check_in_box(
     <prefbo.loop.box.DesignBox.model_bounds>`): a question given in the
     box's own units instead is refused, not asked about.
 
+    Args:
+        box: The designs' :class:`~prefbo.loop.box.DesignBox`.
+        shown: ``B`` entries, ``2 x d`` options (model points) or ``None``
+            (:func:`check_people`).
+        carried: ``B`` entries, ``k x 2 x d`` comparisons (model points) or
+            ``None`` (:func:`check_virtual`).
+
     Raises:
-        InputDataError: An entry with a point outside.
+        InputDataError: An entry with a point outside, within ``1e-9`` of
+            the box's width.
     """
     lo, hi = box.model_bounds
     tol = 1e-9 * (hi - lo)

@@ -256,7 +256,7 @@ def ask_people(
     questions = torch.zeros(B, 2, d, dtype=X.dtype, device=X.device)
     virtual: list[list[Tensor]] = [[] for _ in range(B)]  # 2 x d [inner, face]
     todo = list(range(B))
-    settled: list[int] = []  # on a face with no new comparison: asked so again
+    settled: list[int] = []  # on faces whose comparisons they carry already
     for _ in range(ROUNDS + 1):
         if not todo:
             break

@@ -198,12 +198,12 @@ class QuestionMaker:
         :meth:`candidates` of highest EUBO at their posterior, ``"ts"`` the
         best pair of a Thompson draw of it
         (:func:`~prefbo.loop.people_questions.ask_people`), with virtual
-        comparisons at the box's faces (step :attr:`inset`; ``None``: none);
-        a person looking at a question is asked at the posterior after the
-        comparisons it carries and the answer their model finds likelier,
-        and not that question again. A strategy that uses no model
-        (``"random"``) asks :meth:`random` questions, the ``b``-th of seed
-        :func:`~prefbo.utils.seeds.batch_question_seed`.
+        comparisons at the box's faces (step: the maker's ``inset``;
+        ``None``: none); a person looking at a question is asked at the
+        posterior after the comparisons it carries and the answer their
+        model finds likelier, and not that question again. A strategy that
+        uses no model (``"random"``) asks :meth:`random` questions, the
+        ``b``-th of seed :func:`~prefbo.utils.seeds.batch_question_seed`.
 
         Args:
             model: The collaborative model, its inputs the box's model
