@@ -22,10 +22,12 @@ is a single person's; :meth:`CollaborativeState.ask
 <prefbo.loop.study_collaborative.CollaborativeState.ask>`). On
 ``benchmarks/population_study.py``'s setting, the study's first
 participant ended at a regret of 0.36 (mean of 20 seeds) after 12 answers
-with the batched step and at 0.06 this way, level with the loop alone
-(0.07). Asked so once others had answered too, the next three
-participants ended worse than with the batched step (0.096 against 0.043
-on six seeds).
+with the batched step without virtual comparisons at the faces and at
+0.06 this way, level with the loop alone (0.07). Asked so once others had
+answered too, the next three participants ended worse than with that
+batched step (0.096 against 0.043 on six seeds). The batched step with its
+comparisons was not measured against this path in a study; served, for a
+lone participant, the two are level (``benchmarks/results/serve_lone.md``).
 
 Example:
     >>> question, virtual, fallback = ask_person(maker, model, 0, asked, seed, best)
