@@ -268,14 +268,12 @@ def test_backing_off_returns_a_loss_above_every_finite_one_and_no_gradient():
         scipy_log.backing_off(closure, {"p": param})()
 
 
-def test_prefbo_fits_a_periodic_kernel_where_botorch_fits():
+def test_prefbo_fits_a_prior_free_periodic_kernel():
     # a prior-free periodic kernel: the line search tries a period near 0,
-    # where K is not positive definite even with jitter; that ended the fit
+    # where K is not positive definite even with jitter; that ended the fit.
+    # (BoTorch's PairwiseGP fits these data too, but near the same edge: on
+    # a loaded machine its fit ended in NotPSDError after its five tries.)
     X, C, _ = make_pairwise_data(12, 60, d=2, seed=4, noise_std=0.1)
-    reference = PairwiseGP(X, C, covar_module=ScaleKernel(PeriodicKernel()).to(X))
-    fit_gpytorch_mll(
-        PairwiseLaplaceMarginalLogLikelihood(reference.likelihood, reference)
-    )
     model = PairwiseLaplaceGP(X, C, covar_module=ScaleKernel(PeriodicKernel()).to(X))
     mll = PairwiseLaplaceMLL(model.likelihood, model)
     fit_gpytorch_mll(mll)
