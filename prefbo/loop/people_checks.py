@@ -17,6 +17,7 @@ from torch import Tensor
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.loop.box import DesignBox
 from prefbo.models.collaborative import CollaborativePreferenceGP
+from prefbo.models.collaborative.checks import check_person_ids
 from prefbo.utils.checks import describe
 
 
@@ -44,18 +45,7 @@ def check_people(
             "model must be a CollaborativePreferenceGP (one posterior per "
             f"person); got {describe(model)}."
         )
-    if not isinstance(people, Tensor) or people.is_floating_point() or people.ndim != 1:
-        raise InputTypeError(
-            "people must be a 1-d integer tensor of the model's person ids; got "
-            f"{describe(people)}."
-        )
-    P = model.num_people
-    if len(people) and (int(people.min()) < 0 or int(people.max()) >= P):
-        raise InputDataError(
-            f"people must be the model's person ids, in [0, {P}); got values from "
-            f"{int(people.min())} to {int(people.max())} (add a newcomer with "
-            "model.add_person() first)."
-        )
+    check_person_ids(people, model.num_people)
     try:
         entries = len(shown)
     except TypeError:

@@ -107,6 +107,36 @@ def check_person_features(
     return features.to(like)
 
 
+def check_person_ids(people: object, num_people: int) -> Tensor:
+    r"""Check ``B`` person ids of a model of ``num_people`` people.
+
+    Returns:
+        ``people`` as long.
+
+    Raises:
+        InputTypeError: Not a 1-d integer tensor.
+        InputDataError: An id out of ``[0, num_people)``.
+    """
+    if (
+        not isinstance(people, Tensor)
+        or people.is_floating_point()
+        or people.is_complex()
+        or people.dtype == torch.bool
+        or people.ndim != 1
+    ):
+        raise InputTypeError(
+            "people must be a 1-d integer tensor of the model's person ids; got "
+            f"{describe(people)}."
+        )
+    if len(people) and (int(people.min()) < 0 or int(people.max()) >= num_people):
+        raise InputDataError(
+            f"people must be the model's person ids, in [0, {num_people}); got "
+            f"values from {int(people.min())} to {int(people.max())} (add a "
+            "newcomer with model.add_person() first)."
+        )
+    return people.long()
+
+
 def check_answer_sides(winners: object, losers: object, d: int) -> None:
     r"""Check an answer batch's ``winners`` and ``losers``: ``k`` long design
     rows or ``k x d`` finite designs each, one row per answer.

@@ -29,7 +29,8 @@ import math
 import torch
 from torch import Tensor
 
-from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.exceptions import InputDataError
+from prefbo.models.collaborative.checks import check_person_ids
 from prefbo.models.collaborative.people import PersonPosterior
 from prefbo.utils.checks import describe
 from prefbo.utils.threads import limited
@@ -138,10 +139,7 @@ def next_questions(
     """
     if strategy not in STRATEGIES:
         raise InputDataError(f"strategy must be one of {STRATEGIES}; got {strategy!r}.")
-    if not isinstance(people, Tensor) or people.is_floating_point() or people.ndim != 1:
-        raise InputTypeError(
-            f"people must be a 1-d integer tensor of ids; got {describe(people)}."
-        )
+    people = check_person_ids(people, model.num_people)
     d = model.designs.shape[-1]
     if (
         not isinstance(candidates, Tensor)
@@ -158,12 +156,7 @@ def next_questions(
     C = candidates.shape[0]
     if C < 2:
         raise InputDataError(f"candidates must hold at least 2 designs; got {C}.")
-    people = people.long().to(model.designs.device)
-    if len(people) and (int(people.min()) < 0 or int(people.max()) >= model.num_people):
-        raise InputDataError(
-            f"people must be ids in [0, {model.num_people}); got values from "
-            f"{int(people.min())} to {int(people.max())}."
-        )
+    people = people.to(model.designs.device)
     if items is None:
         items = model.item_ids(candidates)
     items = items.long().to(model.designs.device)

@@ -2,7 +2,11 @@ import pytest
 import torch
 
 from prefbo.exceptions import InputDataError, InputTypeError
-from prefbo.models.collaborative.checks import check_answers, check_person_features
+from prefbo.models.collaborative.checks import (
+    check_answers,
+    check_person_features,
+    check_person_ids,
+)
 
 
 def test_answers():
@@ -61,3 +65,16 @@ def test_designs_outside_the_unit_cube_warn_as_botorch_s_models_do():
     model.observe(0, X[:1], X[1:2])  # known designs, no warning
     with pytest.raises(InputDataWarning, match=r"values from -1 to 0\.5"):
         model.observe(0, torch.tensor([[0.5, 0.5]]).double(), -X[:1].clamp_min(1.0))
+
+
+def test_person_ids():
+    ids = check_person_ids(torch.tensor([2, 0], dtype=torch.int32), 3)
+    assert ids.dtype == torch.long and ids.tolist() == [2, 0]
+    assert check_person_ids(torch.zeros(0, dtype=torch.long), 0).shape == (0,)
+    for bad in ([0], torch.tensor([0.0]), torch.tensor([True]), torch.tensor([[0]])):
+        with pytest.raises(InputTypeError, match="people must be a 1-d integer"):
+            check_person_ids(bad, 3)
+    with pytest.raises(
+        InputDataError, match=r"in \[0, 3\); got values from -1 to 2 \(add a newcomer"
+    ):
+        check_person_ids(torch.tensor([2, -1]), 3)

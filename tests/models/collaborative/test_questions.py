@@ -80,8 +80,9 @@ def test_errors(model):
     X = model.designs[:4]
     with pytest.raises(InputDataError, match="strategy must be one of"):
         next_questions(model, torch.tensor([0]), X, strategy="ucb")
-    with pytest.raises(InputTypeError, match="people must be a 1-d integer tensor"):
-        next_questions(model, torch.tensor([0.0]), X)
+    for bad in (torch.tensor([0.0]), torch.tensor([True]), torch.tensor([[0]])):
+        with pytest.raises(InputTypeError, match="people must be a 1-d integer"):
+            next_questions(model, bad, X)
     with pytest.raises(InputDataError, match="candidates must be a C x 2 floating"):
         next_questions(model, torch.tensor([0]), torch.rand(4, 3, dtype=torch.float64))
     bad = X.clone()
@@ -96,7 +97,7 @@ def test_errors(model):
     with pytest.raises(InputDataError, match="at least 2 designs; got 1"):
         next_questions(model, torch.tensor([0]), X[:1])
     with pytest.raises(
-        InputDataError, match=r"ids in \[0, 60\); got values from 0 to 60"
+        InputDataError, match=r"person ids, in \[0, 60\); got values from 0 to 60"
     ):
         next_questions(model, torch.tensor([0, 60]), X)
 
