@@ -50,6 +50,12 @@ Protocol (every seed is a constant of this script, fixed before any run):
     online (the shared part stays fixed), each person's posterior by EP
     (the model's default); ``collaborative_laplace`` the same with Laplace
     posteriors (modes).
+  - ``ranking_prior`` (data sets of at most
+    :data:`~benchmarks.harness.ranking_prior.MAX_ITEMS` items: Game): the
+    training people's rankings as a prior over the person's ranking, by
+    Bayes' rule (:mod:`benchmarks.harness.ranking_prior`), its spread chosen
+    by leave-one-out over the training people; ``features_only``: the
+    person features alone (:func:`fit_features_only`).
 - **Open pairs.** A test pair whose order follows from the revealed answers
   by transitivity is *closed*: on consistent rankings the per-person model
   already gets it right. ``accuracy_open`` scores the open pairs alone
@@ -94,6 +100,7 @@ from scipy.stats import wilcoxon
 from torch import Tensor
 
 from benchmarks.harness import environment, reports, stores
+from benchmarks.harness.ranking_prior import MAX_ITEMS, RankingPrior, choose_theta
 from benchmarks.harness.runner import REPO
 from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
 from prefbo.datasets import Population, game_rankings, planted_population
@@ -366,6 +373,33 @@ def fit_features_only(fold: Fold, options: argparse.Namespace) -> tuple[Predict,
     return predict, {}
 
 
+def fit_ranking_prior(fold: Fold, options: argparse.Namespace) -> tuple[Predict, dict]:
+    r"""Bayes' rule with the training people's rankings as the prior
+    (:mod:`benchmarks.harness.ranking_prior`), its spread chosen by
+    leave-one-out over the training people at ``options.ks``."""
+    n = fold.designs.shape[0]
+    person = fold.answers[:, 0]
+    people = [fold.answers[person == q, 1:] for q in range(fold.num_people)]
+    order = [
+        torch.randperm(len(a), generator=torch.Generator().manual_seed(reveal_seed(q)))
+        for q, a in enumerate(people)
+    ]
+    theta = choose_theta(n, people, options.ks, order)
+    prior = RankingPrior(n, people, theta)
+
+    def predict(features: Tensor, revealed: Tensor) -> Tensor:
+        return prior.utility(revealed)
+
+    return predict, {"theta": theta}
+
+
+def applies(name: str, fold: Fold) -> bool:
+    r"""Whether model ``name`` is run on ``fold`` (the ranking prior
+    enumerates every ranking: at most
+    :data:`~benchmarks.harness.ranking_prior.MAX_ITEMS` items)."""
+    return name != "ranking_prior" or fold.designs.shape[0] <= MAX_ITEMS
+
+
 MODELS: dict[str, Callable[[Fold, argparse.Namespace], tuple[Predict, dict]]] = {
     "per_person": fit_per_person,
     "pooled": fit_pooled,
@@ -373,6 +407,7 @@ MODELS: dict[str, Callable[[Fold, argparse.Namespace], tuple[Predict, dict]]] = 
     "collaborative": fit_collaborative,
     "collaborative_laplace": fit_collaborative_laplace,
     "features_only": fit_features_only,
+    "ranking_prior": fit_ranking_prior,
 }
 
 
@@ -463,6 +498,9 @@ def measure(options: argparse.Namespace) -> list[dict]:
     for dataset in options.datasets:
         for fold in makers[dataset](options.quick):
             for name in options.models:
+                if not applies(name, fold):
+                    print(f"{dataset}: {name} left out ({fold.designs.shape[0]} items)")
+                    continue
                 run_fold(fold, name, options, emit)
                 done = [
                     r["accuracy"]
@@ -557,6 +595,15 @@ PROTOCOL = (
     f"squares (penalty {FEATURES_RIDGE}) on the training answers; the revealed "
     "answers are ignored. Its `k = 0` column is what the person features "
     "alone can tell about a newcomer.",
+    "- ranking_prior (Game only: it enumerates the 720 rankings of 6 items): "
+    "Bayes' rule with the training students' rankings as the prior, a "
+    "mixture of Mallows models exp(-θ d) centred on them (d: the answers a "
+    "ranking reverses); the revealed answers keep the rankings they agree "
+    "with, and an item's utility is its posterior mean rank, negated. θ is "
+    "chosen per fold from (0.25, 0.5, 1, 2, 4) by leave-one-out over the "
+    "training students at the run's k (`benchmarks/harness/ranking_prior.py`). "
+    "It is what the other students' rankings tell about a student's unrevealed "
+    "pairs without a model of the items.",
     f"- Torch's global seed is {FIT_SEED} before every fit.",
 )
 
@@ -725,7 +772,7 @@ def page(
             lines += [f"### {d}", "", "| model | " + " | ".join(f"k = {k}" for k in ks)]
             lines[-1] += " |"
             lines.append("|---|" + "---|" * len(ks))
-            for m in models:
+            for m in [m for m in models if any(k[::3] == (d, m) for k in people)]:
                 cells = [
                     _cell(
                         [
@@ -817,7 +864,7 @@ def _paired_lines(
             }
             tested = "tested_open" if field == "accuracy_open" else "tested"
             for other in models:
-                if other == REFERENCE or not mine[REFERENCE]:
+                if other == REFERENCE or not mine[REFERENCE] or not mine[other]:
                     continue
                 a = {q: r[field] for q, r in mine[REFERENCE].items()}
                 b = {q: r[field] for q, r in mine[other].items()}

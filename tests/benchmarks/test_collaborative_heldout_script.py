@@ -226,3 +226,20 @@ def test_open_pairs_are_those_transitivity_leaves_open(load_benchmark):
     tested = torch.tensor([[0, 2], [2, 0], [0, 3], [3, 4], [2, 4], [1, 0]])
     got = bench.open_pairs(revealed, tested, 5)
     assert got.tolist() == [False, False, True, False, True, False]
+
+
+def test_the_ranking_prior_runs_where_it_can_enumerate_the_rankings(
+    load_benchmark, tmp_path, capsys
+):
+    bench = load_benchmark("collaborative_heldout")
+    store = tmp_path / "runs.jsonl"
+    argv = ["--quick", "--models", "ranking_prior", "--ks", "0", "3"]
+    text = bench.main([*argv, "--store", str(store), "--output", str(tmp_path / "p")])
+    records = [json.loads(line) for line in store.read_text().splitlines()]
+    people = [r for r in records if r["kind"] == "person"]
+    assert {r["dataset"] for r in people} == {"game"}  # synthetic: 12 items
+    assert len(people) == 3 * 2
+    (fit,) = [r for r in records if r["kind"] == "fit"]
+    assert fit["theta"] in bench.choose_theta.__defaults__[0]
+    assert "| ranking_prior |" in text and "### synthetic" not in text
+    assert "synthetic: ranking_prior left out (12 items)" in capsys.readouterr().out
