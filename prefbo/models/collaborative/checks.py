@@ -107,6 +107,16 @@ def check_person_features(
     return features.to(like)
 
 
+def _integer_vector(value: object) -> bool:
+    r"""Whether ``value`` is a 1-d tensor of integers (not bools)."""
+    return (
+        isinstance(value, Tensor)
+        and value.ndim == 1
+        and not (value.is_floating_point() or value.is_complex())
+        and value.dtype != torch.bool
+    )
+
+
 def check_person_ids(people: object, num_people: int) -> Tensor:
     r"""Check ``B`` person ids of a model of ``num_people`` people.
 
@@ -117,13 +127,7 @@ def check_person_ids(people: object, num_people: int) -> Tensor:
         InputTypeError: Not a 1-d integer tensor.
         InputDataError: An id out of ``[0, num_people)``.
     """
-    if (
-        not isinstance(people, Tensor)
-        or people.is_floating_point()
-        or people.is_complex()
-        or people.dtype == torch.bool
-        or people.ndim != 1
-    ):
+    if not _integer_vector(people):
         raise InputTypeError(
             "people must be a 1-d integer tensor of the model's person ids; got "
             f"{describe(people)}."
@@ -259,13 +263,7 @@ def check_rows(rows: object, num_designs: int) -> Tensor:
         InputTypeError: Not a 1-d integer tensor.
         InputDataError: A row out of ``[0, num_designs)``.
     """
-    if (
-        not isinstance(rows, Tensor)
-        or rows.is_floating_point()
-        or rows.is_complex()
-        or rows.dtype == torch.bool
-        or rows.ndim != 1
-    ):
+    if not _integer_vector(rows):
         raise InputTypeError(
             f"rows must be a 1-d integer tensor of design rows; got {describe(rows)}."
         )
