@@ -50,12 +50,13 @@ Protocol (every seed is a constant of this script, fixed before any run):
     online (the shared part stays fixed), each person's posterior by EP
     (the model's default); ``collaborative_laplace`` the same with Laplace
     posteriors (modes).
+  - ``features_only``: the person features alone (:func:`fit_features_only`).
   - ``ranking_prior`` (data sets of at most
     :data:`~benchmarks.harness.ranking_prior.MAX_ITEMS` items: Game): the
     training people's rankings as a prior over the person's ranking, by
     Bayes' rule (:mod:`benchmarks.harness.ranking_prior`), its spread chosen
-    by leave-one-out over the training people; ``features_only``: the
-    person features alone (:func:`fit_features_only`).
+    once per fold by leave-one-out over the training people, pooled over
+    the run's ``k`` above 0.
 - **Open pairs.** A test pair whose order follows from the revealed answers
   by transitivity is *closed*: on consistent rankings the per-person model
   already gets it right. ``accuracy_open`` scores the open pairs alone
@@ -600,8 +601,9 @@ PROTOCOL = (
     "mixture of Mallows models exp(-θ d) centred on them (d: the answers a "
     "ranking reverses); the revealed answers keep the rankings they agree "
     "with, and an item's utility is its posterior mean rank, negated. θ is "
-    "chosen per fold from (0.25, 0.5, 1, 2, 4) by leave-one-out over the "
-    "training students at the run's k (`benchmarks/harness/ranking_prior.py`). "
+    "chosen once per fold from (0.25, 0.5, 1, 2, 4) by leave-one-out over the "
+    "training students, pooled over the run's k above 0 "
+    "(`benchmarks/harness/ranking_prior.py`). "
     "It is what the other students' rankings tell about a student's unrevealed "
     "pairs without a model of the items.",
     f"- Torch's global seed is {FIT_SEED} before every fit.",
@@ -736,8 +738,8 @@ def page(
     datasets = [d for d in DATASETS if any(key[0] == d for key in people)]
     models = [m for m in MODELS if any(key[3] == m for key in people)]
     lines = [
-        "# Held-out people: the collaborative model against per-person, pooled "
-        "and population models",
+        "# Held-out people: the collaborative model against per-person, pooled, "
+        "population and reference models",
         "",
         "The full protocol is the docstring of "
         "`benchmarks/collaborative_heldout.py`. Accuracy is the share of a "
@@ -821,7 +823,7 @@ def page(
         "|---|---|---|---|---|---|---|",
     ]
     for d in datasets:
-        for m in models:
+        for m in [m for m in models if any(k[::3] == (d, m) for k in people)]:
             fit_s = [
                 r["seconds"] for r in fits if r["dataset"] == d and r["model"] == m
             ]

@@ -2,20 +2,22 @@ r"""A reference for held-out people who rank a few items: Bayes' rule with the
 training people's rankings as the prior.
 
 A person's answers are taken as a ranking ``π`` of the ``n`` items (every
-answer ``a ≻ b`` puts ``a`` above ``b``). The prior over ``π`` is a mixture of
-Mallows models centred on the training people (Mallows 1957; a kernel density
-over rankings, as in Lebanon & Mao 2008):
+answer ``a ≻ b`` puts ``a`` above ``b``). The prior over ``π`` is an even
+mixture of Mallows-like models, one centred on each training person (Mallows
+1957; a kernel density over rankings, as in Lebanon & Mao 2008):
 
 .. math::
-    p(\pi) \propto \sum_q \exp(-\theta\, d(\pi, q)),
+    p(\pi) = \frac{1}{Q} \sum_q \frac{\exp(-\theta\, d(\pi, q))}{Z_q},
 
-``d(π, q)`` the number of person ``q``'s answers that ``π`` reverses (Kendall's
-distance where ``q`` answered every pair). A held-out person's revealed
-answers keep the rankings they do not contradict (noiseless answers, as
-consistent rankings are); a pair is predicted by the posterior mean of each
-item's utility, minus its rank. The spread ``θ`` is chosen for each training
-set by leave-one-out over its people (:func:`choose_theta`), before any
-held-out person is seen.
+``d(π, q)`` the number of person ``q``'s answers that ``π`` reverses
+(Kendall's distance where ``q`` answered every pair) and ``Z_q`` the sum of
+the numerator over every ranking (Mallows' normaliser where ``q`` answered
+every pair), so each training person weighs alike however many pairs they
+answered. A held-out person's revealed answers keep the rankings they do
+not contradict (noiseless answers, as consistent rankings are); a pair is
+predicted by the posterior mean of each item's utility, minus its place.
+The spread ``θ`` is chosen for each training set by leave-one-out over its
+people (:func:`choose_theta`), before any held-out person is seen.
 
 Every ranking is enumerated: ``n!`` of them, so the reference is for a few
 items (at most :data:`MAX_ITEMS`).
@@ -71,7 +73,11 @@ class RankingPrior:
             [reversed_answers(self.utilities, a) for a in people], -1
         )
         self.theta = theta
-        self.log_prior = torch.logsumexp(-theta * self.distances, -1)  # R
+        # each component normalised over the rankings: R x Q log-densities
+        log_k = -theta * self.distances
+        self.components = log_k - torch.logsumexp(log_k, 0)
+        Q = self.components.shape[-1]
+        self.log_prior = torch.logsumexp(self.components, -1) - math.log(Q)  # R
 
     def utility(self, revealed: Tensor, leave_out: int | None = None) -> Tensor:
         r"""The posterior mean utility (``n``) of a person whose ``k x 2``
@@ -83,11 +89,12 @@ class RankingPrior:
         """
         log_prior = self.log_prior
         if leave_out is not None:
-            others = torch.cat(
-                [self.distances[:, :leave_out], self.distances[:, leave_out + 1 :]],
-                -1,
-            )
-            log_prior = torch.logsumexp(-self.theta * others, -1)
+            Q = self.components.shape[-1]
+            if not 0 <= leave_out < Q:
+                raise ValueError(f"leave_out must be in [0, {Q}); got {leave_out}.")
+            keep = torch.arange(Q) != leave_out
+            log_prior = torch.logsumexp(self.components[:, keep], -1)
+            log_prior = log_prior - math.log(max(Q - 1, 1))
         agree = reversed_answers(self.utilities, revealed) == 0
         if not bool(agree.any()):
             raise ValueError("no ranking agrees with every revealed answer.")

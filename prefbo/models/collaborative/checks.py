@@ -107,13 +107,15 @@ def check_person_features(
     return features.to(like)
 
 
+#: The integer dtypes taken for ids and rows (torch's wider unsigned ones
+#: lack the reductions the checks use).
+INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
 def _integer_vector(value: object) -> bool:
-    r"""Whether ``value`` is a 1-d tensor of integers (not bools)."""
+    r"""Whether ``value`` is a 1-d tensor of one of :data:`INTEGER_DTYPES`."""
     return (
-        isinstance(value, Tensor)
-        and value.ndim == 1
-        and not (value.is_floating_point() or value.is_complex())
-        and value.dtype != torch.bool
+        isinstance(value, Tensor) and value.ndim == 1 and value.dtype in INTEGER_DTYPES
     )
 
 

@@ -71,3 +71,18 @@ def test_choose_theta_prefers_a_sharp_prior_for_people_alike():
     reveal = [torch.arange(6)] * 11
     theta = choose_theta(4, people, [1], reveal)
     assert theta in THETAS and theta >= 1.0
+
+
+def test_each_training_person_weighs_alike_however_many_pairs_they_answered():
+    # one person ranked all 3 items, one answered nothing: the prior is the
+    # even mixture of that person's Mallows model and the uniform one
+    theta, full = 2.0, torch.tensor([[0, 1], [1, 2], [0, 2]])
+    prior = RankingPrior(3, [full, torch.zeros(0, 2, dtype=torch.long)], theta)
+    U = rankings(3)
+    kernel = torch.exp(-theta * reversed_answers(U, full))
+    want = 0.5 * kernel / kernel.sum() + 0.5 / len(U)
+    torch.testing.assert_close(prior.log_prior.exp(), want)
+    with pytest.raises(ValueError, match=r"leave_out must be in \[0, 2\); got -1"):
+        prior.utility(torch.tensor([[0, 1]]), leave_out=-1)
+    with pytest.raises(ValueError, match="got 2"):
+        prior.utility(torch.tensor([[0, 1]]), leave_out=2)

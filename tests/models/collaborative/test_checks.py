@@ -71,7 +71,14 @@ def test_person_ids():
     ids = check_person_ids(torch.tensor([2, 0], dtype=torch.int32), 3)
     assert ids.dtype == torch.long and ids.tolist() == [2, 0]
     assert check_person_ids(torch.zeros(0, dtype=torch.long), 0).shape == (0,)
-    for bad in ([0], torch.tensor([0.0]), torch.tensor([True]), torch.tensor([[0]])):
+    assert check_person_ids(torch.tensor([1], dtype=torch.uint8), 3).tolist() == [1]
+    for bad in (
+        [0],
+        torch.tensor([0.0]),
+        torch.tensor([True]),
+        torch.tensor([[0]]),
+        torch.tensor([0], dtype=torch.uint32),
+    ):
         with pytest.raises(InputTypeError, match="people must be a 1-d integer"):
             check_person_ids(bad, 3)
     with pytest.raises(
