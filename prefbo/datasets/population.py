@@ -26,6 +26,11 @@ The planted world of :func:`planted_population`:
   :data:`LENGTHSCALE`, sd ``residual_scale``), independent of everyone's.
   At an item, ``g`` has variance 1 and the tastes ``Σ_k E[w_pk²] = 2K``: the
   shared part is a minor share of how people's utilities differ.
+- **Items' own effects** (``item_effect_scale > 0``; none by default): each
+  item ``i`` also has an appeal ``e_i ~ N(0, item_effect_scale²)`` of its
+  own, the same for everyone, that its design does not explain (a pool of
+  real items rarely has features for all that people like in them);
+  ``f_p(x_i)`` then adds ``e_i``.
 - **Answers**: person ``p`` answers ``answers_per_person`` distinct pairs of
   distinct items, drawn uniformly, each with Thurstone probit noise:
   ``P(a ≻ b) = Φ((f_p(a) − f_p(b)) / (√2 · noise_std))`` (each utility is
@@ -41,7 +46,8 @@ against about 2), so a person is mostly their weights.
 
 Every random draw comes from one ``torch.Generator`` seeded by ``seed``, in a
 fixed order (items, ``g``, tastes, ``B``, features, weights, residuals,
-pairs, answer noise), so a seed gives the same population on every machine.
+the items' own effects where there are any, pairs, answer noise), so a
+seed gives the same population on every machine.
 People are independent given the world (items, ``g``, tastes, ``B``), so a
 held-out group is a split of one population, not a second seed (which would
 draw another world).
@@ -110,12 +116,15 @@ class PlantedPopulation(Population):
         tastes: ``n x K`` true tastes ``h_k`` at the items.
         shared: ``n`` true shared utility ``g`` at the items.
         weights: ``P x K`` true taste weights ``w_p``.
+        item_effects: ``n`` true own effects ``e_i`` of the items (zeros
+            without them).
     """
 
     utilities: Tensor
     tastes: Tensor
     shared: Tensor
     weights: Tensor
+    item_effects: Tensor
 
 
 def planted_population(
@@ -128,6 +137,7 @@ def planted_population(
     residual_scale: float = 0.2,
     person_feature_dim: int = 2,
     seed: int = 0,
+    item_effect_scale: float = 0.0,
 ) -> PlantedPopulation:
     r"""A synthetic population with planted shared utility and tastes.
 
@@ -143,6 +153,9 @@ def planted_population(
         residual_scale: ``>= 0``, the sd of each person's own residual.
         person_feature_dim: ``e >= 0`` person features.
         seed: Seed of the one generator of every draw.
+        item_effect_scale: ``>= 0``, the sd of each item's own effect
+            (``0``: none, and the draws are those of a population without
+            them).
 
     Returns:
         A :class:`PlantedPopulation` with ``m = P · answers_per_person``
@@ -160,6 +173,7 @@ def planted_population(
     answers_per_person = check_int("answers_per_person", answers_per_person, 1)
     noise_std = check_float("noise_std", noise_std, minimum=0)
     residual_scale = check_float("residual_scale", residual_scale, minimum=0)
+    item_effect_scale = check_float("item_effect_scale", item_effect_scale, minimum=0)
     person_feature_dim = check_int("person_feature_dim", person_feature_dim, 0)
     seed = check_seed("seed", seed)
     num_pairs = num_items * (num_items - 1) // 2
@@ -181,7 +195,12 @@ def planted_population(
     eps = torch.randn(num_people, num_tastes, dtype=DTYPE, generator=gen)
     weights = features @ loadings.T + eps  # P x K
     residuals = residual_scale * _smooth_draws(designs, num_people, gen)  # P x n
-    utilities = shared + weights @ tastes.T + residuals  # P x n
+    item_effects = torch.zeros(num_items, dtype=DTYPE)
+    if item_effect_scale > 0:  # drawn only where asked: other seeds' worlds stay
+        item_effects = item_effect_scale * torch.randn(
+            num_items, dtype=DTYPE, generator=gen
+        )
+    utilities = shared + weights @ tastes.T + residuals + item_effects  # P x n
     pairs = torch.triu_indices(num_items, num_items, offset=1).T  # pairs x 2
     keys = torch.rand(num_people, num_pairs, generator=gen)
     chosen = pairs[keys.argsort(dim=-1)[:, :answers_per_person]]  # P x a x 2
@@ -199,6 +218,7 @@ def planted_population(
         tastes=tastes,
         shared=shared,
         weights=weights,
+        item_effects=item_effects,
     )
 
 

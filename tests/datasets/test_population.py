@@ -113,6 +113,23 @@ def test_tastes_have_full_rank_and_features_explain_half_the_weights():
     assert bool(((W.var(0) > 1.8) & (W.var(0) < 2.2)).all())
 
 
+def test_items_own_effects_join_every_persons_utility_and_nothing_else():
+    plain = planted_population(num_people=40, num_items=800, seed=3)
+    assert torch.equal(plain.item_effects, torch.zeros(800, dtype=torch.float64))
+    pool = planted_population(
+        num_people=40, num_items=800, seed=3, item_effect_scale=0.7
+    )
+    # the same world, each item's utility moved by its own effect for everyone
+    for name in ("designs", "shared", "tastes", "weights", "person_features"):
+        assert torch.equal(getattr(pool, name), getattr(plain, name)), name
+    torch.testing.assert_close(
+        pool.utilities - plain.utilities, pool.item_effects.expand(40, -1)
+    )
+    assert abs(float(pool.item_effects.std()) - 0.7) < 0.07  # 800 draws
+    assert abs(float(pool.item_effects.mean())) < 0.1
+    assert not torch.equal(pool.answers, plain.answers)  # drawn from them
+
+
 def test_no_tastes_and_no_features_are_allowed():
     pop = planted_population(num_people=5, num_tastes=0, person_feature_dim=0)
     assert pop.tastes.shape == (60, 0) and pop.weights.shape == (5, 0)
@@ -129,6 +146,7 @@ def test_no_tastes_and_no_features_are_allowed():
         ({"noise_std": -0.1}, InputDataError, "noise_std must be a finite float >= 0"),
         ({"noise_std": "1"}, InputTypeError, "noise_std must be a finite float"),
         ({"residual_scale": math.nan}, InputDataError, "residual_scale must be"),
+        ({"item_effect_scale": -1.0}, InputDataError, "item_effect_scale must be"),
         ({"person_feature_dim": True}, InputTypeError, "person_feature_dim must be"),
         ({"seed": None}, InputTypeError, "seed must be an int; got None"),
         (
