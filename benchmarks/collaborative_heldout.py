@@ -14,13 +14,18 @@ Protocol (every seed is a constant of this script, fixed before any run):
     people ``0 … 299`` train, ``300 … 359`` are held out (one fold). People
     are independent given the planted world, so a split is a fresh sample
     of the same world (a second seed would draw another world).
+  - ``pool``: the same with :data:`POOL_ITEMS` items, each with an effect
+    of its own (``item_effect_scale =`` :data:`POOL_ITEM_EFFECT`, the shared
+    utility's sd) that its design does not explain, and seed
+    :data:`POOL_SEED`: a pool of items like real ones, whose features miss
+    some of their appeal.
 - **A held-out person and k.** For each ``k`` in ``--ks`` (0, 3, 5, 10),
   ``k`` of the person's answers are revealed: the first ``k`` of a random
   order of their answers from a generator seeded :func:`reveal_seed`
   ``(person)``, so the revealed sets are nested in ``k``. The model predicts
   the rest: accuracy is the share of those answers whose winner has the
   higher posterior mean utility for that person, a tie counting ½. On
-  ``synthetic`` the same test pairs are also scored against the person's
+  ``synthetic`` and ``pool`` the same test pairs are also scored against the person's
   true utility (``accuracy_true``: the answers' own noise taken out).
 - **Models.** Each is a function ``fit(fold) -> predict`` with
   ``predict(features, revealed) -> n utilities``: ``fit`` sees the fold's
@@ -49,7 +54,8 @@ Protocol (every seed is a constant of this script, fixed before any run):
     added (``add_person(features=u)``) and their revealed answers observed
     online (the shared part stays fixed), each person's posterior by EP
     (the model's default); ``collaborative_laplace`` the same with Laplace
-    posteriors (modes).
+    posteriors (modes); ``collaborative_items`` the same with an effect of
+    its own for each item (``item_effects=True``).
   - ``features_only``: the person features alone (:func:`fit_features_only`).
   - ``ranking_prior`` (data sets of at most
     :data:`~benchmarks.harness.ranking_prior.MAX_ITEMS` items: Game): the
@@ -114,7 +120,7 @@ NAME = "collaborative_heldout"
 PAGE = RESULTS / f"{NAME}.md"
 #: The versions a run records (after the machine, in its ``machine`` text).
 VERSIONED = ("torch", "botorch", "gpytorch", "scipy")
-DATASETS = ("game", "synthetic")
+DATASETS = ("game", "synthetic", "pool")
 KS = (0, 3, 5, 10)
 REFERENCE = "collaborative"
 
@@ -124,6 +130,11 @@ GAME_FOLDS = 5
 #: Synthetic: the planted world and its people.
 SYNTHETIC_SEED = 0
 SYNTHETIC_TRAIN, SYNTHETIC_HELD = 300, 60
+#: Pool: a planted world of 100 items, each with an own effect of sd 1 (the
+#: shared utility's), its people split as the synthetic world's.
+POOL_SEED = 10
+POOL_ITEMS = 100
+POOL_ITEM_EFFECT = 1.0
 #: Which answers of a held-out person are revealed (see :func:`reveal_seed`).
 REVEAL_SEED = 1
 #: Torch's global seed before every fit; the collaborative model's fit seed.
@@ -231,6 +242,20 @@ def synthetic_folds(quick: bool = False) -> list[Fold]:
     return [split(pop, "synthetic", 0, people[:train], people[train:])]
 
 
+def pool_folds(quick: bool = False) -> list[Fold]:
+    r"""The pool split: items with an effect of their own (``quick``: 20
+    training and 4 held-out people over 12 items)."""
+    train, held = (20, 4) if quick else (SYNTHETIC_TRAIN, SYNTHETIC_HELD)
+    pop = planted_population(
+        num_people=train + held,
+        num_items=12 if quick else POOL_ITEMS,
+        item_effect_scale=POOL_ITEM_EFFECT,
+        seed=POOL_SEED,
+    )
+    people = list(range(train + held))
+    return [split(pop, "pool", 0, people[:train], people[train:])]
+
+
 # ------------------------------------------------------------------ models
 
 
@@ -318,7 +343,10 @@ def fit_population(fold: Fold, options: argparse.Namespace) -> tuple[Predict, di
 
 
 def fit_collaborative(
-    fold: Fold, options: argparse.Namespace, people_inference: str = "auto"
+    fold: Fold,
+    options: argparse.Namespace,
+    people_inference: str = "auto",
+    item_effects: bool = False,
 ) -> tuple[Predict, dict]:
     r"""The collaborative model of the training people; each held-out person
     is added and observed online (people's posteriors by
@@ -332,6 +360,7 @@ def fit_collaborative(
         person_features=fold.features,
         num_tastes=options.tastes,
         people_inference=people_inference,
+        item_effects=item_effects,
     )
     model.fit(seed=FIT_SEED)
 
@@ -351,6 +380,14 @@ def fit_collaborative_laplace(
     r"""As :func:`fit_collaborative` with Laplace posteriors for the people
     (their modes), to show what EP's means add."""
     return fit_collaborative(fold, options, people_inference="laplace")
+
+
+def fit_collaborative_items(
+    fold: Fold, options: argparse.Namespace
+) -> tuple[Predict, dict]:
+    r"""As :func:`fit_collaborative` with an effect of its own for each item
+    (``item_effects=True``)."""
+    return fit_collaborative(fold, options, item_effects=True)
 
 
 def fit_features_only(fold: Fold, options: argparse.Namespace) -> tuple[Predict, dict]:
@@ -407,6 +444,7 @@ MODELS: dict[str, Callable[[Fold, argparse.Namespace], tuple[Predict, dict]]] = 
     "population": fit_population,
     "collaborative": fit_collaborative,
     "collaborative_laplace": fit_collaborative_laplace,
+    "collaborative_items": fit_collaborative_items,
     "features_only": fit_features_only,
     "ranking_prior": fit_ranking_prior,
 }
@@ -495,7 +533,7 @@ def measure(options: argparse.Namespace) -> list[dict]:
             stores.append(options.store, rec)
 
     start, load = time.perf_counter(), environment.load_average()
-    makers = {"game": game_folds, "synthetic": synthetic_folds}
+    makers = {"game": game_folds, "synthetic": synthetic_folds, "pool": pool_folds}
     for dataset in options.datasets:
         for fold in makers[dataset](options.quick):
             for name in options.models:
@@ -569,6 +607,10 @@ PROTOCOL = (
     f" seed={SYNTHETIC_SEED})` at its other defaults; people 0 to "
     f"{SYNTHETIC_TRAIN - 1} train, the last {SYNTHETIC_HELD} are held out. "
     "`accuracy_true` scores the same test pairs against the true utility.",
+    "- Pool: as Synthetic with "
+    f"`num_items={POOL_ITEMS}, item_effect_scale={POOL_ITEM_EFFECT}, "
+    f"seed={POOL_SEED}`: each item has an effect of its own (sd "
+    f"{POOL_ITEM_EFFECT}, the shared utility's) that its design does not explain.",
     f"- Revealed answers: the first `k` of a random order of the person's "
     f"answers (generator seed `{REVEAL_SEED} * 1000003 + person`), nested in "
     "`k`; the rest are predicted.",
@@ -588,6 +630,8 @@ PROTOCOL = (
     "model's default for the probit).",
     "- collaborative_laplace: the same with Laplace posteriors (the modes) "
     "for the people instead of EP's means.",
+    "- collaborative_items: the collaborative model with `item_effects=True` "
+    "(an effect of its own for each item).",
     "- Open pairs: a person's test pairs whose order does not follow from "
     "their revealed answers by transitivity; `accuracy_open` scores those "
     "alone.",
@@ -758,7 +802,7 @@ def page(
         lines.append("(no finished run in the store)")
     for title, field in (
         ("Accuracy on the held-out answers", "accuracy"),
-        ("Synthetic: accuracy against the true utility", "accuracy_true"),
+        ("Planted worlds: accuracy against the true utility", "accuracy_true"),
         ("Accuracy on the pairs the revealed answers leave open", "accuracy_open"),
     ):
         shown = [

@@ -107,8 +107,8 @@ def test_quick_run_of_the_baselines_and_its_report(load_benchmark, tmp_path, cap
     assert out.read_text() == text
     records = [json.loads(line) for line in store.read_text().splitlines()]
     people = [r for r in records if r["kind"] == "person"]
-    # game: 3 held-out students, synthetic: 4 people; 4 k each, 3 models
-    assert len(people) == (3 + 4) * 4 * 3
+    # game: 3 held-out students, synthetic and pool: 4 people; 4 k, 3 models
+    assert len(people) == (3 + 4 + 4) * 4 * 3
     assert {r["model"] for r in people} == set(BASELINES)
     assert all(0 <= r["accuracy"] <= 1 and r["seconds"] >= 0 for r in people)
     assert all(
@@ -116,7 +116,7 @@ def test_quick_run_of_the_baselines_and_its_report(load_benchmark, tmp_path, cap
         for r in people
         if r["model"] == "per_person" and r["k"] == 0
     )
-    assert all(("accuracy_true" in r) == (r["dataset"] == "synthetic") for r in people)
+    assert all(("accuracy_true" in r) == (r["dataset"] != "game") for r in people)
     (run,) = [r for r in records if r["kind"] == "run"]
     assert run["threads"].startswith("torch threads ")
     assert "botorch" in run["machine"] and "Python" in run["machine"]
@@ -237,9 +237,48 @@ def test_the_ranking_prior_runs_where_it_can_enumerate_the_rankings(
     text = bench.main([*argv, "--store", str(store), "--output", str(tmp_path / "p")])
     records = [json.loads(line) for line in store.read_text().splitlines()]
     people = [r for r in records if r["kind"] == "person"]
-    assert {r["dataset"] for r in people} == {"game"}  # synthetic: 12 items
+    assert {r["dataset"] for r in people} == {"game"}  # the others: 12 items
     assert len(people) == 3 * 2
     (fit,) = [r for r in records if r["kind"] == "fit"]
     assert fit["theta"] in bench.choose_theta.__defaults__[0]
     assert "| ranking_prior |" in text and "### synthetic" not in text
     assert "synthetic: ranking_prior left out (12 items)" in capsys.readouterr().out
+
+
+def test_the_pool_is_the_planted_world_with_items_own_effects(load_benchmark):
+    bench = load_benchmark("collaborative_heldout")
+    (fold,) = bench.pool_folds()
+    pop = planted_population(
+        num_people=360,
+        num_items=bench.POOL_ITEMS,
+        item_effect_scale=bench.POOL_ITEM_EFFECT,
+        seed=bench.POOL_SEED,
+    )
+    assert fold.dataset == "pool" and fold.num_people == 300 and len(fold.held) == 60
+    assert bool(pop.item_effects.abs().gt(0).all())
+    torch.testing.assert_close(fold.answers, pop.answers[: 300 * 20])
+    torch.testing.assert_close(fold.held[-1].utilities, pop.utilities[359])
+
+
+def test_quick_run_of_the_collaborative_model_with_item_effects(
+    load_benchmark, tmp_path
+):
+    pytest.importorskip("prefbo.models.collaborative")
+    bench = load_benchmark("collaborative_heldout")
+    store = tmp_path / "runs.jsonl"
+    argv = ["--quick", "--datasets", "pool", "--models", "collaborative_items"]
+    bench.main(
+        [
+            *argv,
+            "--ks",
+            "0",
+            "3",
+            "--store",
+            str(store),
+            "--output",
+            str(tmp_path / "p"),
+        ]
+    )
+    people = [json.loads(x) for x in store.read_text().splitlines()]
+    people = [r for r in people if r["kind"] == "person"]
+    assert len(people) == 4 * 2 and all("accuracy_true" in r for r in people)
