@@ -47,7 +47,7 @@ Protocol (every seed is a constant of this script, fixed before any run):
     hyperparameters. Its cost grows as the cube of its latent values (one
     per person and item that person compared), so it gets the first
     training people up to ``--population-max-latents`` of them: all of
-    Game's, about 40 of the synthetic 300 (stated on the page).
+    Game's, about 40 of the planted worlds' 300 (stated on the page).
   - ``collaborative``: :class:`prefbo.models.collaborative.CollaborativePreferenceGP`
     with ``--tastes`` tastes, fitted (``fit(seed=FIT_SEED)``) once per fold
     on the training people with their features; each held-out person is
@@ -161,7 +161,7 @@ def reveal_seed(person: int) -> int:
 @dataclass(frozen=True)
 class HeldOut:
     r"""A held-out person: their id in the data set, ``e`` features, ``m_p x 2``
-    answers (winner row, loser row) and, on synthetic data, ``n`` true
+    answers (winner row, loser row) and, in a planted world, ``n`` true
     utilities."""
 
     person: int

@@ -120,8 +120,10 @@ def test_items_own_effects_join_every_persons_utility_and_nothing_else():
         num_people=40, num_items=800, seed=3, item_effect_scale=0.7
     )
     # the same world, each item's utility moved by its own effect for everyone
+    # (to rounding: the smooth draws' matrix products may round differently
+    # from one call to the next)
     for name in ("designs", "shared", "tastes", "weights", "person_features"):
-        assert torch.equal(getattr(pool, name), getattr(plain, name)), name
+        torch.testing.assert_close(getattr(pool, name), getattr(plain, name))
     torch.testing.assert_close(
         pool.utilities - plain.utilities, pool.item_effects.expand(40, -1)
     )
