@@ -47,7 +47,10 @@ against about 2), so a person is mostly their weights.
 Every random draw comes from one ``torch.Generator`` seeded by ``seed``, in a
 fixed order (items, ``g``, tastes, ``B``, features, weights, residuals,
 the items' own effects where there are any, pairs, answer noise), so a
-seed gives the same population on every machine.
+seed gives the same population on every machine, to rounding: the smooth
+draws' matrix products can round differently from one call to the next
+(by about 1e-7, seen once in 24 processes at 300 people), which moves the
+utilities by that much and would flip an answer only at a tie that close.
 People are independent given the world (items, ``g``, tastes, ``B``), so a
 held-out group is a split of one population, not a second seed (which would
 draw another world).

@@ -55,8 +55,14 @@ def test_same_seed_same_population_other_seed_another():
         planted_population(num_people=30, seed=5),
         planted_population(num_people=30, seed=5),
     )
-    for name in ("designs", "answers", "person_features", "utilities", "tastes"):
+    for name in ("designs", "answers", "person_features"):
         assert torch.equal(getattr(a, name), getattr(b, name)), name
+    # the smooth draws' matrix products may round differently from one call
+    # to the next (seen about once in 24 processes at 300 people, 6e-8)
+    for name in ("utilities", "tastes"):
+        torch.testing.assert_close(
+            getattr(a, name), getattr(b, name), msg=lambda m, name=name: f"{name}: {m}"
+        )
     c = planted_population(num_people=30, seed=6)
     assert not torch.equal(a.designs, c.designs)
     assert not torch.equal(a.answers, c.answers)
