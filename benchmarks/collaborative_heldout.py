@@ -25,8 +25,9 @@ Protocol (every seed is a constant of this script, fixed before any run):
   ``(person)``, so the revealed sets are nested in ``k``. The model predicts
   the rest: accuracy is the share of those answers whose winner has the
   higher posterior mean utility for that person, a tie counting ½. On
-  ``synthetic`` and ``pool`` the same test pairs are also scored against the person's
-  true utility (``accuracy_true``: the answers' own noise taken out).
+  ``synthetic`` and ``pool`` the same test pairs are also scored against
+  the person's true utility (``accuracy_true``: the answers' own noise
+  taken out).
 - **Models.** Each is a function ``fit(fold) -> predict`` with
   ``predict(features, revealed) -> n utilities``: ``fit`` sees the fold's
   designs, its training people's answers and features (once per fold, so
@@ -781,6 +782,8 @@ def page(
     runs = [r for r in records if r["kind"] == "run"]
     datasets = [d for d in DATASETS if any(key[0] == d for key in people)]
     models = [m for m in MODELS if any(key[3] == m for key in people)]
+    run = {key[::3] for key in people}  # (data set, model) pairs with records
+    models_of = {d: [m for m in models if (d, m) in run] for d in datasets}
     lines = [
         "# Held-out people: the collaborative model against per-person, pooled, "
         "population and reference models",
@@ -818,7 +821,7 @@ def page(
             lines += [f"### {d}", "", "| model | " + " | ".join(f"k = {k}" for k in ks)]
             lines[-1] += " |"
             lines.append("|---|" + "---|" * len(ks))
-            for m in [m for m in models if any(k[::3] == (d, m) for k in people)]:
+            for m in models_of[d]:
                 cells = [
                     _cell(
                         [
@@ -867,7 +870,7 @@ def page(
         "|---|---|---|---|---|---|---|",
     ]
     for d in datasets:
-        for m in [m for m in models if any(k[::3] == (d, m) for k in people)]:
+        for m in models_of[d]:
             fit_s = [
                 r["seconds"] for r in fits if r["dataset"] == d and r["model"] == m
             ]

@@ -230,11 +230,11 @@ class QuestionMaker:
         Raises:
             InputTypeError: A ``model`` that is not collaborative, or
                 ``people`` not a 1-d integer tensor
-                (:func:`~prefbo.loop.people_questions.check_people`).
+                (:func:`~prefbo.loop.people_checks.check_people`).
             InputDataError: A person id out of range, or ``shown`` not one
                 ``None`` or ``2 x d`` entry per person, or ``shown_virtual``
                 not one ``None`` or ``k x 2 x d`` entry per person
-                (:func:`~prefbo.loop.people_questions.check_virtual`).
+                (:func:`~prefbo.loop.people_checks.check_virtual`).
             UnsupportedError: A maker whose ``q`` is not 2, or a strategy
                 the batched step does not run (it runs
                 :data:`~prefbo.loop.people_questions.BATCHED_STRATEGIES`).
