@@ -16,8 +16,19 @@ with the Nyström kernel ``s_j² k(x, Z) k(Z, Z)⁻¹ k(Z, x)`` (the determinist
 training conditional prior; Quiñonero-Candela & Rasmussen 2005) plus an item
 effect: a finite model in ``R = M (+ number of items)`` coordinates per
 function, which is what lets a person's posterior be updated exactly in a few
-dimensions. The variational posterior ``q(u_j) = N(m_j, C_j C_jᵀ)`` over
-``u_j = [v_j; e_j]`` is independent between functions.
+dimensions. The variational posterior over ``u_j = [v_j; e_j]``,
+
+.. math::
+    q(u_j) = N\big(m_j,\ \mathrm{blockdiag}(C_j C_j^\top,\
+    \mathrm{diag}(\sigma_j^2))\big),
+
+is independent between functions and structured mean-field within one: a
+full covariance over the ``M`` inducing values, each item's effect
+independent of them and of the others (Hoffman & Blei 2015, "Structured
+stochastic variational inference"). A pool of ``N`` items thus costs
+``O(N)`` parameters and time per function, not the ``O((M + N)²)`` and
+``O((M + N)³)`` of one full covariance; what is lost is the posterior
+correlation between an item's effect and the smooth part at it.
 
 A person's own residual (see :mod:`~prefbo.models.collaborative.people`)
 uses the first ``M_r`` inducing points of ``Z`` with its own scale ``s_r``:
@@ -67,9 +78,9 @@ COLLAPSED = 1e-2
 #: (``benchmarks/results/population_study_collaborative.md``).
 OWN_SHARE = 0.25
 OWN_SHARE_PRIOR_SCALE = 1.0
-#: Start of the variational Cholesky factors ``C_j`` (times the identity),
-#: and the spread of the tastes' random starting means, which break the
-#: symmetry between tastes.
+#: Start of the variational Cholesky factors ``C_j`` (times the identity)
+#: and of the items' posterior sds ``σ_j``, and the spread of the tastes'
+#: random starting means, which break the symmetry between tastes.
 START_CHOLESKY = 0.3
 START_TASTE_MEANS = 0.3
 
@@ -148,8 +159,13 @@ class SharedFunctions(gpytorch.Module):
         mean = torch.zeros(J, R, dtype=dtype)
         mean[1:] = START_TASTE_MEANS * torch.randn(J - 1, R, generator=g, dtype=dtype)
         self.mean = torch.nn.Parameter(mean.to(device))
-        eye = torch.eye(R, dtype=dtype, device=device)
-        self.chol = torch.nn.Parameter((START_CHOLESKY * eye).expand(J, R, R).clone())
+        eye = torch.eye(M, dtype=dtype, device=device)
+        self.chol = torch.nn.Parameter((START_CHOLESKY * eye).expand(J, M, M).clone())
+        if num_items:
+            log_std = math.log(START_CHOLESKY)
+            self.item_log_std = torch.nn.Parameter(
+                torch.full((J, num_items), log_std, dtype=dtype, device=device)
+            )
 
     # ----------------------------------------------------------- scales
     def _raw(self, name: str) -> torch.nn.Parameter:
@@ -258,10 +274,12 @@ class SharedFunctions(gpytorch.Module):
                 start = raw.new_tensor(starts[name])
                 fresh = getattr(self, f"{name}_constraint").inverse_transform(start)
                 raw.copy_(torch.where(mask.to(raw.device), fresh, raw))
-            R = self.mean.shape[-1]
-            eye = torch.eye(R, dtype=self.mean.dtype, device=self.mean.device)
+            R, M = self.mean.shape[-1], self.chol.shape[-1]
+            eye = torch.eye(M, dtype=self.mean.dtype, device=self.mean.device)
             for j in parts["raw_scale"].nonzero().squeeze(-1).tolist():
                 self.chol[j] = START_CHOLESKY * eye
+                if self.num_items:
+                    self.item_log_std[j] = math.log(START_CHOLESKY)
                 if j == 0:
                     self.mean[j] = 0.0
                     continue
@@ -339,8 +357,20 @@ class SharedFunctions(gpytorch.Module):
 
     def roots(self, basis: Tensor) -> Tensor:
         r"""Covariance roots ``(K + 1) x n x R`` of the functions at designs
-        with bases ``basis``: the covariance of ``F_j`` is ``root_j root_jᵀ``."""
-        return basis @ self.chol.tril()
+        with bases ``basis``: the covariance of ``F_j`` is ``root_j root_jᵀ``
+        (the inducing block's ``b C_j``, then each item's ``t_j σ_{j,i}``)."""
+        M = self.chol.shape[-1]
+        root = basis[..., :M] @ self.chol.tril()
+        if not self.num_items:
+            return root
+        return torch.cat([root, basis[..., M:] * self.item_log_std.exp()[:, None]], -1)
+
+    def item_variances(self, items: Tensor) -> Tensor:
+        r"""``(K + 1) x n`` posterior variances ``t_j² σ_{j,i}²`` of the
+        effects of items ``items`` (``n`` long, ``-1``: no item, ``0``)."""
+        known = items >= 0
+        var = (self.item_scale[:, None] * self.item_log_std.exp()) ** 2  # J x N
+        return var[:, items.clamp_min(0)] * known
 
     def person_rows(
         self, X: Tensor, items: Tensor | None = None
@@ -392,16 +422,26 @@ class SharedFunctions(gpytorch.Module):
         rows = rows[inverse].reshape(*shape, D)  # 2 x B x A x D
         var = None
         if variance:
-            root = self.roots(basis)[:, inverse].reshape(J, *shape, -1)
+            M = self.chol.shape[-1]
+            root = basis[..., :M] @ self.chol.tril()  # J x used x M
+            root = root[:, inverse].reshape(J, *shape, M)
             var = ((root[:, 0] - root[:, 1]) ** 2).sum(-1)  # J x B x A
+            if self.num_items:  # independent effects: their variances add
+                ids = items[used][inverse].reshape(shape)
+                own = self.item_variances(ids.reshape(-1)).reshape(J, *shape)
+                var = var + (own[:, 0] + own[:, 1]) * (ids[0] != ids[1])
         return rows[0] - rows[1], offset[0] - offset[1], var
 
     def kl(self) -> Tensor:
         r"""``Σ_j KL(q(u_j) ‖ N(0, I))``."""
         C = self.chol.tril()
-        R = C.shape[-1]
+        J, M = C.shape[0], C.shape[-1]
         logdet = C.diagonal(dim1=-2, dim2=-1).abs().clamp_min(1e-30).log().sum()
-        return 0.5 * ((C**2).sum() + (self.mean**2).sum() - R * C.shape[0]) - logdet
+        total = 0.5 * ((C**2).sum() + (self.mean**2).sum() - M * J) - logdet
+        if self.num_items:
+            log_std = self.item_log_std
+            total = total + 0.5 * ((2 * log_std).exp() - 1).sum() - log_std.sum()
+        return total
 
     def log_prior(self) -> Tensor:
         r"""The hyperparameters' log-prior: the kernel's (its lengthscales')

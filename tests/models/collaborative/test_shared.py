@@ -85,6 +85,72 @@ def test_kl_is_zero_at_the_prior_and_matches_torch():
     )
 
 
+def items_model(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(6, 2, generator=g, dtype=torch.float64)
+    shared = SharedFunctions(X[:4], num_tastes=1, num_items=6, num_residual=2)
+    with torch.no_grad():
+        shared.mean.normal_(generator=g)
+        shared.chol.mul_(2.0).add_(
+            0.3 * torch.randn(shared.chol.shape, generator=g, dtype=torch.float64)
+        )
+        shared.item_log_std.copy_(
+            torch.randn(shared.item_log_std.shape, generator=g, dtype=torch.float64)
+        )
+        shared.item_scale = torch.tensor([0.7, 1.3], dtype=torch.float64)
+    return X, shared
+
+
+def dense_covariances(shared):
+    r"""Each function's ``R x R`` covariance, the inducing block's and the
+    items' diagonal put together independently of the model's roots."""
+    C = shared.chol.detach().tril()
+    var = (2 * shared.item_log_std.detach()).exp()
+    return torch.stack(
+        [torch.block_diag(c @ c.T, torch.diag(v)) for c, v in zip(C, var)]
+    )
+
+
+def test_item_coordinates_are_mean_field_beside_the_inducing_block():
+    r"""Items' effects are independent in ``q``: the full factor covers the
+    ``M`` inducing coordinates only, so a pool's items cost linearly."""
+    X, shared = items_model()
+    assert shared.chol.shape == (2, 4, 4)
+    assert shared.item_log_std.shape == (2, 6)
+    assert shared.mean.shape == (2, 4 + 6)
+    items = torch.tensor([0, 5, -1, 2])
+    basis = shared.basis(X[:4], items).detach()
+    root = shared.roots(basis).detach()
+    S = dense_covariances(shared)
+    torch.testing.assert_close(root @ root.mT, basis @ S @ basis.mT)
+
+
+def test_answer_variances_with_items_match_the_dense_covariance():
+    X, shared = items_model(1)
+    items = torch.tensor([0, 1, 2, 3, 4, -1])
+    winners = torch.tensor([[0, 5, 2], [3, 1, 5]])
+    losers = torch.tensor([[1, 2, 4], [0, 5, 3]])
+    _, _, var = shared.answer_differences(X, items, winners, losers, variance=True)
+    basis = shared.basis(X, items).detach()  # J x n x R
+    diff = basis[:, winners] - basis[:, losers]  # J x B x A x R
+    S = dense_covariances(shared)
+    expect = torch.einsum("jbar,jrs,jbas->jba", diff, S, diff)
+    torch.testing.assert_close(var.detach(), expect)
+
+
+def test_kl_with_items_matches_torch_on_the_block_diagonal_covariance():
+    _, shared = items_model(2)
+    q = torch.distributions.MultivariateNormal(
+        shared.mean.detach(), covariance_matrix=dense_covariances(shared)
+    )
+    p = torch.distributions.MultivariateNormal(
+        torch.zeros(10, dtype=torch.float64), torch.eye(10, dtype=torch.float64)
+    )
+    torch.testing.assert_close(
+        shared.kl().detach(), torch.distributions.kl_divergence(q, p).sum()
+    )
+
+
 def test_scales_are_settable_and_bounded():
     shared = SharedFunctions(torch.rand(4, 2, dtype=torch.float64), num_tastes=2)
     shared.scale = torch.tensor([2.0, 1.0, 0.5], dtype=torch.float64)
@@ -134,6 +200,7 @@ def test_revive_restarts_the_collapsed_parts_only():
         shared.mean.zero_()
         shared.mean[2] = 0.25
         shared.chol.mul_(0.1)
+        shared.item_log_std.fill_(-3.0)
     parts = shared.collapsed()
     assert parts["raw_scale"].tolist() == [False, True, False, True]
     assert parts["raw_item_scale"].tolist() == [True, False, True, False]
@@ -157,9 +224,12 @@ def test_revive_restarts_the_collapsed_parts_only():
     for j in (1, 3):  # drawn anew, at the starting spread
         assert 0.1 < float(mean[j].std()) / START_TASTE_MEANS < 10
     torch.testing.assert_close(shared.chol[[0, 2]].detach(), kept_chol)
-    eye = START_CHOLESKY * torch.eye(10, dtype=torch.float64)
+    eye = START_CHOLESKY * torch.eye(6, dtype=torch.float64)
+    std = shared.item_log_std.detach().exp()
+    assert bool((std[[0, 2]] == math.exp(-3.0)).all())
     for j in (1, 3):
         torch.testing.assert_close(shared.chol[j].detach(), eye)
+        torch.testing.assert_close(std[j], torch.full_like(std[j], START_CHOLESKY))
 
 
 def test_revive_restarts_the_parts_it_is_given_whatever_their_scale_now():
