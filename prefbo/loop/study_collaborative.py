@@ -259,6 +259,7 @@ class CollaborativeState:
                 num_tastes=NUM_TASTES,
                 num_inducing=NUM_INDUCING,
                 num_residual=NUM_RESIDUAL,
+                item_effects=False,  # a row per compared design, no item
                 seed=s,
             )
             model.fit(steps=FIT_STEPS, seed=s)

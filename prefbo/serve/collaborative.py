@@ -285,6 +285,7 @@ class CollaborativeEngine:
                 num_tastes=NUM_TASTES,
                 num_inducing=NUM_INDUCING,
                 num_residual=NUM_RESIDUAL,
+                item_effects=False,  # a row per compared design, no item
                 seed=s,
                 inducing_points=inducing,
             )

@@ -52,6 +52,7 @@ from prefbo.models.collaborative.checks import (
     check_answers,
     check_designs,
     check_inducing,
+    check_item_effects,
     check_newcomer_features,
     check_person_features,
     check_rows,
@@ -86,7 +87,12 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         num_residual: ``M_r`` inducing points of each person's residual
             (``0``: none; at most ``M``).
         item_effects: Whether each row of ``designs`` is an item with an
-            effect of its own beyond its features.
+            effect of its own beyond its features; ``None`` (the default):
+            where the designs are a pool with more items than inducing
+            points, its items compared over and over (each in two answers on
+            average), not where each design is compared about once (a
+            continuous study's) or every item is an inducing point
+            (:func:`~prefbo.models.collaborative.checks.check_item_effects`).
         likelihood: A prefbo pairwise likelihood (default probit,
             ``noise_std=1``).
         seed: Seed of the inducing points and the tastes' start.
@@ -115,7 +121,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         num_tastes: int = 3,
         num_inducing: int = 64,
         num_residual: int = 16,
-        item_effects: bool = False,
+        item_effects: bool | None = None,
         likelihood: Any = None,
         seed: int = 0,
         inducing_points: Tensor | None = None,
@@ -143,16 +149,18 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         # buffers, so that .to() and .double() move and cast them with the rest
         self.register_buffer("designs", designs)
         self.num_initial = designs.shape[0]
-        self.num_items = designs.shape[0] if item_effects else 0
+        Z = check_inducing(inducing_points, designs)
+        if Z is None:
+            Z = choose_inducing(designs, M, seed)
+        n = designs.shape[0]
+        item_effects = check_item_effects(item_effects, n, len(answers), Z.shape[0])
+        self.num_items = n if item_effects else 0
         self.register_buffer(
             "items",
             torch.arange(designs.shape[0], device=designs.device)
             if item_effects
             else torch.full((designs.shape[0],), -1, device=designs.device),
         )
-        Z = check_inducing(inducing_points, designs)
-        if Z is None:
-            Z = choose_inducing(designs, M, seed)
         self.shared = SharedFunctions(Z, K, self.num_items, min(Mr, Z.shape[0]), seed)
         self.answers = AnswerTable(answers.to(designs.device), P)
         U = check_person_features(person_features, P, designs)

@@ -58,8 +58,9 @@ def test_a_newcomer_is_the_population(population):
     mine, theirs = model.posterior(Xq, person=new), model.posterior(Xq)
     torch.testing.assert_close(mine.mean, theirs.mean)
     torch.testing.assert_close(mine.mvn.covariance_matrix, theirs.mvn.covariance_matrix)
+    flat = Xq.reshape(-1, 2)  # the global seed's draws: the pool's first items
     with torch.no_grad():
-        mean, _ = model.shared.moments(model.shared.basis(Xq.reshape(-1, 2)))
+        mean, _ = model.shared.moments(model.shared.basis(flat, model.item_ids(flat)))
     torch.testing.assert_close(theirs.mean.reshape(-1), mean[0])  # E[w] = 0
 
 
@@ -77,18 +78,25 @@ def test_person_features_set_the_prior_of_the_weights(population):
 
 
 def test_moments_match_monte_carlo(population):
-    model, X = fitted(population, num_residual=4)
+    model, X = fitted(population, num_residual=4, item_effects=True)
     p, S = 5, 100_000
     Xq = X[:4].unsqueeze(0)
     with torch.no_grad():
         mean, cov = model.moments(Xq, model.posterior_of(p))
         g = torch.Generator().manual_seed(1)
         shared = model.shared
-        basis = shared.basis(Xq[0])  # J x 4 x R
+        assert model.num_items == 20  # a pool: the items' effects sampled too
+        basis = shared.basis(Xq[0], model.item_ids(Xq[0]))  # J x 4 x R
         C = shared.chol.tril()
-        u = shared.mean + (
-            C @ torch.randn(S, *shared.mean.shape, 1, generator=g, dtype=torch.float64)
-        ).squeeze(-1)
+        M = C.shape[-1]
+        eps = torch.randn(S, *shared.mean.shape, generator=g, dtype=torch.float64)
+        u = shared.mean + torch.cat(
+            [
+                (C @ eps[..., :M].unsqueeze(-1)).squeeze(-1),
+                shared.item_log_std.exp() * eps[..., M:],
+            ],
+            -1,
+        )
         F = (basis.unsqueeze(0) @ u.unsqueeze(-1)).squeeze(-1)  # S x J x 4
         post = model.posterior_of(p)
         z = (
@@ -124,6 +132,7 @@ def test_without_tastes_a_person_is_an_exact_gp(population, inference):
         num_tastes=0,
         num_inducing=8,
         num_residual=8,
+        item_effects=False,
         people_inference=inference,
     )
     with torch.no_grad():
@@ -173,6 +182,33 @@ def test_item_effects_tell_equal_features_apart(population):
     model.fit(steps=60)
     mean = model.utility_mean(None)
     assert torch.corrcoef(torch.stack([mean, wins.double()]))[0, 1] > 0.8
+
+
+def test_item_effects_by_default_for_a_pool_with_more_items_than_inducing_points(
+    population,
+):
+    r"""A pool (each design in two answers on average) with more items than
+    inducing points has items; the designs of a continuous study, each
+    compared about once, have none, nor a pool whose every item is an
+    inducing point (the smooth functions take any values there)."""
+    X, answers, _, _ = population(n=20)  # 720 answers over 20 designs
+
+    def items(answers, **options):
+        return CollaborativePreferenceGP(X, answers, **options).num_items
+
+    assert items(answers, num_inducing=8) == 20
+    assert items(answers[:20], num_inducing=8) == 20
+    assert items(answers[:19], num_inducing=8) == 0
+    assert items(answers, num_inducing=19) == 20
+    assert items(answers, num_inducing=20) == 0
+    assert items(answers) == 0  # 64 inducing points: every item is one
+    assert items(answers, inducing_points=X[:5]) == 20
+    assert items(answers, num_inducing=8, item_effects=False) == 0
+    assert items(answers[:5], item_effects=True) == 20
+    with pytest.raises(
+        InputTypeError, match=r"item_effects must be True, False or None; got str 'yes'"
+    ):
+        CollaborativePreferenceGP(X, answers, item_effects="yes")
 
 
 def test_errors(population):
