@@ -54,9 +54,12 @@ Protocol (every seed is a constant of this script, fixed before any run):
     on the training people with their features; each held-out person is
     added (``add_person(features=u)``) and their revealed answers observed
     online (the shared part stays fixed), each person's posterior by EP
-    (the model's default); ``collaborative_laplace`` the same with Laplace
-    posteriors (modes); ``collaborative_items`` the same with an effect of
-    its own for each item (``item_effects=True``).
+    (the model's default), and item effects as the model's default has them
+    (on the pool, whose 100 items outnumber the 64 inducing points; not on
+    Game or the synthetic world); ``collaborative_laplace`` the same with
+    Laplace posteriors (modes); ``collaborative_items`` and
+    ``collaborative_no_items`` the same with an effect of its own for each
+    item (``item_effects=True``) and without (``item_effects=False``).
   - ``features_only``: the person features alone (:func:`fit_features_only`).
   - ``ranking_prior`` (data sets of at most
     :data:`~benchmarks.harness.ranking_prior.MAX_ITEMS` items: Game): the
@@ -347,7 +350,7 @@ def fit_collaborative(
     fold: Fold,
     options: argparse.Namespace,
     people_inference: str = "auto",
-    item_effects: bool = False,
+    item_effects: bool | None = None,
 ) -> tuple[Predict, dict]:
     r"""The collaborative model of the training people; each held-out person
     is added and observed online (people's posteriors by
@@ -372,7 +375,8 @@ def fit_collaborative(
         with torch.no_grad():
             return model.utility_mean(pid).reshape(-1)
 
-    return predict, {"tastes": options.tastes, "people": model.people_inference}
+    note = {"tastes": options.tastes, "people": model.people_inference}
+    return predict, {**note, "items": model.num_items}
 
 
 def fit_collaborative_laplace(
@@ -387,8 +391,16 @@ def fit_collaborative_items(
     fold: Fold, options: argparse.Namespace
 ) -> tuple[Predict, dict]:
     r"""As :func:`fit_collaborative` with an effect of its own for each item
-    (``item_effects=True``)."""
+    (``item_effects=True``) whatever the default."""
     return fit_collaborative(fold, options, item_effects=True)
+
+
+def fit_collaborative_no_items(
+    fold: Fold, options: argparse.Namespace
+) -> tuple[Predict, dict]:
+    r"""As :func:`fit_collaborative` without the items' own effects
+    (``item_effects=False``) whatever the default."""
+    return fit_collaborative(fold, options, item_effects=False)
 
 
 def fit_features_only(fold: Fold, options: argparse.Namespace) -> tuple[Predict, dict]:
@@ -446,6 +458,7 @@ MODELS: dict[str, Callable[[Fold, argparse.Namespace], tuple[Predict, dict]]] = 
     "collaborative": fit_collaborative,
     "collaborative_laplace": fit_collaborative_laplace,
     "collaborative_items": fit_collaborative_items,
+    "collaborative_no_items": fit_collaborative_no_items,
     "features_only": fit_features_only,
     "ranking_prior": fit_ranking_prior,
 }
@@ -628,11 +641,14 @@ PROTOCOL = (
     f"(`fit(seed={FIT_SEED})`) on the training people and their features; each "
     "held-out person added with their features and the revealed answers "
     "observed online, the shared part fixed; people's posteriors by EP (the "
-    "model's default for the probit).",
+    "model's default for the probit); item effects where the model's default "
+    "has them: on the pool (more items than the 64 inducing points, each "
+    "compared over and over), not on Game or the synthetic world.",
     "- collaborative_laplace: the same with Laplace posteriors (the modes) "
     "for the people instead of EP's means.",
-    "- collaborative_items: the collaborative model with `item_effects=True` "
-    "(an effect of its own for each item).",
+    "- collaborative_items, collaborative_no_items: the collaborative model "
+    "with an effect of its own for each item (`item_effects=True`) and without "
+    "(`item_effects=False`), whatever the default.",
     "- Open pairs: a person's test pairs whose order does not follow from "
     "their revealed answers by transitivity; `accuracy_open` scores those "
     "alone.",

@@ -260,13 +260,14 @@ def test_the_pool_is_the_planted_world_with_items_own_effects(load_benchmark):
     torch.testing.assert_close(fold.held[-1].utilities, pop.utilities[359])
 
 
-def test_quick_run_of_the_collaborative_model_with_item_effects(
+def test_quick_run_of_the_collaborative_model_with_and_without_item_effects(
     load_benchmark, tmp_path
 ):
     pytest.importorskip("prefbo.models.collaborative")
     bench = load_benchmark("collaborative_heldout")
     store = tmp_path / "runs.jsonl"
-    argv = ["--quick", "--datasets", "pool", "--models", "collaborative_items"]
+    models = ["collaborative_items", "collaborative_no_items"]
+    argv = ["--quick", "--datasets", "pool", "--models", *models]
     bench.main(
         [
             *argv,
@@ -279,6 +280,8 @@ def test_quick_run_of_the_collaborative_model_with_item_effects(
             str(tmp_path / "p"),
         ]
     )
-    people = [json.loads(x) for x in store.read_text().splitlines()]
-    people = [r for r in people if r["kind"] == "person"]
-    assert len(people) == 4 * 2 and all("accuracy_true" in r for r in people)
+    records = [json.loads(x) for x in store.read_text().splitlines()]
+    people = [r for r in records if r["kind"] == "person"]
+    assert len(people) == 2 * 4 * 2 and all("accuracy_true" in r for r in people)
+    items = {r["model"]: r["items"] for r in records if r["kind"] == "fit"}
+    assert items == {"collaborative_items": 12, "collaborative_no_items": 0}
