@@ -158,7 +158,7 @@ print(
 # %%
 with torch.no_grad():
     shared = model.shared
-    learnt, _ = shared.moments(shared.basis(items, model.items))  # (K+1) x 60
+    learnt = shared.means(shared.basis(items), model.items)  # (K+1) x 60
 scales = shared.scale.detach()
 taste_scales = scales[1:]
 kept = (taste_scales >= 0.1 * taste_scales.max()).nonzero().squeeze(-1)

@@ -277,27 +277,38 @@ def check_rows(rows: object, num_designs: int) -> Tensor:
     return rows.long()
 
 
-def check_item_effects(
-    item_effects: object, num_designs: int, num_answers: int, num_inducing: int
-) -> bool:
-    r"""Whether the model's designs carry item effects: ``item_effects``
-    where ``True`` or ``False``; for ``None``, whether the designs are a pool
-    whose items the shared functions cannot each give a value of their own:
+def check_item_effects(item_effects: object) -> bool | None:
+    r"""``item_effects`` as given: ``True``, ``False`` or ``None`` (the
+    model's rule, :func:`pool_item_effects`).
 
-    - the answers revisit the designs, each design in two answers on
+    Raises:
+        InputTypeError: Anything else.
+    """
+    if item_effects is None or isinstance(item_effects, bool):
+        return item_effects
+    raise InputTypeError(
+        f"item_effects must be True, False or None; got {describe(item_effects)}."
+    )
+
+
+def pool_item_effects(num_designs: int, num_answers: int, num_inducing: int) -> bool:
+    r"""Whether a model's designs get item effects by default: where they are
+    a pool whose items the shared functions cannot each give a value of
+    their own.
+
+    - The answers revisit the designs, each design in two answers on
       average (``num_answers >= num_designs``): an item's own effect is told
       apart from the answers' noise only by answers that compare it again,
       and a pool's items are compared over and over, while the designs of a
-      continuous study are each compared about once;
-    - the designs outnumber the inducing points
-      (``num_designs > num_inducing``): where every item is an inducing
-      point the smooth functions already take any values at the items, and
-      an item effect adds no freedom, only more variance to the prior.
+      continuous study are each compared about once.
+    - The designs outnumber the inducing points (``num_designs >
+      num_inducing``; the inducing points are every distinct design where
+      there are at most ``num_inducing`` of them): where every item is an
+      inducing point the smooth functions already take any values at the
+      items, and an item effect adds no freedom, only more variance to the
+      prior. Items with equal designs are told apart by their effects alone.
+
+    Returns:
+        Both conditions together.
     """
-    if item_effects is None:
-        return num_answers >= num_designs > num_inducing
-    if not isinstance(item_effects, bool):
-        raise InputTypeError(
-            f"item_effects must be True, False or None; got {describe(item_effects)}."
-        )
-    return item_effects
+    return num_answers >= num_designs > num_inducing

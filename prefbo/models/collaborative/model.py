@@ -56,6 +56,7 @@ from prefbo.models.collaborative.checks import (
     check_newcomer_features,
     check_person_features,
     check_rows,
+    pool_item_effects,
 )
 from prefbo.models.collaborative.ep import check_ep_likelihood, ep_people
 from prefbo.models.collaborative.people import PersonPosterior, laplace_people
@@ -92,7 +93,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
             points, its items compared over and over (each in two answers on
             average), not where each design is compared about once (a
             continuous study's) or every item is an inducing point
-            (:func:`~prefbo.models.collaborative.checks.check_item_effects`).
+            (:func:`~prefbo.models.collaborative.checks.pool_item_effects`).
         likelihood: A prefbo pairwise likelihood (default probit,
             ``noise_std=1``).
         seed: Seed of the inducing points and the tastes' start.
@@ -133,6 +134,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         K = check_int("num_tastes", num_tastes, 0)
         M = check_int("num_inducing", num_inducing, 1)
         Mr = check_int("num_residual", num_residual, 0)
+        item_effects = check_item_effects(item_effects)
         self.likelihood = as_prefbo_likelihood(likelihood or PairwiseProbitLikelihood())
         if people_inference not in PEOPLE_INFERENCE:
             raise InputDataError(
@@ -153,7 +155,8 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         if Z is None:
             Z = choose_inducing(designs, M, seed)
         n = designs.shape[0]
-        item_effects = check_item_effects(item_effects, n, len(answers), Z.shape[0])
+        if item_effects is None:
+            item_effects = pool_item_effects(n, len(answers), Z.shape[0])
         self.num_items = n if item_effects else 0
         self.register_buffer(
             "items",
@@ -413,6 +416,8 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         root, offset, phi = root.to(mu), offset.to(mu), phi.to(mu)
         out_mean = offset + torch.einsum("bqd,pd->pbq", phi, mu)
         cov_j = root @ root.mT  # J x b x q x q
+        if self.num_items:
+            cov_j = cov_j + self.shared.item_covariance(items.reshape(b, q)).to(mu)
         A = latent.whitened(phi.reshape(1, b * q, -1).expand(len(mu), -1, -1))
         A = A.reshape(len(mu), -1, b, q).permute(0, 2, 3, 1)  # B x b x q x D
         cov = cov_j[0] + A @ A.mT
@@ -422,12 +427,14 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         return out_mean, cov
 
     def item_ids(self, X: Tensor) -> Tensor:
-        r"""Item ids of ``n x d`` designs: the row of an equal item, else ``-1``."""
+        r"""Item ids of ``n x d`` designs: the row of the first equal item,
+        else ``-1`` (through the table's hash index: ``O(n)``)."""
         if not self.num_items:
             return torch.full((X.shape[0],), -1, device=X.device)
-        items = self.designs[: self.num_items]
-        same = (X.unsqueeze(1) == items.unsqueeze(0)).all(-1)  # n x items
-        return torch.where(same.any(-1), same.long().argmax(-1), -1)
+        index = self._design_index()  # items are the table's first rows
+        rows = [index.get(key, -1) for key in _keys(X.to(self.designs))]
+        rows = torch.tensor(rows, dtype=torch.long, device=X.device)
+        return torch.where(rows < self.num_items, rows, -1)
 
     def posterior(
         self,
@@ -474,7 +481,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         r"""Posterior means of the shared utility and the ``K`` tastes at
         ``n x d`` designs: ``(K + 1) x n`` (items looked up by exact match)."""
         with torch.no_grad(), limited(X.shape[0]):
-            return self.shared.means(self.shared.basis(X, self.item_ids(X)))
+            return self.shared.means(self.shared.basis(X), self.item_ids(X))
 
     def person_model(
         self, person: int | None, latent: PersonPosterior | None = None

@@ -25,8 +25,9 @@ dimensions. The variational posterior over ``u_j = [v_j; e_j]``,
 is independent between functions and structured mean-field within one: a
 full covariance over the ``M`` inducing values, each item's effect
 independent of them and of the others (Hoffman & Blei 2015, "Structured
-stochastic variational inference"). A pool of ``N`` items thus costs
-``O(N)`` parameters and time per function, not the ``O((M + N)²)`` and
+stochastic variational inference"). Items are looked up by id, never
+expanded into a basis, so a pool of ``N`` items costs ``O(N)`` parameters
+per function and ``O(1)`` time per design, not the ``O((M + N)²)`` and
 ``O((M + N)³)`` of one full covariance; what is lost is the posterior
 correlation between an item's effect and the smooth part at it.
 
@@ -313,27 +314,13 @@ class SharedFunctions(gpytorch.Module):
         cross = to_dense(self.kernel(self.Z, X))  # M x n
         return torch.linalg.solve_triangular(self._factor(), cross, upper=False).mT
 
-    def basis(
-        self, X: Tensor, items: Tensor | None = None, a: Tensor | None = None
-    ) -> Tensor:
-        r"""The ``(K + 1) x n x R`` scaled bases ``b_j(x) = [s_j a(x); t_j 1_{i(x)}]``
-        at ``n x d`` designs ``X`` with item ids ``items`` (``n`` long,
-        ``-1`` for no item; ``None``: no items), so ``F_j(X) = b_j(X) u_j``;
+    def basis(self, X: Tensor, a: Tensor | None = None) -> Tensor:
+        r"""The ``(K + 1) x n x M`` scaled inducing bases ``b_j(x) = s_j a(x)``
+        at ``n x d`` designs ``X``, so ``F_j(x) = b_j(x) v_j + t_j e_{j,i(x)}``
+        (the item part by index: :meth:`means`, :meth:`item_variances`);
         ``a``: :meth:`whitened` at ``X`` if already computed."""
         a = self.whitened(X) if a is None else a  # n x M
-        parts = [self.scale.view(-1, 1, 1) * a]
-        if self.num_items:
-            onehot = torch.zeros(
-                X.shape[0], self.num_items, dtype=X.dtype, device=X.device
-            )
-            if items is not None:
-                known = items >= 0
-                onehot[known.nonzero().squeeze(-1), items[known]] = 1.0
-            parts.append(self.item_scale.view(-1, 1, 1) * onehot)
-        if len(parts) == 1:
-            return parts[0]
-        J = self.num_tastes + 1
-        return torch.cat([parts[0], parts[1].expand(J, -1, -1)], dim=-1)
+        return self.scale.view(-1, 1, 1) * a
 
     def residual_basis(self, X: Tensor, a: Tensor | None = None) -> Tensor:
         r"""The ``n x M_r`` scaled residual basis ``s_r a_r(x)`` at ``X``
@@ -344,30 +331,38 @@ class SharedFunctions(gpytorch.Module):
         return self.residual_scale * a[:, : self.num_residual]
 
     # ----------------------------------------------------------- moments
-    def means(self, basis: Tensor) -> Tensor:
+    def means(self, basis: Tensor, items: Tensor | None = None) -> Tensor:
         r"""Means ``(K + 1) x n`` of the functions at designs with bases
-        ``basis`` (:meth:`basis`)."""
-        return (basis @ self.mean.unsqueeze(-1)).squeeze(-1)
+        ``basis`` (:meth:`basis`) and item ids ``items`` (``n`` long, ``-1``
+        for no item; ``None``: none)."""
+        M = self.chol.shape[-1]
+        means = (basis @ self.mean[:, :M].unsqueeze(-1)).squeeze(-1)
+        if not self.num_items or items is None:
+            return means
+        known = items >= 0
+        effects = self.mean[:, M:][:, items.clamp_min(0)] * known  # J x n
+        return means + self.item_scale[:, None] * effects
 
-    def moments(self, basis: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Means ``(K + 1) x n`` and covariance roots ``(K + 1) x n x R`` of the
-        functions at designs with bases ``basis`` (:meth:`basis`): the
-        covariance of ``F_j`` there is ``root_j root_jᵀ``."""
-        return self.means(basis), self.roots(basis)
+    def item_covariance(self, items: Tensor) -> Tensor:
+        r"""Covariances ``(K + 1) x ... x q x q`` of the items' effects within
+        blocks of ``q`` designs with item ids ``items`` (``... x q``, ``-1``
+        for no item): an effect's variance where two designs are the same
+        item, else ``0`` (add it to the inducing part's, from :meth:`roots`)."""
+        var = self.item_variances(items.reshape(-1)).reshape(-1, *items.shape)
+        same = (items.unsqueeze(-1) == items.unsqueeze(-2)) & (items >= 0).unsqueeze(-1)
+        return same * var.unsqueeze(-1)
 
     def roots(self, basis: Tensor) -> Tensor:
-        r"""Covariance roots ``(K + 1) x n x R`` of the functions at designs
-        with bases ``basis``: the covariance of ``F_j`` is ``root_j root_jᵀ``
-        (the inducing block's ``b C_j``, then each item's ``t_j σ_{j,i}``)."""
-        M = self.chol.shape[-1]
-        root = basis[..., :M] @ self.chol.tril()
-        if not self.num_items:
-            return root
-        return torch.cat([root, basis[..., M:] * self.item_log_std.exp()[:, None]], -1)
+        r"""Covariance roots ``(K + 1) x n x M`` of the inducing parts at
+        designs with bases ``basis``: ``b_j C_j``, so that part's covariance
+        is ``root_j root_jᵀ`` (items' effects: :meth:`item_variances`)."""
+        return basis @ self.chol.tril()
 
     def item_variances(self, items: Tensor) -> Tensor:
         r"""``(K + 1) x n`` posterior variances ``t_j² σ_{j,i}²`` of the
         effects of items ``items`` (``n`` long, ``-1``: no item, ``0``)."""
+        if not self.num_items:
+            return self.mean.new_zeros(self.mean.shape[0], len(items))
         known = items >= 0
         var = (self.item_scale[:, None] * self.item_log_std.exp()) ** 2  # J x N
         return var[:, items.clamp_min(0)] * known
@@ -380,13 +375,13 @@ class SharedFunctions(gpytorch.Module):
         offset + rows @ z_p``.
 
         Returns:
-            ``(basis, offset, rows)``: the ``(K + 1) x n x R`` bases
+            ``(basis, offset, rows)``: the ``(K + 1) x n x M`` bases
             (:meth:`basis`), the shared utility's ``n`` means, and the
             ``n x D`` rows (the tastes' means, then the residual basis).
         """
         a = self.whitened(X)  # n x M
-        basis = self.basis(X, items, a)
-        means = self.means(basis)  # J x n
+        basis = self.basis(X, a)
+        means = self.means(basis, items)  # J x n
         rows = torch.cat([means[1:].mT, self.residual_basis(X, a)], dim=-1)
         return basis, means[0], rows
 
@@ -422,12 +417,11 @@ class SharedFunctions(gpytorch.Module):
         rows = rows[inverse].reshape(*shape, D)  # 2 x B x A x D
         var = None
         if variance:
-            M = self.chol.shape[-1]
-            root = basis[..., :M] @ self.chol.tril()  # J x used x M
-            root = root[:, inverse].reshape(J, *shape, M)
+            root = self.roots(basis)  # J x used x M
+            root = root[:, inverse].reshape(J, *shape, -1)
             var = ((root[:, 0] - root[:, 1]) ** 2).sum(-1)  # J x B x A
             if self.num_items:  # independent effects: their variances add
-                ids = items[used][inverse].reshape(shape)
+                ids = items[used][inverse].reshape(shape)  # 2 x B x A
                 own = self.item_variances(ids.reshape(-1)).reshape(J, *shape)
                 var = var + (own[:, 0] + own[:, 1]) * (ids[0] != ids[1])
         return rows[0] - rows[1], offset[0] - offset[1], var

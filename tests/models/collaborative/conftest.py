@@ -67,3 +67,19 @@ def small_fitted():
     m = CollaborativePreferenceGP(X, answers, num_inducing=16, num_residual=4)
     m.fit(steps=30)
     return m
+
+
+def _dense_basis(shared, X, items):
+    r"""The ``J x n x (M + N)`` basis ``[s_j a(x); t_j 1_{i(x)}]`` written out,
+    the items' one-hot columns built here, not by the model."""
+    onehot = torch.zeros(X.shape[0], shared.num_items, dtype=X.dtype)
+    for row, item in enumerate(items.tolist()):
+        if item >= 0:
+            onehot[row, item] = 1.0
+    t = shared.item_scale.detach().view(-1, 1, 1)
+    return torch.cat([shared.basis(X).detach(), t * onehot.expand(len(t), -1, -1)], -1)
+
+
+@pytest.fixture
+def dense_basis():
+    return _dense_basis

@@ -4,8 +4,10 @@ import torch
 from prefbo.exceptions import InputDataError, InputTypeError
 from prefbo.models.collaborative.checks import (
     check_answers,
+    check_item_effects,
     check_person_features,
     check_person_ids,
+    pool_item_effects,
 )
 
 
@@ -85,3 +87,14 @@ def test_person_ids():
         InputDataError, match=r"in \[0, 3\); got values from -1 to 2 \(add a newcomer"
     ):
         check_person_ids(torch.tensor([2, -1]), 3)
+
+
+def test_pool_item_effects_needs_revisited_designs_beyond_the_inducing_points():
+    assert pool_item_effects(num_designs=100, num_answers=100, num_inducing=64)
+    assert not pool_item_effects(num_designs=100, num_answers=99, num_inducing=64)
+    assert not pool_item_effects(num_designs=64, num_answers=1000, num_inducing=64)
+    assert check_item_effects(None) is None and check_item_effects(True) is True
+    with pytest.raises(
+        InputTypeError, match="item_effects must be True, False or None"
+    ):
+        check_item_effects(1)

@@ -60,7 +60,7 @@ def test_a_newcomer_is_the_population(population):
     torch.testing.assert_close(mine.mvn.covariance_matrix, theirs.mvn.covariance_matrix)
     flat = Xq.reshape(-1, 2)  # the global seed's draws: the pool's first items
     with torch.no_grad():
-        mean, _ = model.shared.moments(model.shared.basis(flat, model.item_ids(flat)))
+        mean = model.shared.means(model.shared.basis(flat), model.item_ids(flat))
     torch.testing.assert_close(theirs.mean.reshape(-1), mean[0])  # E[w] = 0
 
 
@@ -77,7 +77,7 @@ def test_person_features_set_the_prior_of_the_weights(population):
         model.add_person()
 
 
-def test_moments_match_monte_carlo(population):
+def test_moments_match_monte_carlo(population, dense_basis):
     model, X = fitted(population, num_residual=4, item_effects=True)
     p, S = 5, 100_000
     Xq = X[:4].unsqueeze(0)
@@ -86,7 +86,7 @@ def test_moments_match_monte_carlo(population):
         g = torch.Generator().manual_seed(1)
         shared = model.shared
         assert model.num_items == 20  # a pool: the items' effects sampled too
-        basis = shared.basis(Xq[0], model.item_ids(Xq[0]))  # J x 4 x R
+        basis = dense_basis(shared, Xq[0], model.item_ids(Xq[0]))  # J x 4 x R
         C = shared.chol.tril()
         M = C.shape[-1]
         eps = torch.randn(S, *shared.mean.shape, generator=g, dtype=torch.float64)
@@ -203,6 +203,9 @@ def test_item_effects_by_default_for_a_pool_with_more_items_than_inducing_points
     assert items(answers, num_inducing=20) == 0
     assert items(answers) == 0  # 64 inducing points: every item is one
     assert items(answers, inducing_points=X[:5]) == 20
+    twice = torch.cat([X, X])  # 40 rows, 20 distinct: all 20 are inducing points
+    model = CollaborativePreferenceGP(twice, answers)
+    assert model.shared.Z.shape[0] == 20 and model.num_items == 40
     assert items(answers, num_inducing=8, item_effects=False) == 0
     assert items(answers[:5], item_effects=True) == 20
     with pytest.raises(

@@ -41,17 +41,18 @@ def test_at_the_inducing_points_the_nystrom_kernel_is_the_kernel():
     assert shared.residual_basis(X).shape == (10, 0)
 
 
-def test_item_effects_and_residual_basis():
+def test_item_effects_and_residual_basis(dense_basis):
     X = torch.rand(6, 2, dtype=torch.float64)
     shared = SharedFunctions(X[:4], num_tastes=1, num_items=6, num_residual=2)
+    with torch.no_grad():
+        shared.mean.normal_()
     items = torch.tensor([0, 5, -1])
-    basis = shared.basis(X[:3], items)
-    assert basis.shape == (2, 3, 4 + 6)
-    t = shared.item_scale.detach()
+    assert shared.basis(X[:3]).shape == (2, 3, 4)  # items by index, not basis
+    dense = dense_basis(shared, X[:3], items)
     torch.testing.assert_close(
-        basis[:, 0, 4:], t[:, None] * torch.eye(6, dtype=torch.float64)[0]
+        shared.means(shared.basis(X[:3]), items).detach(),
+        (dense @ shared.mean.detach().unsqueeze(-1)).squeeze(-1),
     )
-    assert bool((basis[:, 2, 4:] == 0).all())
     r = shared.residual_basis(X)
     assert r.shape == (6, 2)
     torch.testing.assert_close(
@@ -111,27 +112,30 @@ def dense_covariances(shared):
     )
 
 
-def test_item_coordinates_are_mean_field_beside_the_inducing_block():
+def test_item_coordinates_are_mean_field_beside_the_inducing_block(dense_basis):
     r"""Items' effects are independent in ``q``: the full factor covers the
     ``M`` inducing coordinates only, so a pool's items cost linearly."""
     X, shared = items_model()
     assert shared.chol.shape == (2, 4, 4)
     assert shared.item_log_std.shape == (2, 6)
     assert shared.mean.shape == (2, 4 + 6)
-    items = torch.tensor([0, 5, -1, 2])
-    basis = shared.basis(X[:4], items).detach()
-    root = shared.roots(basis).detach()
+    items = torch.tensor([[0, 5, -1, 2], [3, 3, -1, -1]])  # 2 blocks of 4
+    X = torch.stack([X[:4], X[2:]])
+    root = shared.roots(shared.basis(X.reshape(-1, 2)).detach()).reshape(2, 2, 4, 4)
+    cov = root @ root.mT + shared.item_covariance(items).detach()
     S = dense_covariances(shared)
-    torch.testing.assert_close(root @ root.mT, basis @ S @ basis.mT)
+    for block in range(2):
+        dense = dense_basis(shared, X[block], items[block])
+        torch.testing.assert_close(cov[:, block], dense @ S @ dense.mT)
 
 
-def test_answer_variances_with_items_match_the_dense_covariance():
+def test_answer_variances_with_items_match_the_dense_covariance(dense_basis):
     X, shared = items_model(1)
     items = torch.tensor([0, 1, 2, 3, 4, -1])
     winners = torch.tensor([[0, 5, 2], [3, 1, 5]])
     losers = torch.tensor([[1, 2, 4], [0, 5, 3]])
     _, _, var = shared.answer_differences(X, items, winners, losers, variance=True)
-    basis = shared.basis(X, items).detach()  # J x n x R
+    basis = dense_basis(shared, X, items)  # J x n x R
     diff = basis[:, winners] - basis[:, losers]  # J x B x A x R
     S = dense_covariances(shared)
     expect = torch.einsum("jbar,jrs,jbas->jba", diff, S, diff)
