@@ -58,6 +58,7 @@ from prefbo.models.collaborative.checks import (
     check_rows,
     pool_item_effects,
 )
+from prefbo.models.collaborative.design_index import DesignIndex
 from prefbo.models.collaborative.ep import check_ep_likelihood, ep_people
 from prefbo.models.collaborative.people import PersonPosterior, laplace_people
 from prefbo.models.collaborative.person_model import PersonModel
@@ -237,34 +238,23 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         r"""Rows of the design table for ``k x d`` designs: the first equal
         row's (so a pool's item keeps its effect), else a new row appended
         (once for equal new designs). Found through a hash index of the
-        table, kept as rows are added: ``O(k)``, not ``O(k n)``."""
+        table (:class:`~prefbo.models.collaborative.design_index.DesignIndex`),
+        kept as rows are added: ``O(k)``, not ``O(k n)``."""
         designs = designs.to(self.designs)
-        index = self._design_index()
-        n, rows, new = self.designs.shape[0], [], []
-        for key, x in zip(_keys(designs), designs, strict=True):
-            row = index.get(key)
-            if row is None:
-                row = index[key] = n + len(new)
-                new.append(x)
-            rows.append(row)
+        rows, new = self._design_index().add(self.designs, designs)
         if new:
-            self.designs = torch.cat([self.designs, torch.stack(new)])
+            self.designs = torch.cat([self.designs, designs[new]])
             self.items = torch.cat(
                 [self.items, torch.full((len(new),), -1, device=self.items.device)]
             )
-            self._index = (self.designs.data_ptr(), self.designs.shape[0], index)
+            self._design_index().extended(self.designs)
         return torch.tensor(rows, dtype=torch.long, device=self.designs.device)
 
-    def _design_index(self) -> dict[bytes, int]:
-        r"""Design (its bytes) to its first row, rebuilt where the table is
-        not the one indexed (moved, cast, loaded, or a copy's)."""
-        ptr, n, index = getattr(self, "_index", (None, 0, {}))
-        if ptr != self.designs.data_ptr() or n != self.designs.shape[0]:
-            index = {}
-            for row, key in enumerate(_keys(self.designs)):
-                index.setdefault(key, row)
-            self._index = (self.designs.data_ptr(), self.designs.shape[0], index)
-        return index
+    def _design_index(self) -> DesignIndex:
+        r"""The design table's index (made at first use)."""
+        if not isinstance(getattr(self, "_index", None), DesignIndex):
+            self._index = DesignIndex()
+        return self._index
 
     def observe(self, person: int, winners: Tensor, losers: Tensor) -> PersonPosterior:
         r"""Add a person's answers and update their posterior at once (the
@@ -431,8 +421,7 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         else ``-1`` (through the table's hash index: ``O(n)``)."""
         if not self.num_items:
             return torch.full((X.shape[0],), -1, device=X.device)
-        index = self._design_index()  # items are the table's first rows
-        rows = [index.get(key, -1) for key in _keys(X.to(self.designs))]
+        rows = self._design_index().find(self.designs, X.to(self.designs))
         rows = torch.tensor(rows, dtype=torch.long, device=X.device)
         return torch.where(rows < self.num_items, rows, -1)
 
@@ -498,9 +487,3 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         person's posterior; see
         :func:`~prefbo.models.collaborative.training.fit_collaborative`."""
         return fit_collaborative(self, **kwargs)
-
-
-def _keys(X: Tensor) -> list[bytes]:
-    r"""Hashable keys of ``n x d`` designs, equal for equal rows (``-0.0``
-    as ``0.0``)."""
-    return [row.tobytes() for row in (X.detach() + 0.0).cpu().numpy()]
