@@ -51,6 +51,7 @@ SCRIPTS = (
     "population_scale",
     "collaborative_heldout",
     "collaborative_speed",
+    "collaborative_items",
     "serve_load",
     "serve_lone",
     "gpu",
