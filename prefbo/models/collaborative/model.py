@@ -390,13 +390,13 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         under the shared and personal posteriors), in ``latent``'s dtype.
 
         Args:
-            X: ``b x q x d`` designs.
+            X: ``b x q x d`` designs (read in the model's dtype).
             latent: The ``B`` people's posteriors.
             items: ``b x q`` item ids of the designs (``-1``: none; default:
                 looked up in the item table by exact match).
         """
         b, q, d = X.shape
-        flat = X.reshape(-1, d)
+        flat = X.reshape(-1, d).to(self.designs)  # read in the model's dtype
         if items is None:
             items = self.item_ids(flat)
         basis, offset, phi = self.shared.person_rows(flat, items.reshape(-1))

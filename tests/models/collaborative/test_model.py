@@ -365,6 +365,21 @@ def test_a_model_cast_to_another_dtype_predicts_in_it(population):
     assert model.utility_mean(0).dtype == torch.float64
 
 
+def test_a_posterior_takes_designs_of_either_float_dtype(population):
+    r"""Designs in another float dtype than the model's are read in the
+    model's (a float32 model asked at float64 features, BoTorch's EUBO on it)."""
+    X, answers, _, _ = population()
+    model = CollaborativePreferenceGP(X, answers, num_inducing=10)
+    model.fit(steps=2)
+    for dtype in (torch.float32, torch.float64):
+        model = model.to(dtype)
+        for given in (torch.float32, torch.float64):
+            post = model.posterior(X[:3].to(given), person=0)
+            assert post.mean.dtype == dtype
+            eubo = AnalyticExpectedUtilityOfBestOption(model.person_model(0))
+            assert torch.isfinite(eubo(X[:2].unsqueeze(0).to(given))).all()
+
+
 def test_moments_are_in_the_posteriors_dtype(twins):
     # a float32 model's moments from float64 posteriors: float64 tables in
     # which near designs' difference variances v_a + v_b - 2 c_ab (~1e-5 of
