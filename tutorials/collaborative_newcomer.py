@@ -26,6 +26,11 @@
 # - `r_p`, a small **residual** of their own (a GP on `num_residual` inducing
 #   points).
 #
+# Where the items are a pool with more items than the model's inducing points
+# (64), `g` and each taste also give every item an effect of its own beyond
+# its design (`item_effects`, on by default there; see the population models
+# page). This tutorial's 60 items are all inducing points, so it has none.
+#
 # Inference splits the two levels. The shared part (`g`, the tastes, their
 # scales and lengthscales) is fitted by stochastic variational EM on
 # minibatches of people (`model.fit()`); each person's posterior over their
