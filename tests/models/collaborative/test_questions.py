@@ -102,9 +102,13 @@ def test_errors(model):
         next_questions(model, torch.tensor([0, 60]), X)
 
 
-def test_questions_on_every_device_and_dtype(population, tkwargs):
+@pytest.mark.parametrize("items", [True, False])
+def test_questions_on_every_device_and_dtype(population, tkwargs, items):
     X, answers, _, _ = population(**tkwargs)
-    m = CollaborativePreferenceGP(X, answers, num_inducing=12, num_residual=3)
+    m = CollaborativePreferenceGP(
+        X, answers, num_inducing=12, num_residual=3, item_effects=items
+    )
+    assert m.num_items == (20 if items else 0)
     m.fit(steps=5)
     new = m.add_person()
     people = torch.tensor([0, 7, new], device=X.device)
