@@ -25,7 +25,15 @@ CPU only (``--quick`` for a short smoke run). Parts:
    BoTorch's ``PairwiseGP`` (``AnalyticExpectedUtilityOfBestOption``), both on
    the same device, the same data and the same kernel hyperparameters
    (BoTorch's defaults, not fitted); the ratio is BoTorch's time over prefbo's.
-7. ``--tests``: the test suite, whose fixtures run every test body on CUDA too.
+7. The collaborative model
+   (:class:`~prefbo.models.collaborative.CollaborativePreferenceGP`) on a
+   planted pool (:data:`COLLABORATIVE_PEOPLE` people with 10 answers
+   each over 100 items with effects of their own, the model's default item
+   effects on): seconds of ``fit(steps=...)``, then one batched question step
+   (:func:`~prefbo.models.collaborative.questions.next_questions`, EUBO over
+   the pool) for 100 waiting participants: participants' questions per
+   second.
+8. ``--tests``: the test suite, whose fixtures run every test body on CUDA too.
 
 Results are printed and written to ``gpu_out/gpu.md`` (``--output``);
 ``python -m benchmarks gpu_device`` (``benchmarks/gpu_device.sh``) runs it
@@ -301,6 +309,50 @@ def part_eubo(device: torch.device, n: int = 1600, repeats: int = 3) -> list[str
     ]
 
 
+#: Part 7's population (``--quick``: 200) and the fit's steps (``--quick``: 5).
+COLLABORATIVE_PEOPLE, COLLABORATIVE_STEPS = 10_000, 100
+#: Part 7's world, model and fit seed.
+COLLABORATIVE_SEED = 0
+
+
+def part_collaborative(
+    device: torch.device, people: int, steps: int, waiting: int = 100
+) -> list[str]:
+    r"""Part 7's row on ``device``: the fit's seconds and the batched
+    question step's participants per second."""
+    from prefbo.datasets import planted_population
+    from prefbo.models.collaborative import CollaborativePreferenceGP
+    from prefbo.models.collaborative.questions import next_questions
+
+    world = planted_population(
+        num_people=people,
+        num_items=100,
+        answers_per_person=10,
+        item_effect_scale=1.0,
+        seed=COLLABORATIVE_SEED,
+    )
+    designs = world.designs.to(device)
+    torch.manual_seed(COLLABORATIVE_SEED)
+    model = CollaborativePreferenceGP(
+        designs,
+        world.answers.to(device),
+        num_people=people,
+        person_features=world.person_features.to(device),
+        seed=COLLABORATIVE_SEED,
+    )
+    _sync(device)
+    t0 = time.perf_counter()
+    model.fit(steps=steps, seed=COLLABORATIVE_SEED)
+    _sync(device)
+    fit = time.perf_counter() - t0
+    who = torch.arange(waiting, device=device)
+    step = _timed(lambda: next_questions(model, who, designs), device, repeats=5)
+    return [
+        f"| {device.type} | {people:,} | {model.num_items} | {steps} | {fit:.2f} "
+        f"| {waiting} | {1e3 * step:.1f} | {waiting / step:,.0f} |"
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small CPU smoke run")
@@ -413,6 +465,21 @@ def main(argv: list[str] | None = None) -> int:
     for device in devices:
         lines += part_eubo(device, n=100 if args.quick else 1600)
     save()
+    lines += [
+        "",
+        "## 7. Collaborative model: fit and participants' questions per second",
+        "",
+        "| device | people | items with effects | fit steps | fit (s) | waiting "
+        "| question step (ms) | questions/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for device in devices:
+        lines += part_collaborative(
+            device,
+            200 if args.quick else COLLABORATIVE_PEOPLE,
+            5 if args.quick else COLLABORATIVE_STEPS,
+        )
+    save()
     if args.tests:
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-m", "not slow"],
@@ -422,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         lines += [
             "",
-            "## 7. Test suite",
+            "## 8. Test suite",
             "",
             "```",
             *proc.stdout.splitlines()[-3:],

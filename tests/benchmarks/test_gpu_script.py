@@ -10,7 +10,7 @@ def test_quick_run_reports_every_part(tmp_path, load_benchmark, capsys):
     out = tmp_path / "gpu.md"
     assert module.main(["--quick", "--output", str(out)]) == 0
     text = out.read_text()
-    for header in ("## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6."):
+    for header in ("## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7."):
         assert header in text
     # the SVGP row: estimated and measured epoch times, both positive
     row = next(line for line in text.splitlines() if line.startswith("| cpu | 100,000"))
@@ -30,3 +30,9 @@ def test_quick_run_reports_every_part(tmp_path, load_benchmark, capsys):
     cells = [float(c) for c in row.strip("|").split("|")[2:]]
     assert cells[0] > 0 and cells[1] > 0
     assert abs(cells[3] - cells[4]) <= 1e-3 * abs(cells[3])
+    # the collaborative model: a pool of 100 items with their effects on,
+    # and participants' questions per second, positive
+    row = next(line for line in text.splitlines() if line.startswith("| cpu | 200 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "100" and float(cells[4]) > 0
+    assert float(cells[-1].replace(",", "")) > 0
