@@ -411,7 +411,8 @@ class SharedFunctions(gpytorch.Module):
         used, inverse = torch.unique(
             torch.stack([winners, losers]).reshape(-1), return_inverse=True
         )
-        basis, offset, rows = self.person_rows(designs[used], items[used])
+        used_items = items[used]
+        basis, offset, rows = self.person_rows(designs[used], used_items)
         shape = (2, *winners.shape)
         offset = offset[inverse].reshape(shape)  # 2 x B x A
         rows = rows[inverse].reshape(*shape, D)  # 2 x B x A x D
@@ -421,9 +422,9 @@ class SharedFunctions(gpytorch.Module):
             root = root[:, inverse].reshape(J, *shape, -1)
             var = ((root[:, 0] - root[:, 1]) ** 2).sum(-1)  # J x B x A
             if self.num_items:  # independent effects: their variances add
-                ids = items[used][inverse].reshape(shape)  # 2 x B x A
-                own = self.item_variances(ids.reshape(-1)).reshape(J, *shape)
-                var = var + (own[:, 0] + own[:, 1]) * (ids[0] != ids[1])
+                own = self.item_variances(used_items)[:, inverse].reshape(J, *shape)
+                sides = inverse.reshape(shape)  # a row is one item: same row, 0
+                var = var + (own[:, 0] + own[:, 1]) * (sides[0] != sides[1])
         return rows[0] - rows[1], offset[0] - offset[1], var
 
     def kl(self) -> Tensor:
