@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks import collaborative_heldout as heldout
 from benchmarks.harness import environment, reports
 from prefbo.datasets import planted_population
 
@@ -42,18 +43,19 @@ QUICK = {"items": [12, 30], "people": 20, "steps": 5}
 
 def accuracy(model, truth: torch.Tensor, people: int) -> float:
     r"""Share of item pairs the first ``people`` posterior means order as
-    ``truth`` (``P x n`` true utilities) does."""
+    ``truth`` (``P x n`` true utilities) does (the held-out page's
+    :func:`~benchmarks.collaborative_heldout.accuracy` on every pair, ordered
+    by :func:`~benchmarks.collaborative_heldout.true_answers`)."""
     n = truth.shape[1]
-    a, b = torch.triu_indices(n, n, offset=1)
-    right = []
+    pairs = torch.triu_indices(n, n, offset=1).T  # pairs x 2
     with torch.no_grad():
-        for p in range(people):
-            mean = model.utility_mean(p).reshape(-1)
-            same = torch.sign(mean[a] - mean[b]) == torch.sign(
-                truth[p, a] - truth[p, b]
+        right = [
+            heldout.accuracy(
+                model.utility_mean(p).reshape(-1), heldout.true_answers(truth[p], pairs)
             )
-            right.append(same.double().mean())
-    return float(torch.stack(right).mean())
+            for p in range(people)
+        ]
+    return sum(right) / len(right)
 
 
 def run(items: int, people: int, steps: int | None) -> dict:
