@@ -72,7 +72,7 @@ def check_answers(
                 f"num_people must be given when {name} is empty (m = 0)."
             )
         return answers, seen
-    P = check_int("num_people", num_people, 1)
+    P = check_int("num_people", num_people, 0)
     if seen > P:
         raise InputDataError(
             f"{name}' person ids must be below num_people={P}; got {seen - 1}."

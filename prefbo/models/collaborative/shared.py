@@ -287,6 +287,20 @@ class SharedFunctions(gpytorch.Module):
                 mean = torch.randn(R, generator=g, dtype=self.mean.dtype)
                 self.mean[j] = START_TASTE_MEANS * mean.to(self.mean.device)
 
+    def to_prior(self) -> None:
+        r"""Set every function's variational posterior to its prior
+        ``N(0, I)`` (means zero, Cholesky factors and the items' sds one):
+        the shared part of a study before its first answer, where a
+        newcomer's utility is the model's prior. The scales and the
+        kernel stay as they are."""
+        with torch.no_grad():
+            self.mean.zero_()
+            M = self.chol.shape[-1]
+            eye = torch.eye(M, dtype=self.chol.dtype, device=self.chol.device)
+            self.chol.copy_(eye.expand_as(self.chol))
+            if self.num_items:
+                self.item_log_std.zero_()
+
     # ----------------------------------------------------------- bases
     def _factor(self) -> Tensor:
         r"""The lower Cholesky factor of ``k(Z, Z)`` (with jitter), kept

@@ -34,6 +34,9 @@ def test_answers():
     ):
         check_answers(torch.zeros(0, 3, dtype=torch.long), 3, None)
     assert check_answers(torch.zeros(0, 3, dtype=torch.long), 3, 4)[1] == 4
+    assert check_answers(torch.zeros(0, 3, dtype=torch.long), 3, 0)[1] == 0
+    with pytest.raises(InputDataError, match="person ids must be below num_people=0"):
+        check_answers(torch.tensor([[0, 0, 1]]), 3, 0)
 
 
 def test_person_features():

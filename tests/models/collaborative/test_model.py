@@ -286,6 +286,54 @@ def test_people_without_answers_and_a_latent_free_model():
     assert pooled.posterior(X[:3]).mean.shape == (3, 1)
 
 
+def nystrom(kernel_lengthscale, A, B, Z, jitter):
+    r"""``k(A, Z) (k(Z, Z) + jitter I)⁻¹ k(Z, B)`` of a unit RBF kernel,
+    written out here rather than through the model's bases."""
+
+    def k(P, Q):
+        d = (P[:, None, :] - Q[None, :, :]) / kernel_lengthscale
+        return torch.exp(-0.5 * (d**2).sum(-1))
+
+    Kzz = k(Z, Z) + jitter * torch.eye(len(Z), dtype=Z.dtype)
+    return k(A, Z) @ torch.linalg.solve(Kzz, k(Z, B))
+
+
+def test_a_model_before_any_answer_is_the_prior():
+    g = torch.Generator().manual_seed(3)
+    Z = torch.rand(8, 2, generator=g, dtype=torch.float64)
+    model = CollaborativePreferenceGP(
+        Z,
+        torch.zeros(0, 3, dtype=torch.long),
+        num_people=0,
+        num_tastes=2,
+        num_inducing=8,
+        num_residual=3,
+        inducing_points=Z,
+    )
+    model.shared.to_prior()
+    assert model.num_people == 0 and model.latent_mean.shape == (0, 5)
+    assert model.fit(steps=5) == []  # nothing to fit on
+    Y = torch.rand(4, 2, generator=g, dtype=torch.float64)
+    s = model.shared
+    ell = s.kernel.lengthscale.detach().reshape(-1)
+    scale = s.scale.detach()
+    own = float(scale[0] ** 2 + (scale[1:] ** 2).sum())  # E[w²] = 1
+    residual = float(s.residual_scale.detach() ** 2)
+    expected = own * nystrom(ell, Y, Y, Z, 1e-6)
+    expected = expected + residual * nystrom(ell, Y, Y, Z[:3], 1e-6)
+    for person in (None, model.add_person()):
+        post = model.posterior(Y, person=person)
+        assert post.mean.abs().max() == 0
+        torch.testing.assert_close(
+            post.covariance_matrix, expected, atol=1e-8, rtol=1e-6
+        )
+    assert model.num_people == 1
+    before = model.posterior(Y[:2], person=0).mean.detach().reshape(-1)
+    model.observe(0, Y[:1], Y[1:2])  # their own part learns at once
+    after = model.posterior(Y[:2], person=0).mean.detach().reshape(-1)
+    assert float(after[0] - after[1]) > float(before[0] - before[1]) + 0.05
+
+
 def test_non_finite_designs_are_refused_before_anything_is_stored():
     X = torch.rand(10, 2, dtype=torch.float64)
     bad = X.clone()

@@ -86,6 +86,22 @@ def test_kl_is_zero_at_the_prior_and_matches_torch():
     )
 
 
+def test_to_prior_makes_every_function_s_posterior_its_prior():
+    X = torch.rand(6, 2, dtype=torch.float64)
+    shared = SharedFunctions(X[:4], num_tastes=2, num_items=6, num_residual=2)
+    assert float(shared.kl().detach()) > 1.0  # the start is not the prior
+    shared.to_prior()
+    assert abs(float(shared.kl().detach())) < 1e-12
+    items = torch.arange(6)
+    basis = shared.basis(X)
+    assert shared.means(basis, items).abs().max() == 0
+    torch.testing.assert_close(  # an item's effect at its prior variance
+        shared.item_variances(items),
+        shared.item_scale.detach()[:, None] ** 2
+        * torch.ones(3, 6, dtype=torch.float64),
+    )
+
+
 def items_model(seed=0):
     g = torch.Generator().manual_seed(seed)
     X = torch.rand(6, 2, generator=g, dtype=torch.float64)
