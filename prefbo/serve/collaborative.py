@@ -46,8 +46,15 @@ holds one :class:`CollaborativeEngine` for the life of its process:
   saved shared part, no gradient step), so workers add question rounds, not
   fits, to a machine's load.
 
-Before the first model no question is made here: the participant's page
-then shows a uniform one (``origin = "random"``), as for the other kinds.
+Before the first fit the engine's model is the collaborative model's
+prior (:meth:`CollaborativeEngine.prior_model`: no one yet, every shared
+function at its prior ``N(0, I)``, no gradient step), and it serves as the
+fitted one does: answers update their participant's own part online, and
+every waiting participant's question comes from the batched step at their
+posterior, so the first questions of a study are the model's too (at the
+prior, the pairs whose utilities differ most in variance: far apart in
+the kernel's sense). A participant alone in the study is asked by the lone
+path only once a fit exists (it refits what the prior has not fitted).
 """
 
 from __future__ import annotations
@@ -93,7 +100,7 @@ log = logging.getLogger("prefbo.serve")
 
 #: Gradient steps of the first fit. It comes at ``initial_random`` answers
 #: (a handful), and refits warm-started from it follow at every quarter's
-#: growth; participants get uniform questions until it is done.
+#: growth; participants get the prior model's questions until it is done.
 BUILD_STEPS = 100
 #: After a fit fails, the next one waits for this many more answers (a
 #: failure such as running out of memory would repeat at once).
@@ -123,7 +130,8 @@ class CollaborativeEngine:
     Attributes:
         fitter: Whether the engine fits the shared part itself.
         questions: The study's question maker (its space, its strategy).
-        model: The model, or ``None`` before the first fit.
+        model: The model: the prior (:meth:`prior_model`) before the first
+            fit.
         persons: Participant id to their person in :attr:`model`.
         told: Participant id to their answers in force, in order.
         fits: The answer counts of the fits made so far.
@@ -137,7 +145,7 @@ class CollaborativeEngine:
     ) -> None:
         self.config = config
         self.fitter = fitter
-        self.model: CollaborativePreferenceGP | None = None
+        self.model = self.prior_model()
         self.persons: dict[int, int] = {}
         self.told: dict[int, list[Told]] = {}
         self.fits: list[int] = []
@@ -162,6 +170,12 @@ class CollaborativeEngine:
         return sum(len(t) for t in self.told.values())
 
     @property
+    def fitted(self) -> bool:
+        r"""Whether :attr:`model` is a fit (built, or adopted from a saved
+        one), not the prior."""
+        return bool(self.fits)
+
+    @property
     def fitting(self) -> bool:
         r"""Whether a fit is running."""
         return self._job is not None and not self._job.done()
@@ -179,8 +193,6 @@ class CollaborativeEngine:
         self.told[pid] = new
         if self._job is not None and not kept:
             self._changed_during_job.add(pid)
-        if self.model is None:
-            return
         self._observe(pid, new[len(old) :] if kept else new, forget=not kept)
 
     def _person(self, pid: int) -> int:
@@ -218,7 +230,7 @@ class CollaborativeEngine:
             if self._saved is not None and m > 0:
                 self._start(m, self._build, self._data(), m, self._take_saved())
             return
-        if self.model is None:
+        if not self.fitted:
             due = m >= self.config.initial_random
         else:
             due = m >= next_fit(self.fits[-1])
@@ -227,7 +239,7 @@ class CollaborativeEngine:
         ):
             return
         self._failed_at = None
-        if self.model is None:
+        if not self.fitted:
             self._start(m, self._build, self._data(), m, self._take_saved())
         else:
             revive = revive_due(self.fits[-1], m)
@@ -256,6 +268,29 @@ class CollaborativeEngine:
             self.maintain()
         else:
             self._job = self._pool.submit(work, *args)
+
+    def prior_model(self) -> CollaborativePreferenceGP:
+        r"""The model before any fit: no one yet, its design table and
+        inducing points the study's Sobol points of :func:`fit_seed` at
+        ``0`` answers, every shared function's posterior its prior
+        (:meth:`SharedFunctions.to_prior
+        <prefbo.models.collaborative.shared.SharedFunctions.to_prior>`),
+        the hyperparameters where a fit starts them."""
+        s = fit_seed(self.config.seed, 0)
+        Z = self.config.space.sample(NUM_INDUCING, seed=s).double()
+        model = CollaborativePreferenceGP(
+            Z,
+            torch.zeros(0, 3, dtype=torch.long),
+            num_people=0,
+            num_tastes=NUM_TASTES,
+            num_inducing=NUM_INDUCING,
+            num_residual=NUM_RESIDUAL,
+            item_effects=False,
+            seed=s,
+            inducing_points=Z,
+        )
+        model.shared.to_prior()
+        return model
 
     def _build(
         self,
@@ -322,8 +357,8 @@ class CollaborativeEngine:
     def shared_state(self) -> dict[str, Tensor] | None:
         r"""The fitted shared part (the shared functions, the likelihood)
         of the model, for a later engine's :meth:`restore`; ``None``
-        before the first fit."""
-        if self.model is None:
+        before the first fit (the prior is no fit to save)."""
+        if not self.fitted:
             return None
         return {
             k: v.detach().clone()
@@ -358,10 +393,10 @@ class CollaborativeEngine:
         in ``shown`` (id to the options of the question on screen, or
         ``None``; ``shown_virtual``: to the virtual comparisons it carries,
         as stored), made at the posterior after the answer to it their
-        model finds likelier; empty before the first model.
+        model finds likelier (before the first fit, the prior's).
 
-        A participant alone in the study (every answer is theirs) is asked
-        as the single-person loop asks
+        A participant alone in the study (every answer is theirs) is asked,
+        once a fit exists, as the single-person loop asks
         (:func:`~prefbo.loop.person_question.ask_person`, the strategies of
         :data:`~prefbo.loop.study_collaborative.ASK_ONE_STRATEGIES`), with
         the virtual comparisons the question carries in :attr:`carried`;
@@ -369,7 +404,7 @@ class CollaborativeEngine:
         <prefbo.loop.question_maker.QuestionMaker.for_people>`), its virtual
         comparisons in :attr:`carried` as well."""
         self.carried = {}
-        if self.model is None or not shown:
+        if not shown:
             return {}
         seed = fit_seed(self.config.seed, self.answers + 1)
         alone = self._alone(shown)
@@ -393,9 +428,14 @@ class CollaborativeEngine:
 
     def _alone(self, shown: dict[int, list | None]) -> int | None:
         r"""The participant of ``shown`` whose answers are all of the
-        study's, where the strategy asks so (else ``None``)."""
+        study's, where a fit exists and the strategy asks so (else
+        ``None``)."""
         m = self.answers
-        if m == 0 or self.questions.strategy_name not in ASK_ONE_STRATEGIES:
+        if (
+            m == 0
+            or not self.fitted
+            or self.questions.strategy_name not in ASK_ONE_STRATEGIES
+        ):
             return None
         return next((p for p in shown if len(self.told.get(p, ())) == m), None)
 
@@ -445,7 +485,7 @@ class CollaborativeEngine:
         ``pids``' with answers
         (:func:`~prefbo.serve.collaborative_favourites.favourites_of`)."""
         answered = [pid for pid in pids if self.told.get(pid)]
-        if self.model is None or not answered:
+        if not self.fitted or not answered:
             return {"population": None, "participants": {}}
         return favourites_of(
             self.model,

@@ -377,7 +377,7 @@ class _CollaborativeRounds:
 
     def snapshot(self) -> None:
         answers = sum(n for n, _ in self.seen.values())
-        if answers != self.last and self.engine.model is not None:
+        if answers != self.last and self.engine.fitted:
             pids = [p.id for p in self.seat.store.participants()]
             self.seat.store.add_snapshot(answers, self.engine.favourites(pids))
             self.last = answers

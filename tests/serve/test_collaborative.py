@@ -110,15 +110,37 @@ def fit_calls(monkeypatch):
     return calls
 
 
-def test_no_question_before_the_first_model(config):
+def test_before_the_first_fit_questions_come_from_the_prior(make_config):
+    config = make_config(
+        space=BOX,
+        model={"kind": "collaborative", "initial_random": 4, "boundary_step": False},
+        seed=3,
+    )
     e = CollaborativeEngine(config, background=False)
+    assert not e.fitted and e.model.num_people == 0
+    assert float(e.model.shared.kl().detach()) == pytest.approx(0.0, abs=1e-12)
+    seed = _round_seed(e)
+    pair = e.propose({0: None, 1: None})[0]
+    X = e.candidates(seed)
+    with torch.no_grad():
+        post = e.model.posterior(X)  # the prior: mean 0
+        cov = post.mvn.covariance_matrix
+    assert post.mean.abs().max() == 0
+    # E[max(f_a, f_b)] of a zero mean is sd(f_a - f_b) / sqrt(2 pi)
+    var = cov.diagonal()
+    diff = (var[:, None] + var[None, :] - 2 * cov).clamp_min(0)
+    i = (X.unsqueeze(0) == pair.unsqueeze(1)).all(-1).long().argmax(-1)
+    assert float(diff[i[0], i[1]]) == pytest.approx(float(diff.triu(1).max()))
+    # answers before the first fit move their participant's posterior at once
     e.update(0, rows_of(0, 3))
     e.maintain()
-    assert e.model is None and e.propose({0: None}) == {}
+    assert not e.fitted and e.shared_state() is None
+    assert e.model.answers.counts().tolist()[e.persons[0]] == 3
+    assert e.favourites([0]) == {"population": None, "participants": {}}
+    assert not torch.equal(e.model.latent_mean[e.persons[0]], e.model.latent_mean[1])
     e.update(0, rows_of(0, 4))
     e.maintain()
-    assert e.model is not None and e.fits == [4]
-    assert e.model.answers.counts().tolist() == [4]
+    assert e.fits == [4] and e.model.answers.counts().tolist() == [4]
 
 
 def test_a_newcomers_first_question_is_the_populations_best_pair(plain):
@@ -209,7 +231,7 @@ def test_a_background_fit_gets_the_answers_told_meanwhile(config, monkeypatch):
     for pid in range(3):
         e.update(pid, rows_of(pid, 2))
     e.maintain()
-    assert e.fitting and e.model is None
+    assert e.fitting and not e.fitted
     e.update(0, rows_of(0, 4))  # new answers
     e.update(1, rows_of(1, 1))  # an undo
     e.update(7, rows_of(7, 2))  # a newcomer
@@ -252,7 +274,7 @@ def test_a_worker_round_queues_model_questions(store, make_config):
     pids = [store.add_participant(f"t{i}", f"p{i}") for i in range(3)]
     seen: dict = {}
     made, seen = collaborative_round(store, config, engine, seen)
-    assert made == 0  # no model before any answer
+    assert made == 3 and not engine.fitted  # the prior's first questions
     for pid in pids:
         q = flow.current(store, config, pid)
         flow.answer(store, config, pid, q["question_id"], 0)
@@ -303,7 +325,7 @@ def test_a_failed_fit_is_logged_and_tried_again_with_more_answers(
     for pid in range(2):
         e.update(pid, rows_of(pid, 2))
     e.maintain()
-    assert e.model is None and "fit of the collaborative model failed" in caplog.text
+    assert not e.fitted and "fit of the collaborative model failed" in caplog.text
     e.maintain()
     assert calls == [4]  # not again at once
     e.update(0, rows_of(0, 3))
@@ -312,7 +334,7 @@ def test_a_failed_fit_is_logged_and_tried_again_with_more_answers(
     for pid in range(2):
         e.update(pid, rows_of(pid, 12))
     e.maintain()
-    assert calls == [4, 24] and e.model is not None and e.fits == [24]
+    assert calls == [4, 24] and e.fits == [24]
 
 
 def test_a_restored_engine_starts_from_the_saved_fit_without_fitting(
@@ -387,7 +409,7 @@ def test_a_follower_never_fits_and_adopts_each_saved_fit(engine, config, fit_cal
     for pid in range(6):
         follower.update(pid, rows_of(pid, 5))
     follower.maintain()
-    assert follower.model is None  # no fit of its own, however many answers
+    assert not follower.fitted  # no fit of its own, however many answers
     follower.restore(engine.shared_state())
     follower.maintain()
     assert steps(fit_calls) == [0] and follower.fits == [30]
@@ -432,7 +454,7 @@ def test_worker_one_adopts_the_fits_worker_zero_saves(store, make_config):
         q = flow.current(store, config, pid)
         flow.answer(store, config, pid, q["question_id"], 0)
     follower.round()
-    assert follower.engine.model is None  # nothing saved yet, nothing fitted
+    assert not follower.engine.fitted  # nothing saved yet, nothing fitted
     leader.round()
     assert leader.engine.fits == [3] and store.model_state_tag() is not None
     follower.round()
