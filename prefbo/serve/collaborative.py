@@ -77,9 +77,6 @@ from prefbo.loop.question_maker import QuestionMaker
 from prefbo.loop.spaces import unit_box
 from prefbo.loop.study_collaborative import (
     ASK_ONE_STRATEGIES,
-    NUM_INDUCING,
-    NUM_RESIDUAL,
-    NUM_TASTES,
     REFIT_STEPS,
     fit_seed,
     next_fit,
@@ -87,6 +84,7 @@ from prefbo.loop.study_collaborative import (
 )
 from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.questions import believed_answers
+from prefbo.serve import collaborative_models as built
 from prefbo.serve.answered import Told, points, told_answers
 from prefbo.serve.collaborative_favourites import (
     favourites_of,
@@ -98,20 +96,12 @@ from prefbo.serve.rows import QuestionRow
 
 log = logging.getLogger("prefbo.serve")
 
-#: Gradient steps of the first fit. It comes at ``initial_random`` answers
-#: (a handful), and refits warm-started from it follow at every quarter's
-#: growth; participants get the prior model's questions until it is done.
-BUILD_STEPS = 100
 #: After a fit fails, the next one waits for this many more answers (a
 #: failure such as running out of memory would repeat at once).
 FIT_RETRY_MIN_NEW = 20
 
 #: A served study's strategy (``model.strategy``) to the loop's name of it.
 LOOP_STRATEGY = {"eubo": "eubo", "thompson": "ts", "random": "random"}
-
-#: The state-dict prefixes of the saved shared part.
-SHARED = "shared."
-SAVED_PREFIXES = (SHARED, "likelihood.")
 
 
 class CollaborativeEngine:
@@ -270,27 +260,9 @@ class CollaborativeEngine:
             self._job = self._pool.submit(work, *args)
 
     def prior_model(self) -> CollaborativePreferenceGP:
-        r"""The model before any fit: no one yet, its design table and
-        inducing points the study's Sobol points of :func:`fit_seed` at
-        ``0`` answers, every shared function's posterior its prior
-        (:meth:`SharedFunctions.to_prior
-        <prefbo.models.collaborative.shared.SharedFunctions.to_prior>`),
-        the hyperparameters where a fit starts them."""
-        s = fit_seed(self.config.seed, 0)
-        Z = self.config.space.sample(NUM_INDUCING, seed=s).double()
-        model = CollaborativePreferenceGP(
-            Z,
-            torch.zeros(0, 3, dtype=torch.long),
-            num_people=0,
-            num_tastes=NUM_TASTES,
-            num_inducing=NUM_INDUCING,
-            num_residual=NUM_RESIDUAL,
-            item_effects=False,
-            seed=s,
-            inducing_points=Z,
-        )
-        model.shared.to_prior()
-        return model
+        r"""The model before any fit
+        (:func:`~prefbo.serve.collaborative_models.prior_model`)."""
+        return built.prior_model(self.config)
 
     def _build(
         self,
@@ -298,36 +270,7 @@ class CollaborativeEngine:
         m: int,
         saved: dict[str, Tensor] | None = None,
     ) -> tuple:
-        pids = sorted(data)
-        persons = {pid: i for i, pid in enumerate(pids)}
-        designs, rows = [], []
-        for pid in pids:
-            for told in data[pid]:
-                for winner, loser in zip(*told.comparisons(), strict=True):
-                    n = len(designs)
-                    designs += [winner, loser]
-                    rows.append((persons[pid], n, n + 1))
-        s = fit_seed(self.config.seed, m)
-        if saved is not None:
-            inducing = saved[SHARED + "Z"]
-        else:
-            inducing = self.config.space.sample(NUM_INDUCING, seed=s).double()
-        with seeded(s), expected_fit_warnings(), torch.enable_grad():
-            model = CollaborativePreferenceGP(
-                torch.stack(designs),
-                torch.tensor(rows),
-                num_people=len(pids),
-                num_tastes=NUM_TASTES,
-                num_inducing=NUM_INDUCING,
-                num_residual=NUM_RESIDUAL,
-                item_effects=False,  # a row per compared design, no item
-                seed=s,
-                inducing_points=inducing,
-            )
-            if saved is None or not _load_shared(model, saved):
-                model.fit(steps=BUILD_STEPS, seed=s)
-            else:  # the saved fit: only the people's posteriors to make
-                model.fit(steps=0, seed=s)
+        model, persons = built.build_model(self.config, data, m, saved)
         return model, persons, m
 
     def _refit(
@@ -360,11 +303,7 @@ class CollaborativeEngine:
         before the first fit (the prior is no fit to save)."""
         if not self.fitted:
             return None
-        return {
-            k: v.detach().clone()
-            for k, v in self.model.state_dict().items()
-            if k.startswith(SAVED_PREFIXES)
-        }
+        return built.shared_state(self.model)
 
     def restore(self, state: dict[str, Tensor]) -> None:
         r"""Build the model from ``state`` (:meth:`shared_state` of an
@@ -498,22 +437,3 @@ class CollaborativeEngine:
         r"""Stop the fitting thread (a running fit finishes first)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _load_shared(model: CollaborativePreferenceGP, state: dict[str, Tensor]) -> bool:
-    r"""Load a saved shared part into ``model``; ``False`` (logged) where it
-    does not fit (another study's, another version's)."""
-    try:
-        missing, unexpected = model.load_state_dict(state, strict=False)
-    except (RuntimeError, KeyError, ValueError) as e:
-        log.warning("the saved collaborative model does not fit: %s; fitting", e)
-        return False
-    lost = [k for k in missing if k.startswith(SAVED_PREFIXES)]
-    if lost or unexpected:
-        log.warning(
-            "the saved collaborative model lacks %s, has extra %s; fitting",
-            lost[:3],
-            list(unexpected)[:3],
-        )
-        return False
-    return True
