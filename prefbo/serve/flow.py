@@ -135,8 +135,9 @@ def _show(
 
 
 #: Seconds a newcomer's first request waits for a worker's question, where
-#: the study's kind makes newcomers' questions from everyone's answers
-#: (population, collaborative) and a worker has made a question already.
+#: the study's kind makes newcomers' questions from everyone's answers:
+#: the collaborative kind always (before any answer, from the model's
+#: prior), the population kind once a worker has made a question.
 FIRST_QUESTION_WAIT = 0.5
 _FIRST_QUESTION_POLL = 0.02
 
@@ -144,10 +145,11 @@ _FIRST_QUESTION_POLL = 0.02
 def _await_first_question(store: Store, config: StudyConfig, pid: int) -> None:
     r"""Wait up to :data:`FIRST_QUESTION_WAIT` for a worker's question 0 of
     a participant who has none: their first question then comes from the
-    population's posterior, not uniformly."""
+    population's posterior (or the collaborative model's prior), not
+    uniformly."""
     if config.model_kind == "individual" or store.has_question(pid):
         return
-    if not store.any_model_question():
+    if config.model_kind != "collaborative" and not store.any_model_question():
         return  # no model yet: nothing to wait for
     deadline = time.monotonic() + FIRST_QUESTION_WAIT
     while time.monotonic() < deadline and not store.has_question(pid):

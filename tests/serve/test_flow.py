@@ -142,15 +142,21 @@ def test_a_newcomer_waits_briefly_for_the_models_first_question(store, make_conf
     import threading
     import time
 
+    # the population kind: no model question in the study yet, no wait
+    population = make_config(model={"kind": "population"})
+    started = time.monotonic()
+    flow.current(store, population, _join(store, "early"))
+    assert time.monotonic() - started < flow.FIRST_QUESTION_WAIT / 2
+    # the collaborative kind's workers ask from its prior before any answer:
+    # the study's very first newcomer waits for theirs too
     config = make_config(model={"kind": "collaborative"})
     first = _join(store, "first")
-    # no model question in the study yet: no wait, a uniform question
-    started = time.monotonic()
+    made = MadeQuestion(first, 0, [[0.1, 0.2], [0.9, 0.8]], 0)
+    worker = threading.Timer(0.1, store.queue_question, (made,))
+    worker.start()
     flow.current(store, config, first)
-    assert time.monotonic() - started < flow.FIRST_QUESTION_WAIT / 2
-    assert store.questions_of(first)[0].origin == "random"
-    # a model exists
-    store.queue_question(MadeQuestion(first, 1, [[0.1, 0.2], [0.9, 0.8]], 0))
+    worker.join()
+    assert store.questions_of(first)[0].origin == "model"
     late = _join(store, "late")
     made = MadeQuestion(late, 0, [[0.3, 0.2], [0.7, 0.8]], 0)
     worker = threading.Timer(0.1, store.queue_question, (made,))
@@ -165,6 +171,10 @@ def test_a_newcomer_waits_briefly_for_the_models_first_question(store, make_conf
     flow.current(store, config, last)
     assert time.monotonic() - started >= flow.FIRST_QUESTION_WAIT
     assert store.questions_of(last)[0].origin == "random"
+    # the population kind waits once a worker has made a question
+    started = time.monotonic()
+    flow.current(store, population, _join(store, "after"))
+    assert time.monotonic() - started >= flow.FIRST_QUESTION_WAIT
     # the individual kind does not wait: a newcomer's model knows nothing
     solo = make_config(model={"kind": "individual"})
     started = time.monotonic()
