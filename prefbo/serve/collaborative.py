@@ -29,9 +29,9 @@ holds one :class:`CollaborativeEngine` for the life of its process:
   refitted: alone, their answers are what the shared part is fitted on,
   and an online update at a fixed shared part moves their utility far
   less than a refit. On 20 simulated lone participants (seeds fixed before
-  the run) the favourite after 12 answers was 0.14 from their best (mean
-  regret) this way, 0.13 from the batched step with its virtual
-  comparisons (0.60 without them), the individual kind's 0.06
+  the run) the favourite after 12 answers was 0.058 from their best (mean
+  regret) this way, 0.151 from the batched step with its virtual
+  comparisons, the individual kind's 0.059
   (``benchmarks/results/serve_lone.md``).
 - The shared part is fitted off the question path, on a thread
   (:meth:`CollaborativeEngine.maintain`): built once the study holds
