@@ -135,7 +135,7 @@ class CollaborativeEngine:
     ) -> None:
         self.config = config
         self.fitter = fitter
-        self.model = self.prior_model()
+        self.model: CollaborativePreferenceGP = self.prior_model()
         self.persons: dict[int, int] = {}
         self.told: dict[int, list[Told]] = {}
         self.fits: list[int] = []
