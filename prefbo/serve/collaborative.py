@@ -71,6 +71,7 @@ from torch import Tensor
 from prefbo.loop.box import DesignBox
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
+from prefbo.loop.options import SEED_MOD
 from prefbo.loop.people_questions import CANDIDATES
 from prefbo.loop.person_question import ask_person
 from prefbo.loop.question_maker import QuestionMaker
@@ -80,6 +81,7 @@ from prefbo.loop.study_collaborative import (
     REFIT_STEPS,
     fit_seed,
     next_fit,
+    question_seed,
     revive_due,
 )
 from prefbo.models.collaborative import CollaborativePreferenceGP
@@ -341,7 +343,12 @@ class CollaborativeEngine:
         the virtual comparisons the question carries in :attr:`carried`;
         everyone else from one batched step (:meth:`QuestionMaker.for_people
         <prefbo.loop.question_maker.QuestionMaker.for_people>`), its virtual
-        comparisons in :attr:`carried` as well."""
+        comparisons in :attr:`carried` as well. Before the first fit, and
+        for a strategy that uses no model, each participant is asked by a
+        step of their own, seeded by :meth:`own_seed`: at the prior
+        everyone's posterior is the same, and one step's candidates would
+        give every newcomer the same pair (and a participant whose round
+        saw no new answer the same draw again)."""
         self.carried = {}
         if not shown:
             return {}
@@ -352,18 +359,39 @@ class CollaborativeEngine:
             virtual = (shown_virtual or {}).get(alone)
             out[alone] = self._ask_alone(alone, shown[alone], virtual, seed)
         pids = [pid for pid in shown if pid != alone]
-        if pids:
-            people = torch.tensor([self._person(pid) for pid in pids])
-            looking = [points(shown[p]) for p in pids]
-            virtual = [points((shown_virtual or {}).get(p)) for p in pids]
-            asked = self.questions.for_people(
-                self.model, people, looking, seed, virtual
-            )
-            out.update(zip(pids, asked.questions, strict=True))
-            for pid, carried in zip(pids, asked.virtual, strict=True):
-                if carried is not None:
-                    self.carried[pid] = carried
+        if self.fitted and self.questions.uses_model:
+            batches = [(pids, seed)] if pids else []
+        else:
+            batches = [([pid], self.own_seed(pid, shown[pid])) for pid in pids]
+        for batch, batch_seed in batches:
+            out.update(self._ask_batch(batch, shown, shown_virtual, batch_seed))
         return out
+
+    def own_seed(self, pid: int, options: list | None) -> int:
+        r"""The seed of participant ``pid``'s own step: from the study's
+        answers, the participant's questions (their answers told, and the
+        one on screen, ``options``) and their id
+        (:func:`~prefbo.loop.study_collaborative.question_seed`)."""
+        own = len(self.told.get(pid, ())) + (options is not None)
+        return question_seed(self.config.seed, self.answers, own, pid) % SEED_MOD
+
+    def _ask_batch(
+        self,
+        pids: list[int],
+        shown: dict[int, list | None],
+        shown_virtual: dict[int, list | None] | None,
+        seed: int,
+    ) -> dict[int, Tensor]:
+        r"""The questions of ``pids`` from one batched step of ``seed``,
+        their virtual comparisons put in :attr:`carried`."""
+        people = torch.tensor([self._person(pid) for pid in pids])
+        looking = [points(shown[p]) for p in pids]
+        virtual = [points((shown_virtual or {}).get(p)) for p in pids]
+        asked = self.questions.for_people(self.model, people, looking, seed, virtual)
+        for pid, carried in zip(pids, asked.virtual, strict=True):
+            if carried is not None:
+                self.carried[pid] = carried
+        return dict(zip(pids, asked.questions, strict=True))
 
     def _alone(self, shown: dict[int, list | None]) -> int | None:
         r"""The participant of ``shown`` whose answers are all of the

@@ -119,18 +119,19 @@ def test_before_the_first_fit_questions_come_from_the_prior(make_config):
     e = CollaborativeEngine(config, background=False)
     assert not e.fitted and e.model.num_people == 0
     assert float(e.model.shared.kl().detach()) == pytest.approx(0.0, abs=1e-12)
-    seed = _round_seed(e)
-    pair = e.propose({0: None, 1: None})[0]
-    X = e.candidates(seed)
-    with torch.no_grad():
-        post = e.model.posterior(X)  # the prior: mean 0
-        cov = post.mvn.covariance_matrix
-    assert post.mean.abs().max() == 0
-    # E[max(f_a, f_b)] of a zero mean is sd(f_a - f_b) / sqrt(2 pi)
-    var = cov.diagonal()
-    diff = (var[:, None] + var[None, :] - 2 * cov).clamp_min(0)
-    i = (X.unsqueeze(0) == pair.unsqueeze(1)).all(-1).long().argmax(-1)
-    assert float(diff[i[0], i[1]]) == pytest.approx(float(diff.triu(1).max()))
+    asked = e.propose({0: None, 1: None})
+    assert not torch.equal(asked[0], asked[1])  # each their own candidates
+    for pid, pair in asked.items():
+        X = e.candidates(e.own_seed(pid, None))
+        with torch.no_grad():
+            post = e.model.posterior(X)  # the prior: mean 0
+            cov = post.mvn.covariance_matrix
+        assert post.mean.abs().max() == 0
+        # E[max(f_a, f_b)] of a zero mean is sd(f_a - f_b) / sqrt(2 pi)
+        var = cov.diagonal()
+        diff = (var[:, None] + var[None, :] - 2 * cov).clamp_min(0)
+        i = (X.unsqueeze(0) == pair.unsqueeze(1)).all(-1).long().argmax(-1)
+        assert float(diff[i[0], i[1]]) == pytest.approx(float(diff.triu(1).max()))
     # answers before the first fit move their participant's posterior at once
     e.update(0, rows_of(0, 3))
     e.maintain()
@@ -141,6 +142,21 @@ def test_before_the_first_fit_questions_come_from_the_prior(make_config):
     e.update(0, rows_of(0, 4))
     e.maintain()
     assert e.fits == [4] and e.model.answers.counts().tolist() == [4]
+
+
+@pytest.mark.parametrize("strategy", ["random", "thompson", "eubo"])
+def test_a_question_on_screen_is_not_asked_again_before_the_first_fit(
+    make_config, strategy
+):
+    config = make_config(
+        space=BOX, model={"kind": "collaborative", "strategy": strategy}, seed=3
+    )
+    e = CollaborativeEngine(config, background=False)
+    first = e.propose({0: None})[0]
+    # the next round, no answer in between: the next question, made while
+    # the first is on screen, is another
+    second = e.propose({0: first.tolist()})[0]
+    assert not torch.equal(first, second)
 
 
 def test_a_newcomers_first_question_is_the_populations_best_pair(plain):
