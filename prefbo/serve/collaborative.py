@@ -29,8 +29,8 @@ holds one :class:`CollaborativeEngine` for the life of its process:
   refitted: alone, their answers are what the shared part is fitted on,
   and an online update at a fixed shared part moves their utility far
   less than a refit. On 20 simulated lone participants (seeds fixed before
-  the run) the favourite after 12 answers was 0.058 from their best (mean
-  regret) this way, 0.151 from the batched step with its virtual
+  the run) the favourite after 12 answers was 0.057 from their best (mean
+  regret) this way, 0.094 from the batched step with its virtual
   comparisons, the individual kind's 0.059
   (``benchmarks/results/serve_lone.md``).
 - The shared part is fitted off the question path, on a thread
@@ -48,13 +48,16 @@ holds one :class:`CollaborativeEngine` for the life of its process:
 
 Before the first fit the engine's model is the collaborative model's
 prior (:meth:`CollaborativeEngine.prior_model`: no one yet, every shared
-function at its prior ``N(0, I)``, no gradient step), and it serves as the
-fitted one does: answers update their participant's own part online, and
-every waiting participant's question comes from the batched step at their
-posterior, so the first questions of a study are the model's too (at the
-prior, the pairs whose utilities differ most in variance: far apart in
-the kernel's sense). A participant alone in the study is asked by the lone
-path only once a fit exists (it refits what the prior has not fitted).
+function at its prior ``N(0, I)``, no gradient step): answers update
+their participant's own part online, and each waiting participant is
+asked at their posterior by a step of their own
+(:meth:`CollaborativeEngine.own_seed`; at the prior everyone's posterior
+is the same, and one shared step would ask every newcomer the same
+pair), so the first questions of a study are the model's too (with EUBO,
+the pair of the participant's candidates whose utilities differ most in
+variance: far apart in the kernel's sense). A participant alone in the
+study is asked by the lone path only once a fit exists (it refits what
+the prior has not fitted).
 """
 
 from __future__ import annotations

@@ -179,6 +179,7 @@ def test_a_repeated_undo_withdraws_one_answer(client):
 
 def test_the_researchers_pages_need_the_token(client):
     token = _join(client, "Cy")
+    assert "No answers yet: the favourites" in client.get("/r/RESEARCHER").text
     q = client.get(f"/api/p/{token}/question").json()
     client.post(
         f"/api/p/{token}/answer", json={"question_id": q["question_id"], "choice": 1}
@@ -187,6 +188,7 @@ def test_the_researchers_pages_need_the_token(client):
     assert client.get("/r/WRONG/export.csv").status_code == 404
     page = client.get("/r/RESEARCHER")
     assert page.status_code == 200 and "Cy" in page.text and "<svg" in page.text
+    assert "No favourites yet: the favourites" in page.text  # no worker here
     status = client.get("/api/r/RESEARCHER/status").json()
     assert status["answers"] == 1 and status["participants"][0]["label"] == "Cy"
     csv = client.get("/r/RESEARCHER/export.csv")
