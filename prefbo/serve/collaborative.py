@@ -129,6 +129,8 @@ class CollaborativeEngine:
             fit.
         persons: Participant id to their person in :attr:`model`.
         told: Participant id to their answers in force, in order.
+        answered: Participant id to their answered questions, "no
+            preference" ones (not told) included.
         fits: The answer counts of the fits made so far.
         carried: Participant id to the ``k x 2 x d`` virtual comparisons
             (model points) the latest question :meth:`propose` made for
@@ -143,6 +145,7 @@ class CollaborativeEngine:
         self.model: CollaborativePreferenceGP = self.prior_model()
         self.persons: dict[int, int] = {}
         self.told: dict[int, list[Told]] = {}
+        self.answered: dict[int, int] = {}
         self.fits: list[int] = []
         self.carried: dict[int, Tensor] = {}
         self._pool = ThreadPoolExecutor(1) if background else None
@@ -186,6 +189,7 @@ class CollaborativeEngine:
             a.key == b.key for a, b in zip(old, new, strict=False)
         )
         self.told[pid] = new
+        self.answered[pid] = len(rows)
         if self._job is not None and not kept:
             self._changed_during_job.add(pid)
         self._observe(pid, new[len(old) :] if kept else new, forget=not kept)
@@ -372,10 +376,10 @@ class CollaborativeEngine:
 
     def own_seed(self, pid: int, options: list | None) -> int:
         r"""The seed of participant ``pid``'s own step: from the study's
-        answers, the participant's questions (their answers told, and the
-        one on screen, ``options``) and their id
-        (:func:`~prefbo.loop.study_collaborative.question_seed`)."""
-        own = len(self.told.get(pid, ())) + (options is not None)
+        answers, the participant's questions (those answered, "no
+        preference" included, and the one on screen, ``options``) and their
+        id (:func:`~prefbo.loop.study_collaborative.question_seed`)."""
+        own = self.answered.get(pid, 0) + (options is not None)
         return question_seed(self.config.seed, self.answers, own, pid) % SEED_MOD
 
     def _ask_batch(

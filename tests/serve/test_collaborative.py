@@ -157,6 +157,14 @@ def test_a_question_on_screen_is_not_asked_again_before_the_first_fit(
     # the first is on screen, is another
     second = e.propose({0: first.tolist()})[0]
     assert not torch.equal(first, second)
+    # "no preference" to the first (not told): the third, made while the
+    # second is on screen, is neither
+    row = rows_of(0, 1)[0]
+    row = replace(row, options=first.tolist(), choice=None, no_preference=True)
+    e.update(0, [row])
+    assert e.answers == 0
+    third = e.propose({0: second.tolist()})[0]
+    assert not torch.equal(third, second) and not torch.equal(third, first)
 
 
 def test_a_newcomers_first_question_is_the_populations_best_pair(plain):
