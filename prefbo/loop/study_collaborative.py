@@ -153,6 +153,32 @@ def fit_seed(seed: int, answers: int) -> int:
     return seeds.fit_seed(seed, answers) % SEED_MOD
 
 
+def study_model(
+    designs: Tensor,
+    rows: Tensor,
+    num_people: int,
+    seed: int,
+    inducing: Tensor | None = None,
+) -> CollaborativePreferenceGP:
+    r"""A study's unfitted model of ``n x d`` ``designs`` (unit cube) and
+    ``m x 3`` answer ``rows``: :data:`NUM_TASTES` tastes,
+    :data:`NUM_INDUCING` inducing points (``inducing``, default chosen
+    among the designs), :data:`NUM_RESIDUAL` of the residual's, and no item
+    effects (a row per compared design, no item). ``prefbo serve``'s
+    collaborative kind builds the same."""
+    return CollaborativePreferenceGP(
+        designs,
+        rows,
+        num_people=num_people,
+        num_tastes=NUM_TASTES,
+        num_inducing=NUM_INDUCING,
+        num_residual=NUM_RESIDUAL,
+        item_effects=False,
+        seed=seed,
+        inducing_points=inducing,
+    )
+
+
 def question_seed(seed: int, fitted_at: int, own: int, person: int) -> int:
     r"""Seed of ``person``'s question, from the answers at the last fit and
     the ``own`` answers of the person."""
@@ -252,16 +278,7 @@ class CollaborativeState:
         sobol = SobolEngine(d, scramble=True, seed=s)
         designs.append(sobol.draw(INDUCING_FILL, dtype=designs[0].dtype))
         with seeded(s), expected_fit_warnings(), torch.enable_grad():
-            model = CollaborativePreferenceGP(
-                torch.cat(designs),
-                torch.cat(rows),
-                num_people=num_people,
-                num_tastes=NUM_TASTES,
-                num_inducing=NUM_INDUCING,
-                num_residual=NUM_RESIDUAL,
-                item_effects=False,  # a row per compared design, no item
-                seed=s,
-            )
+            model = study_model(torch.cat(designs), torch.cat(rows), num_people, s)
             model.fit(steps=FIT_STEPS, seed=s)
         self.model, self.fitted_at, self.fits = model, answers, [answers]
 

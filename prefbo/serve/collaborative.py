@@ -47,10 +47,10 @@ holds one :class:`CollaborativeEngine` for the life of its process:
   fits, to a machine's load.
 
 Before the first fit the engine's model is the collaborative model's
-prior (:meth:`CollaborativeEngine.prior_model`: no one yet, every shared
-function at its prior ``N(0, I)``, no gradient step): answers update
-their participant's own part online, and each waiting participant is
-asked at their posterior by a step of their own
+prior (:func:`~prefbo.serve.collaborative_models.prior_model`: no one
+yet, every shared function at its prior ``N(0, I)``, no gradient step):
+answers update their participant's own part online, and each waiting
+participant is asked at their posterior by a step of their own
 (:meth:`CollaborativeEngine.own_seed`; at the prior everyone's posterior
 is the same, and one shared step would ask every newcomer the same
 pair), so the first questions of a study are the model's too (with EUBO,
@@ -125,8 +125,9 @@ class CollaborativeEngine:
     Attributes:
         fitter: Whether the engine fits the shared part itself.
         questions: The study's question maker (its space, its strategy).
-        model: The model: the prior (:meth:`prior_model`) before the first
-            fit.
+        model: The model: the prior
+            (:func:`~prefbo.serve.collaborative_models.prior_model`) before
+            the first fit.
         persons: Participant id to their person in :attr:`model`.
         told: Participant id to their answers in force, in order.
         answered: Participant id to their answered questions, "no
@@ -142,7 +143,7 @@ class CollaborativeEngine:
     ) -> None:
         self.config = config
         self.fitter = fitter
-        self.model: CollaborativePreferenceGP = self.prior_model()
+        self.model: CollaborativePreferenceGP = built.prior_model(config)
         self.persons: dict[int, int] = {}
         self.told: dict[int, list[Told]] = {}
         self.answered: dict[int, int] = {}
@@ -267,11 +268,6 @@ class CollaborativeEngine:
             self.maintain()
         else:
             self._job = self._pool.submit(work, *args)
-
-    def prior_model(self) -> CollaborativePreferenceGP:
-        r"""The model before any fit
-        (:func:`~prefbo.serve.collaborative_models.prior_model`)."""
-        return built.prior_model(self.config)
 
     def _build(
         self,

@@ -3,12 +3,10 @@ r"""The models a served collaborative study's engine
 prior before its first fit, a model built from the answers (fitted, or at
 a saved shared part) and the shared part it saves.
 
-Every one has the study's sizes
-(:data:`~prefbo.loop.study_collaborative.NUM_TASTES`,
-:data:`~prefbo.loop.study_collaborative.NUM_INDUCING`,
-:data:`~prefbo.loop.study_collaborative.NUM_RESIDUAL`) and no item
-effects: its design table holds a row per compared design, not a pool's
-items.
+Every one is a :func:`~prefbo.loop.study_collaborative.study_model`, as
+:class:`~prefbo.loop.PopulationStudy`'s: the study's sizes and no item
+effects (its design table holds a row per compared design, not a pool's
+items).
 """
 
 from __future__ import annotations
@@ -20,12 +18,7 @@ from torch import Tensor
 
 from prefbo.loop.fit_warnings import expected_fit_warnings
 from prefbo.loop.fitted import seeded
-from prefbo.loop.study_collaborative import (
-    NUM_INDUCING,
-    NUM_RESIDUAL,
-    NUM_TASTES,
-    fit_seed,
-)
+from prefbo.loop.study_collaborative import NUM_INDUCING, fit_seed, study_model
 from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.serve.answered import Told
 from prefbo.serve.config import StudyConfig
@@ -42,24 +35,6 @@ SHARED = "shared."
 SAVED_PREFIXES = (SHARED, "likelihood.")
 
 
-def served_model(
-    designs: Tensor, rows: Tensor, num_people: int, seed: int, inducing: Tensor
-) -> CollaborativePreferenceGP:
-    r"""A served study's model of ``n x d`` ``designs`` (model points) and
-    ``m x 3`` answer ``rows``, with ``inducing`` points, unfitted."""
-    return CollaborativePreferenceGP(
-        designs,
-        rows,
-        num_people=num_people,
-        num_tastes=NUM_TASTES,
-        num_inducing=NUM_INDUCING,
-        num_residual=NUM_RESIDUAL,
-        item_effects=False,
-        seed=seed,
-        inducing_points=inducing,
-    )
-
-
 def prior_model(config: StudyConfig) -> CollaborativePreferenceGP:
     r"""The model of study ``config`` before any fit: no one yet, its design
     table and inducing points the space's Sobol points of
@@ -70,7 +45,7 @@ def prior_model(config: StudyConfig) -> CollaborativePreferenceGP:
     hyperparameters where a fit starts them."""
     s = fit_seed(config.seed, 0)
     Z = config.space.sample(NUM_INDUCING, seed=s).double()
-    model = served_model(Z, torch.zeros(0, 3, dtype=torch.long), 0, s, Z)
+    model = study_model(Z, torch.zeros(0, 3, dtype=torch.long), 0, s, Z)
     model.shared.to_prior()
     return model
 
@@ -104,7 +79,7 @@ def build_model(
     else:
         inducing = config.space.sample(NUM_INDUCING, seed=s).double()
     with seeded(s), expected_fit_warnings(), torch.enable_grad():
-        model = served_model(
+        model = study_model(
             torch.stack(designs), torch.tensor(rows), len(pids), s, inducing
         )
         if saved is None or not load_shared(model, saved):
