@@ -17,8 +17,9 @@ Set the environment variable ``PREFBO_DATA`` to a folder holding the plain
 :mod:`prefbo.datasets.population` turns people's answers into one
 :class:`~prefbo.datasets.population.Population`: ``Game.csv``'s rankings as
 pairs (:func:`~prefbo.datasets.population.game_rankings`) and a synthetic
-population with planted tastes
-(:func:`~prefbo.datasets.population.planted_population`).
+population with planted tastes, answering pairs
+(:func:`~prefbo.datasets.population.planted_population`) or ranking a few
+items each (:func:`~prefbo.datasets.population.planted_rankings`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from prefbo.datasets.population import (
     Population,
     game_rankings,
     planted_population,
+    planted_rankings,
 )
 from prefbo.exceptions import InputDataError
 
@@ -48,6 +50,7 @@ __all__ = [
     "game_rankings",
     "open_dataset",
     "planted_population",
+    "planted_rankings",
     "read_csv",
 ]
 

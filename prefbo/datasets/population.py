@@ -35,6 +35,13 @@ The planted world of :func:`planted_population`:
   distinct items, drawn uniformly, each with Thurstone probit noise:
   ``P(a ≻ b) = Φ((f_p(a) − f_p(b)) / (√2 · noise_std))`` (each utility is
   read with independent ``N(0, noise_std²)`` noise).
+- **Rankings** (:func:`planted_rankings`, the same world): person ``p``
+  instead ranks ``items_per_person`` distinct items, drawn uniformly, each
+  utility read once with that noise, and answers all the ranking's pairs:
+  a person's answers are consistent, as in real ranking data (Game's, or a
+  survey where each respondent orders a few of a large pool's items). At
+  the defaults (100 items, 10 ranked each) a ranking's pairs agree with
+  the true utility about 80 % of the time (0.77 to 0.83 over seeds 0 … 4).
 
 The defaults (300 people, 60 items in ``[0, 1]^3``, 2 tastes, 20 answers
 each, 2 person features, ``noise_std = 1.25``, ``residual_scale = 0.2``)
@@ -46,9 +53,10 @@ against about 2), so a person is mostly their weights.
 
 Every random draw comes from one ``torch.Generator`` seeded by ``seed``, in a
 fixed order (items, ``g``, tastes, ``B``, features, weights, residuals,
-the items' own effects where there are any, pairs, answer noise), so a
-seed gives the same population on every machine, to rounding: the smooth
-draws' matrix products can round differently from one call to the next
+the items' own effects where there are any, then the pairs or ranked
+items, and the answer noise), so a seed gives the same population on every
+machine, to rounding: the smooth draws' matrix products can round
+differently from one call to the next
 (by about 1e-7, seen once in 24 processes at 300 people), which moves the
 utilities by that much and would flip an answer only at a tie that close.
 People are independent given the world (items, ``g``, tastes, ``B``), so a
@@ -64,7 +72,7 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -169,16 +177,9 @@ def planted_population(
         InputDataError: An argument out of range, e.g. more answers per
             person than there are pairs of items.
     """
-    num_people = check_int("num_people", num_people, minimum=1)
-    num_items = check_int("num_items", num_items, minimum=2)
-    dim = check_int("dim", dim, minimum=1)
-    num_tastes = check_int("num_tastes", num_tastes, minimum=0)
     answers_per_person = check_int("answers_per_person", answers_per_person, 1)
     noise_std = check_float("noise_std", noise_std, minimum=0)
-    residual_scale = check_float("residual_scale", residual_scale, minimum=0)
-    item_effect_scale = check_float("item_effect_scale", item_effect_scale, minimum=0)
-    person_feature_dim = check_int("person_feature_dim", person_feature_dim, 0)
-    seed = check_seed("seed", seed)
+    num_items = check_int("num_items", num_items, minimum=2)
     num_pairs = num_items * (num_items - 1) // 2
     if answers_per_person > num_pairs:
         raise InputDataError(
@@ -186,6 +187,137 @@ def planted_population(
             f"num_items={num_items} items (each pair answered once per person); got "
             f"answers_per_person={answers_per_person}. Ask fewer pairs or add items."
         )
+    world, gen = _planted_world(
+        num_people,
+        num_items,
+        dim,
+        num_tastes,
+        residual_scale,
+        person_feature_dim,
+        seed,
+        item_effect_scale,
+    )
+    pairs = torch.triu_indices(num_items, num_items, offset=1).T  # pairs x 2
+    keys = torch.rand(num_people, num_pairs, generator=gen)
+    chosen = pairs[keys.argsort(dim=-1)[:, :answers_per_person]]  # P x a x 2
+    u = world.utilities.gather(1, chosen.flatten(1)).view(chosen.shape)  # P x a x 2
+    noise = noise_std * torch.randn(u.shape, dtype=DTYPE, generator=gen)
+    first = (u + noise).diff(dim=-1).squeeze(-1) < 0  # P x a: the first wins
+    ordered = torch.where(first.unsqueeze(-1), chosen, chosen.flip(-1))
+    return replace(world, answers=_by_person(ordered))
+
+
+def planted_rankings(
+    num_people: int = 300,
+    num_items: int = 100,
+    items_per_person: int = 10,
+    dim: int = 3,
+    num_tastes: int = 2,
+    noise_std: float = 1.25,
+    residual_scale: float = 0.2,
+    person_feature_dim: int = 2,
+    seed: int = 0,
+    item_effect_scale: float = 0.0,
+) -> PlantedPopulation:
+    r"""The planted world of :func:`planted_population`, each person ranking
+    a few items rather than answering pairs.
+
+    Person ``p`` ranks ``items_per_person`` distinct items, drawn uniformly,
+    by reading each one's utility once with Thurstone noise,
+    ``f_p(x) + N(0, noise_std²)``, and ordering them; their answers are the
+    ranking's ``r (r - 1) / 2`` pairs, the better-ranked item the winner. So
+    one person's answers are always consistent (transitive), and any one of
+    their pairs follows ``P(a ≻ b) = Φ((f_p(a) − f_p(b)) / (√2 · noise_std))``
+    as in :func:`planted_population`. This is the shape of real ranking data
+    sets where each respondent orders a handful of a large pool's items.
+
+    With the same ``seed`` and the world's arguments (all but
+    ``items_per_person`` and ``noise_std``), the world (items, utilities,
+    tastes, weights, features, item effects) is the one
+    :func:`planted_population` draws: only the answers differ.
+
+    Args:
+        num_people: ``P >= 1`` people.
+        num_items: ``n >= 2`` items.
+        items_per_person: ``r``, from 2 to ``n``, the items each person ranks.
+        dim: ``d >= 1``, the items' dimension.
+        num_tastes: ``K >= 0`` tastes.
+        noise_std: ``σ >= 0`` of the noise on each utility read (0: every
+            ranking follows the utility).
+        residual_scale: ``>= 0``, the sd of each person's own residual.
+        person_feature_dim: ``e >= 0`` person features.
+        seed: Seed of the one generator of every draw.
+        item_effect_scale: ``>= 0``, the sd of each item's own effect.
+
+    Returns:
+        A :class:`PlantedPopulation` with ``m = P · r (r - 1) / 2`` answers,
+        grouped by person in order.
+
+    Raises:
+        InputTypeError: An argument of the wrong type.
+        InputDataError: An argument out of range, e.g. more items per person
+            than there are items.
+
+    Example:
+        >>> pop = planted_rankings(num_people=50, items_per_person=6, seed=1)
+        >>> pop.answers.shape  # 50 people x 15 pairs, x (person, winner, loser)
+    """
+    num_items = check_int("num_items", num_items, minimum=2)
+    items_per_person = check_int("items_per_person", items_per_person, minimum=2)
+    noise_std = check_float("noise_std", noise_std, minimum=0)
+    if items_per_person > num_items:
+        raise InputDataError(
+            f"items_per_person must be at most num_items={num_items} (each person "
+            f"ranks distinct items); got items_per_person={items_per_person}. "
+            "Rank fewer items or add items."
+        )
+    world, gen = _planted_world(
+        num_people,
+        num_items,
+        dim,
+        num_tastes,
+        residual_scale,
+        person_feature_dim,
+        seed,
+        item_effect_scale,
+    )
+    keys = torch.rand(num_people, num_items, generator=gen)
+    ranked = keys.argsort(dim=-1)[:, :items_per_person]  # P x r items
+    read = world.utilities.gather(1, ranked)  # P x r
+    read = read + noise_std * torch.randn(read.shape, dtype=DTYPE, generator=gen)
+    ranked = ranked.gather(1, read.argsort(dim=-1, descending=True))  # best first
+    better, worse = torch.triu_indices(items_per_person, items_per_person, offset=1)
+    ordered = torch.stack([ranked[:, better], ranked[:, worse]], -1)  # P x a x 2
+    return replace(world, answers=_by_person(ordered))
+
+
+def _by_person(ordered: Tensor) -> Tensor:
+    r"""``P x a x 2`` answers (winner, loser) as ``P a x 3`` rows
+    ``(person, winner, loser)``, grouped by person in order."""
+    people = torch.arange(ordered.shape[0]).repeat_interleave(ordered.shape[1])
+    return torch.cat([people.unsqueeze(-1), ordered.reshape(-1, 2)], -1)
+
+
+def _planted_world(
+    num_people: int,
+    num_items: int,
+    dim: int,
+    num_tastes: int,
+    residual_scale: float,
+    person_feature_dim: int,
+    seed: int,
+    item_effect_scale: float,
+) -> tuple[PlantedPopulation, torch.Generator]:
+    r"""The planted world without answers (``0 x 3``), and the generator its
+    draws left, for the answers' draws."""
+    num_people = check_int("num_people", num_people, minimum=1)
+    num_items = check_int("num_items", num_items, minimum=2)
+    dim = check_int("dim", dim, minimum=1)
+    num_tastes = check_int("num_tastes", num_tastes, minimum=0)
+    residual_scale = check_float("residual_scale", residual_scale, minimum=0)
+    item_effect_scale = check_float("item_effect_scale", item_effect_scale, minimum=0)
+    person_feature_dim = check_int("person_feature_dim", person_feature_dim, 0)
+    seed = check_seed("seed", seed)
     gen = torch.Generator().manual_seed(seed)
     sobol_seed = int(torch.randint(2**31, (1,), generator=gen))
     designs = SobolEngine(dim, scramble=True, seed=sobol_seed).draw(num_items)
@@ -203,26 +335,17 @@ def planted_population(
         item_effects = item_effect_scale * torch.randn(
             num_items, dtype=DTYPE, generator=gen
         )
-    utilities = shared + weights @ tastes.T + residuals + item_effects  # P x n
-    pairs = torch.triu_indices(num_items, num_items, offset=1).T  # pairs x 2
-    keys = torch.rand(num_people, num_pairs, generator=gen)
-    chosen = pairs[keys.argsort(dim=-1)[:, :answers_per_person]]  # P x a x 2
-    u = utilities.gather(1, chosen.flatten(1)).view(chosen.shape)  # P x a x 2
-    noise = noise_std * torch.randn(u.shape, dtype=DTYPE, generator=gen)
-    first = (u + noise).diff(dim=-1).squeeze(-1) < 0  # P x a: the first wins
-    ordered = torch.where(first.unsqueeze(-1), chosen, chosen.flip(-1))
-    people = torch.arange(num_people).repeat_interleave(answers_per_person)
-    answers = torch.cat([people.unsqueeze(-1), ordered.reshape(-1, 2)], -1)  # m x 3
-    return PlantedPopulation(
+    world = PlantedPopulation(
         designs=designs,
-        answers=answers,
+        answers=torch.empty(0, 3, dtype=torch.long),
         person_features=features,
-        utilities=utilities,
+        utilities=shared + weights @ tastes.T + residuals + item_effects,  # P x n
         tastes=tastes,
         shared=shared,
         weights=weights,
         item_effects=item_effects,
     )
+    return world, gen
 
 
 def _smooth_draws(designs: Tensor, num: int, gen: torch.Generator) -> Tensor:

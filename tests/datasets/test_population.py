@@ -8,6 +8,7 @@ from prefbo.datasets import (
     Population,
     game_rankings,
     planted_population,
+    planted_rankings,
     read_csv,
 )
 from prefbo.datasets.population import PLATFORMS
@@ -168,6 +169,111 @@ def test_no_tastes_and_no_features_are_allowed():
 def test_bad_arguments_are_refused(kwargs, error, match):
     with pytest.raises(error, match=match):
         planted_population(**kwargs)
+
+
+def test_rankings_are_every_pair_of_each_persons_ranked_items():
+    pop = planted_rankings(num_people=40, num_items=30, items_per_person=6, seed=2)
+    assert isinstance(pop, PlantedPopulation)
+    assert pop.answers.shape == (40 * 15, 3)
+    assert torch.equal(pop.answers[:, 0], torch.arange(40).repeat_interleave(15))
+    for p in range(40):
+        mine = pop.answers[pop.answers[:, 0] == p, 1:]
+        items = mine.unique()
+        assert items.numel() == 6  # six distinct items, all 15 of their pairs
+        assert len({frozenset(r) for r in mine.tolist()}) == 15
+        # one consistent ranking: the best wins 5, the next 4, ..., the last 0
+        wins = torch.stack([(mine[:, 0] == i).sum() for i in items])
+        assert sorted(wins.tolist()) == [0, 1, 2, 3, 4, 5]
+        beaten = {(w, l) for w, l in mine.tolist()}
+        order = items[wins.argsort(descending=True)].tolist()
+        assert all(
+            (order[i], order[j]) in beaten for i in range(6) for j in range(i + 1, 6)
+        )
+
+
+def test_rankings_share_the_world_of_the_pairs_with_the_same_seed():
+    world = dict(num_people=30, num_items=50, num_tastes=3, seed=4)
+    pairs = planted_population(**world, item_effect_scale=0.5)
+    ranks = planted_rankings(**world, item_effect_scale=0.5, items_per_person=8)
+    for name in ("designs", "person_features", "shared", "tastes", "weights"):
+        torch.testing.assert_close(getattr(ranks, name), getattr(pairs, name))
+    torch.testing.assert_close(ranks.utilities, pairs.utilities)
+    torch.testing.assert_close(ranks.item_effects, pairs.item_effects)
+
+
+def test_noiseless_rankings_follow_the_true_utility():
+    pop = planted_rankings(num_people=30, items_per_person=12, noise_std=0.0)
+    assert agreement(pop) == 1.0
+    assert 0.7 < agreement(planted_rankings(num_people=300, seed=1)) < 0.95
+
+
+def test_ranking_probit_rate_of_one_pair_matches_phi():
+    # as for pairs: 4000 people with the same utility rank the 2 items; each
+    # reads both utilities once with noise, so P(0 wins) = Φ(gap / (√2 σ))
+    pop = planted_rankings(
+        num_people=4000,
+        num_items=2,
+        items_per_person=2,
+        num_tastes=0,
+        residual_scale=0.0,
+        noise_std=0.5,
+        seed=0,
+    )
+    gap = float(pop.shared[0] - pop.shared[1])
+    rate = float((pop.answers[:, 1] == 0).double().mean())
+    assert 0.1 < rate < 0.9
+    expected = 0.5 * (1 + math.erf(gap / (math.sqrt(2) * 0.5) / math.sqrt(2)))
+    assert rate == pytest.approx(expected, abs=4 * math.sqrt(0.25 / 4000))
+
+
+def test_ranking_the_middle_of_three_items_matches_a_monte_carlo_of_the_reads():
+    # 3 items, everyone the same utility: the share of people ranking item 0
+    # second, against a long independent simulation of the three noisy reads
+    pop = planted_rankings(
+        num_people=6000,
+        num_items=3,
+        items_per_person=3,
+        num_tastes=0,
+        residual_scale=0.0,
+        noise_std=0.8,
+        seed=1,
+    )
+    wins = torch.zeros(6000, dtype=torch.long)
+    wins.index_add_(0, pop.answers[:, 0], (pop.answers[:, 1] == 0).long())
+    rate = float((wins == 1).double().mean())  # item 0 beats exactly one
+    gen = torch.Generator().manual_seed(99)
+    reads = pop.shared + 0.8 * torch.randn(
+        400_000, 3, dtype=torch.float64, generator=gen
+    )
+    middle = (reads[:, 0:1] > reads[:, 1:]).sum(-1) == 1
+    assert rate == pytest.approx(
+        float(middle.double().mean()), abs=4 * math.sqrt(0.25 / 6000)
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (
+            {"items_per_person": 1},
+            InputDataError,
+            "items_per_person must be an int >= 2",
+        ),
+        ({"items_per_person": 3.0}, InputTypeError, "items_per_person must be an int"),
+        (
+            {"num_items": 5, "items_per_person": 6},
+            InputDataError,
+            r"items_per_person must be at most num_items=5 \(each person ranks "
+            r"distinct items\); got items_per_person=6",
+        ),
+        ({"noise_std": -1.0}, InputDataError, "noise_std must be a finite float >= 0"),
+        ({"num_people": 0}, InputDataError, "num_people must be an int >= 1"),
+        ({"item_effect_scale": -1.0}, InputDataError, "item_effect_scale must be"),
+    ],
+)
+def test_bad_ranking_arguments_are_refused(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        planted_rankings(**kwargs)
 
 
 def test_game_rankings_are_every_pair_of_each_ranking():
