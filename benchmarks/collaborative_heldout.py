@@ -19,15 +19,21 @@ Protocol (every seed is a constant of this script, fixed before any run):
     utility's sd) that its design does not explain, and seed
     :data:`POOL_SEED`: a pool of items like real ones, whose features miss
     some of their appeal.
+  - ``ranked``: :func:`prefbo.datasets.population.planted_rankings`: each
+    person ranks :data:`RANKED_PER_PERSON` of :data:`RANKED_ITEMS` items
+    (all 45 pairs of their ranking, consistent), the items with own effects
+    as the pool's, seed :data:`RANKED_SEED`; :data:`RANKED_TRAIN` people
+    train and :data:`RANKED_HELD` are held out: the shape of a survey where
+    each respondent orders a few of a large pool's items.
 - **A held-out person and k.** For each ``k`` in ``--ks`` (0, 3, 5, 10),
   ``k`` of the person's answers are revealed: the first ``k`` of a random
   order of their answers from a generator seeded :func:`reveal_seed`
   ``(person)``, so the revealed sets are nested in ``k``. The model predicts
   the rest: accuracy is the share of those answers whose winner has the
-  higher posterior mean utility for that person, a tie counting ½. On
-  ``synthetic`` and ``pool`` the same test pairs are also scored against
-  the person's true utility (``accuracy_true``: the answers' own noise
-  taken out).
+  higher posterior mean utility for that person, a tie counting ½. On the
+  planted worlds (``synthetic``, ``pool``, ``ranked``) the same test pairs
+  are also scored against the person's true utility (``accuracy_true``: the
+  answers' own noise taken out).
 - **Models.** Each is a function ``fit(fold) -> predict`` with
   ``predict(features, revealed) -> n utilities``: ``fit`` sees the fold's
   designs, its training people's answers and features (once per fold, so
@@ -114,7 +120,12 @@ from benchmarks.harness import environment, reports, stores
 from benchmarks.harness.ranking_prior import MAX_ITEMS, RankingPrior, choose_theta
 from benchmarks.harness.runner import REPO
 from prefbo import PairwiseLaplaceGP, PairwiseLaplaceMLL
-from prefbo.datasets import Population, game_rankings, planted_population
+from prefbo.datasets import (
+    Population,
+    game_rankings,
+    planted_population,
+    planted_rankings,
+)
 from prefbo.models.population import population_model, utility_posterior
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -124,7 +135,7 @@ NAME = "collaborative_heldout"
 PAGE = RESULTS / f"{NAME}.md"
 #: The versions a run records (after the machine, in its ``machine`` text).
 VERSIONED = ("torch", "botorch", "gpytorch", "scipy")
-DATASETS = ("game", "synthetic", "pool")
+DATASETS = ("game", "synthetic", "pool", "ranked")
 KS = (0, 3, 5, 10)
 REFERENCE = "collaborative"
 
@@ -139,6 +150,11 @@ SYNTHETIC_TRAIN, SYNTHETIC_HELD = 300, 60
 POOL_SEED = 10
 POOL_ITEMS = 100
 POOL_ITEM_EFFECT = 1.0
+#: Ranked: a planted world where each person ranks 10 of 100 items with own
+#: effects (sd 1, as the pool's); 200 people train, 50 are held out.
+RANKED_SEED = 20
+RANKED_ITEMS, RANKED_PER_PERSON = 100, 10
+RANKED_TRAIN, RANKED_HELD = 200, 50
 #: Which answers of a held-out person are revealed (see :func:`reveal_seed`).
 REVEAL_SEED = 1
 #: Torch's global seed before every fit; the collaborative model's fit seed.
@@ -258,6 +274,21 @@ def pool_folds(quick: bool = False) -> list[Fold]:
     )
     people = list(range(train + held))
     return [split(pop, "pool", 0, people[:train], people[train:])]
+
+
+def ranked_folds(quick: bool = False) -> list[Fold]:
+    r"""The ranked split: each person orders a few items of a pool (``quick``:
+    20 training and 4 held-out people ranking 6 of 12 items)."""
+    train, held = (20, 4) if quick else (RANKED_TRAIN, RANKED_HELD)
+    pop = planted_rankings(
+        num_people=train + held,
+        num_items=12 if quick else RANKED_ITEMS,
+        items_per_person=6 if quick else RANKED_PER_PERSON,
+        item_effect_scale=POOL_ITEM_EFFECT,
+        seed=RANKED_SEED,
+    )
+    people = list(range(train + held))
+    return [split(pop, "ranked", 0, people[:train], people[train:])]
 
 
 # ------------------------------------------------------------------ models
@@ -547,7 +578,12 @@ def measure(options: argparse.Namespace) -> list[dict]:
             stores.append(options.store, rec)
 
     start, load = time.perf_counter(), environment.load_average()
-    makers = {"game": game_folds, "synthetic": synthetic_folds, "pool": pool_folds}
+    makers = {
+        "game": game_folds,
+        "synthetic": synthetic_folds,
+        "pool": pool_folds,
+        "ranked": ranked_folds,
+    }
     for dataset in options.datasets:
         for fold in makers[dataset](options.quick):
             for name in options.models:
@@ -625,6 +661,12 @@ PROTOCOL = (
     f"`num_items={POOL_ITEMS}, item_effect_scale={POOL_ITEM_EFFECT}, "
     f"seed={POOL_SEED}`: each item has an effect of its own (sd "
     f"{POOL_ITEM_EFFECT}, the shared utility's) that its design does not explain.",
+    f"- Ranked: `planted_rankings(num_people={RANKED_TRAIN + RANKED_HELD}, "
+    f"num_items={RANKED_ITEMS}, items_per_person={RANKED_PER_PERSON}, "
+    f"item_effect_scale={POOL_ITEM_EFFECT}, seed={RANKED_SEED})`: each person "
+    f"ranks {RANKED_PER_PERSON} of the {RANKED_ITEMS} items (all "
+    f"{RANKED_PER_PERSON * (RANKED_PER_PERSON - 1) // 2} pairs of their ranking); "
+    f"people 0 to {RANKED_TRAIN - 1} train, the last {RANKED_HELD} are held out.",
     f"- Revealed answers: the first `k` of a random order of the person's "
     f"answers (generator seed `{REVEAL_SEED} * 1000003 + person`), nested in "
     "`k`; the rest are predicted.",

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from prefbo.datasets import game_rankings, planted_population
+from prefbo.datasets import game_rankings, planted_population, planted_rankings
 
 BASELINES = ["per_person", "pooled", "population"]
 
@@ -107,8 +107,9 @@ def test_quick_run_of_the_baselines_and_its_report(load_benchmark, tmp_path, cap
     assert out.read_text() == text
     records = [json.loads(line) for line in store.read_text().splitlines()]
     people = [r for r in records if r["kind"] == "person"]
-    # game: 3 held-out students, synthetic and pool: 4 people; 4 k, 3 models
-    assert len(people) == (3 + 4 + 4) * 4 * 3
+    # game: 3 held-out students, synthetic, pool and ranked: 4 people; 4 k,
+    # 3 models
+    assert len(people) == (3 + 4 + 4 + 4) * 4 * 3
     assert {r["model"] for r in people} == set(BASELINES)
     assert all(0 <= r["accuracy"] <= 1 and r["seconds"] >= 0 for r in people)
     assert all(
@@ -258,6 +259,33 @@ def test_the_pool_is_the_planted_world_with_items_own_effects(load_benchmark):
     assert bool(pop.item_effects.abs().gt(0).all())
     torch.testing.assert_close(fold.answers, pop.answers[: 300 * 20])
     torch.testing.assert_close(fold.held[-1].utilities, pop.utilities[359])
+
+
+def test_the_ranked_world_is_each_persons_ranking_of_a_few_pool_items(
+    load_benchmark,
+):
+    bench = load_benchmark("collaborative_heldout")
+    (fold,) = bench.ranked_folds()
+    pop = planted_rankings(
+        num_people=250,
+        num_items=100,
+        items_per_person=10,
+        item_effect_scale=bench.POOL_ITEM_EFFECT,
+        seed=bench.RANKED_SEED,
+    )
+    assert fold.dataset == "ranked" and fold.num_people == 200 and len(fold.held) == 50
+    assert fold.designs.shape == (100, 3) and bool(pop.item_effects.abs().gt(0).all())
+    torch.testing.assert_close(fold.answers, pop.answers[: 200 * 45])
+    assert all(h.answers.shape == (45, 2) for h in fold.held)
+    torch.testing.assert_close(fold.held[-1].utilities, pop.utilities[249])
+    # test pairs at k = 10: 35 a person, the ones transitivity leaves open
+    # among them are what the models can differ on
+    order = torch.randperm(
+        45, generator=torch.Generator().manual_seed(bench.reveal_seed(200))
+    )
+    answers = fold.held[0].answers
+    left = bench.open_pairs(answers[order[:10]], answers[order[10:]], 100)
+    assert 0 < int(left.sum()) < 35
 
 
 def test_quick_run_of_the_collaborative_model_with_and_without_item_effects(
