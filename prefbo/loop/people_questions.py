@@ -60,12 +60,15 @@ from prefbo.loop.boundary import (
 )
 from prefbo.loop.box import DesignBox
 from prefbo.loop.people_checks import check_in_box, check_people, check_virtual
+from prefbo.loop.repeats import RepeatRule, near_copy_mask, repeat_mask
 from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.people import PersonPosterior
+from prefbo.models.collaborative.person_model import PersonModel
 from prefbo.models.collaborative.questions import (
     believed_answers,
     imagined_posteriors,
     next_questions,
+    pair_eubo,
 )
 from prefbo.space import Space
 
@@ -74,6 +77,9 @@ from prefbo.space import Space
 CANDIDATES = 128
 #: A space with at most this many designs offers every one as a candidate.
 LISTED = 512
+#: The pairs of highest EUBO among which the repeat rule chooses a person's
+#: question instead of one asked before (:func:`repeat_rule`).
+RULE_PAIRS = 256
 #: The loop's strategies (:mod:`prefbo.loop.strategies`) that the batched
 #: step runs, by name, with the step's name of each.
 BATCHED_STRATEGIES = {"eubo": "eubo", "ts": "thompson"}
@@ -191,6 +197,7 @@ def ask_people(
     shown_virtual: Sequence[Tensor | None] | None = None,
     box: DesignBox | None = None,
     step: float | None = None,
+    asked: Sequence[Tensor | None] | None = None,
 ) -> PeopleQuestions:
     r"""The questions of ``B`` people from the candidates ``X``, in one
     batched step.
@@ -222,6 +229,12 @@ def ask_people(
             on screen are not checked against it).
         step: The comparisons' step in units of the box's width, or
             ``None``: none.
+        asked: ``B`` entries, each the ``k x 2 x d`` questions (model
+            points) person ``b`` was asked and answered, or ``None``. With
+            EUBO, a question that repeats one of them (or holds two options
+            within :data:`~prefbo.loop.repeats.REPEAT_TOL`) is asked only as
+            the single-person loop's :class:`~prefbo.loop.repeats.RepeatRule`
+            allows (see :func:`repeat_rule`).
 
     Returns:
         The :class:`PeopleQuestions`: rows of ``X``, except an option moved
@@ -274,6 +287,21 @@ def ask_people(
             exclude=exclude[at.cpu()],
         )
         questions[at] = X[pairs]
+        if strategy == "eubo" and asked is not None:
+            for i, b in enumerate(todo):
+                if asked[b] is not None and len(asked[b]):
+                    own = PersonPosterior(
+                        latent.mean[i : i + 1], latent.precision_chol[i : i + 1]
+                    )
+                    questions[b] = repeat_rule(
+                        model,
+                        int(people[b]),
+                        own,
+                        X,
+                        questions[b],
+                        asked[b],
+                        exclude[b],
+                    )
         made = {b: _comparisons(box, questions[b], columns, step) for b in todo}
         todo = [b for b in todo if made[b]]
         again = []  # with a comparison new to them: computed again
@@ -289,6 +317,50 @@ def ask_people(
         ):
             questions[b] = moved
     return PeopleQuestions(questions, [torch.stack(v) if v else None for v in virtual])
+
+
+def repeat_rule(
+    model: CollaborativePreferenceGP,
+    person: int,
+    latent: PersonPosterior,
+    X: Tensor,
+    question: Tensor,
+    asked: Tensor,
+    exclude: Tensor,
+) -> Tensor:
+    r"""A person's EUBO question under the loop's repeat rule.
+
+    Where ``question`` repeats one of the person's ``k x 2 x d`` ``asked``
+    questions or holds near-copies, the rule
+    (:class:`~prefbo.loop.repeats.RepeatRule`: a resolved one is not asked,
+    an informative one gives way to an unasked question nearly as
+    informative) chooses among the :data:`RULE_PAIRS` pairs of the ``C x d``
+    candidates ``X`` of highest EUBO at ``person``'s posterior ``latent``
+    (one person's, the one the step used), the pair ``exclude`` (candidate
+    rows, ``-1``: none) left out; where it allows none of them,
+    ``question`` stays.
+
+    Returns:
+        The ``2 x d`` question.
+    """
+    one = question.unsqueeze(0)
+    if not bool(near_copy_mask(one)[0] or repeat_mask(one, asked)[0]):
+        return question  # nothing for the rule to decide
+    view = PersonModel(model, person, latent)
+    rule = RepeatRule(view, list(asked.to(question)))
+    with torch.no_grad():
+        post = view.posterior(X)
+    mean = post.mean.reshape(1, -1)
+    value = pair_eubo(mean, post.mvn.covariance_matrix.reshape(1, len(X), len(X)))[0]
+    upper = torch.ones_like(value, dtype=torch.bool).triu(1)
+    if bool((exclude >= 0).all()):
+        low, high = int(exclude.min()), int(exclude.max())
+        upper[low, high] = False
+    value = value.masked_fill(~upper, float("-inf")).reshape(-1)
+    top = value.topk(min(RULE_PAIRS, int(upper.sum()))).indices
+    pairs = torch.stack([top // len(X), top % len(X)], -1)
+    chosen = rule.choose(X[pairs], value[top])
+    return question if chosen is None else chosen
 
 
 def _comparisons(

@@ -190,6 +190,7 @@ class QuestionMaker:
         shown: Sequence[Tensor | None] | None = None,
         seed: int = 0,
         shown_virtual: Sequence[Tensor | None] | None = None,
+        asked: Sequence[Tensor | None] | None = None,
     ) -> PeopleQuestions:
         r"""The next questions of ``B`` people of a collaborative model, in
         one batched step (:mod:`prefbo.loop.people_questions`).
@@ -201,7 +202,10 @@ class QuestionMaker:
         comparisons at the box's faces (step: the maker's ``inset``;
         ``None``: none); a person looking at a question is asked at the
         posterior after the comparisons it carries and the answer their
-        model finds likelier, and not that question again. A strategy that
+        model finds likelier, and not that question again; with EUBO, a
+        question that repeats one the person answered (``asked``) is asked
+        only as the single-person loop's repeat rule allows
+        (:func:`~prefbo.loop.people_questions.repeat_rule`). A strategy that
         uses no model (``"random"``) asks :meth:`random` questions, the
         ``b``-th of seed :func:`~prefbo.utils.seeds.batch_question_seed`.
 
@@ -218,6 +222,9 @@ class QuestionMaker:
                 comparisons (model coordinates) the question on person
                 ``b``'s screen carries, or ``None``; default ``None`` for
                 everyone.
+            asked: ``B`` entries: the ``k x 2 x d`` questions (model
+                coordinates) person ``b`` answered, or ``None``; default
+                ``None`` for everyone.
 
         Returns:
             The :class:`~prefbo.loop.people_questions.PeopleQuestions`: the
@@ -276,6 +283,7 @@ class QuestionMaker:
             shown_virtual,
             box=self.box,
             step=self.inset,
+            asked=asked,
         )
 
     @staticmethod

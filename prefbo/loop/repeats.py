@@ -62,12 +62,15 @@ REPEAT_TOL = 0.02
 MIN_INFORMATION = 0.05
 
 
-def repeat_mask(X: Tensor, asked: list[Tensor], tol: float = REPEAT_TOL) -> Tensor:
+def repeat_mask(
+    X: Tensor, asked: list[Tensor] | Tensor, tol: float = REPEAT_TOL
+) -> Tensor:
     r"""Which of the ``b x q x d`` questions ``X`` match an earlier one.
 
     Args:
         X: The questions' options, in the unit cube.
-        asked: Earlier questions (``q' x d`` each, unit cube).
+        asked: Earlier questions (``q' x d`` each, unit cube), or an
+            ``a x q' x d`` tensor of them.
         tol: Max-norm tolerance per option.
 
     Returns:
@@ -76,10 +79,13 @@ def repeat_mask(X: Tensor, asked: list[Tensor], tol: float = REPEAT_TOL) -> Tens
         distinct one of it.
     """
     b, q = X.shape[0], X.shape[-2]
-    same = [A for A in asked if A.shape == X.shape[1:]]
-    if not same:
+    if isinstance(asked, Tensor):
+        same = asked if asked.shape[1:] == X.shape[1:] else asked[:0]
+    else:
+        same = [A for A in asked if A.shape == X.shape[1:]]
+    if not len(same):
         return torch.zeros(b, dtype=torch.bool, device=X.device)
-    A = torch.stack(same).to(X)  # a x q x d
+    A = (same if isinstance(same, Tensor) else torch.stack(same)).to(X)  # a x q x d
     diff = X[:, None, :, None, :] - A[None, :, None, :, :]  # b x a x q x q x d
     close = diff.abs().amax(-1) <= tol  # b x a x q x q
     rows = torch.arange(q, device=X.device)

@@ -356,7 +356,11 @@ class CollaborativeState:
         return self.model.person_model(person)
 
     def question(
-        self, maker: QuestionMaker, person: int, own: int
+        self,
+        maker: QuestionMaker,
+        person: int,
+        own: int,
+        asked: Sequence[Tensor] = (),
     ) -> tuple[Tensor, Tensor | None]:
         r"""``person``'s next question given their ``own`` answers.
 
@@ -364,6 +368,8 @@ class CollaborativeState:
             maker: The study's question maker.
             person: The participant's id (a person of :attr:`model`).
             own: Their answers.
+            asked: Their questions so far, ``2 x d`` model inputs each: one
+                is asked again only as the loop's repeat rule allows.
 
         Returns:
             The ``2 x d`` question and the ``k x 2 x d`` virtual comparisons
@@ -373,8 +379,11 @@ class CollaborativeState:
             seeded by :meth:`question_seed`.
         """
         seed = self.question_seed(person, own) % SEED_MOD
-        asked = maker.for_people(self.model, torch.tensor([person]), seed=seed)
-        return asked.questions[0], asked.virtual[0]
+        before = [torch.stack(list(asked))] if len(asked) else None
+        made = maker.for_people(
+            self.model, torch.tensor([person]), seed=seed, asked=before
+        )
+        return made.questions[0], made.virtual[0]
 
     def ask(
         self,
@@ -406,7 +415,7 @@ class CollaborativeState:
         if alone and maker.strategy_name in ASK_ONE_STRATEGIES:
             seed = self.question_seed(person, len(asked)) % SEED_MOD
             return ask_person(maker, self.model, person, asked, seed, best)
-        question, virtual = self.question(maker, person, len(asked))
+        question, virtual = self.question(maker, person, len(asked), asked)
         box = maker.box
         carried = None if virtual is None else box.from_model(virtual)
         return box.from_model(question), carried, False

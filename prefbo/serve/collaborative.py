@@ -149,6 +149,7 @@ class CollaborativeEngine:
         self.answered: dict[int, int] = {}
         self.fits: list[int] = []
         self.carried: dict[int, Tensor] = {}
+        self._asked: dict[int, tuple[tuple[int, object], Tensor]] = {}
         self._pool = ThreadPoolExecutor(1) if background else None
         self._job: Future | None = None
         self._job_counts: dict[int, int] = {}
@@ -194,6 +195,19 @@ class CollaborativeEngine:
         if self._job is not None and not kept:
             self._changed_during_job.add(pid)
         self._observe(pid, new[len(old) :] if kept else new, forget=not kept)
+
+    def asked(self, pid: int) -> Tensor | None:
+        r"""Participant ``pid``'s told questions as ``k x 2 x d`` model points
+        ``[winner, loser]`` (``None``: none told), kept until they change."""
+        told = self.told.get(pid)
+        if not told:
+            return None
+        key = (len(told), told[-1].key)
+        kept = self._asked.get(pid)
+        if kept is None or kept[0] != key:
+            stacked = torch.stack([torch.stack([t.winner, t.loser]) for t in told])
+            kept = self._asked[pid] = (key, stacked)
+        return kept[1]
 
     def _person(self, pid: int) -> int:
         if pid not in self.persons:
@@ -390,11 +404,14 @@ class CollaborativeEngine:
         people = torch.tensor([self._person(pid) for pid in pids])
         looking = [points(shown[p]) for p in pids]
         virtual = [points((shown_virtual or {}).get(p)) for p in pids]
-        asked = self.questions.for_people(self.model, people, looking, seed, virtual)
-        for pid, carried in zip(pids, asked.virtual, strict=True):
+        before = [self.asked(p) for p in pids]
+        made = self.questions.for_people(
+            self.model, people, looking, seed, virtual, asked=before
+        )
+        for pid, carried in zip(pids, made.virtual, strict=True):
             if carried is not None:
                 self.carried[pid] = carried
-        return dict(zip(pids, asked.questions, strict=True))
+        return dict(zip(pids, made.questions, strict=True))
 
     def _alone(self, shown: dict[int, list | None]) -> int | None:
         r"""The participant of ``shown`` whose answers are all of the
@@ -421,7 +438,7 @@ class CollaborativeEngine:
         moves their utility through a refit (an online update at a fixed
         shared part moves it far less)."""
         model, person = self.model, self._person(pid)
-        asked = [torch.stack([t.winner, t.loser]) for t in self.told[pid]]
+        asked = list(self.asked(pid))
         if options is not None:
             X = points(options)
             win = int(believed_answers(model, torch.tensor([person]), X[None])[0])

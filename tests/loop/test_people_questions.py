@@ -201,3 +201,49 @@ def test_a_person_looking_is_asked_after_what_their_question_carries(
     torch.testing.assert_close(used[0][0], means[0], atol=1e-6, rtol=0)
     torch.testing.assert_close(used[1][0], means[1], atol=1e-6, rtol=0)
     assert float((means[0] - means[1]).abs().max()) > 1e-3
+
+
+def test_a_pair_asked_before_gives_way_to_an_unasked_one_nearly_as_informative(
+    collaborative,
+):
+    r"""The loop's repeat rule (:mod:`prefbo.loop.repeats`) in the batched
+    step, checked against BoTorch's EUBO and prefbo's BALD on the person's
+    view: told that its EUBO-best pair was asked, the step asks the unasked
+    pair of highest EUBO among those carrying at least ``max(MIN_INFORMATION,
+    I(repeat) - MIN_INFORMATION)`` nats."""
+    from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+
+    from prefbo.acquisition import PairwiseBALD
+    from prefbo.loop.repeats import MIN_INFORMATION, REPEAT_TOL
+
+    X = torch.rand(
+        8, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64
+    )
+    people = torch.tensor([1])
+    first = pq.ask_people(collaborative, people, X, [None]).questions[0]
+    again = pq.ask_people(
+        collaborative, people, X, [None], asked=[first.unsqueeze(0)]
+    ).questions[0]
+    view = collaborative.person_model(1)
+    i, j = torch.triu_indices(8, 8, offset=1)
+    pairs = torch.stack([X[i], X[j]], 1)  # 28 x 2 x 2
+    with torch.no_grad():
+        info = PairwiseBALD(view)(pairs)
+        value = AnalyticExpectedUtilityOfBestOption(pref_model=view)(pairs)
+    # a repeat: each option within REPEAT_TOL (max-norm) of one asked, in
+    # either order (two of the candidates are that close)
+    near = lambda a, b: (a - b).abs().amax(-1) <= REPEAT_TOL  # noqa: E731
+    same = (near(pairs[:, 0], first[0]) & near(pairs[:, 1], first[1])) | (
+        near(pairs[:, 0], first[1]) & near(pairs[:, 1], first[0])
+    )
+    exact = (pairs == first).all(-1).all(-1) | (pairs == first.flip(0)).all(-1).all(-1)
+    assert int(exact.sum()) == 1 and int(same.sum()) == 2
+    floor = max(MIN_INFORMATION, float(info[exact]) - MIN_INFORMATION)
+    eligible = ~same & (info >= floor)
+    assert bool(eligible.any())  # the rule has an unasked pair to ask instead
+    best = pairs[value.masked_fill(~eligible, float("-inf")).argmax()]
+    assert torch.equal(again, best) or torch.equal(again, best.flip(0))
+    # told of another pair only, the step asks its EUBO-best pair as before
+    other = pairs[~same & (info > 0)][-1].unsqueeze(0)
+    kept = pq.ask_people(collaborative, people, X, [None], asked=[other]).questions[0]
+    assert torch.equal(kept, first)

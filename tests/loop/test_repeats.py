@@ -16,6 +16,7 @@ from prefbo.loop.repeats import (
     answer_information,
     near_copies,
     not_worth_asking,
+    repeat_mask,
     repeats,
 )
 from prefbo.loop.strategies import AcquisitionStrategy, Question, Strategy
@@ -40,6 +41,13 @@ def test_a_repeat_matches_every_option_in_any_order():
     three = torch.tensor([[0.1, 0.1], [0.5, 0.5], [0.9, 0.9]], **D)
     assert repeats(three[[2, 0, 1]], [A, three]) and not repeats(three, [A])
     assert not repeats(A, [])
+    # the earlier questions as one a x q x d tensor: the same answers
+    X = torch.stack([A, A.flip(0), near, one_moved, A + 1.1 * REPEAT_TOL])
+    earlier = torch.stack([one_moved, A])
+    assert torch.equal(repeat_mask(X, earlier), repeat_mask(X, list(earlier)))
+    assert repeat_mask(X, earlier).tolist() == [True, True, True, True, False]
+    assert not bool(repeat_mask(X, three.unsqueeze(0)).any())  # 3 options
+    assert not bool(repeat_mask(X, earlier[:0]).any())
 
 
 def _model(wins: int, losses: int, noise_std: float = 1.0) -> PairwiseEPGP:

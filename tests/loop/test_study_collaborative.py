@@ -52,9 +52,9 @@ def _spy(patch):
     calls = []
     real = QuestionMaker.for_people
 
-    def spy(self, model, people, shown=None, seed=0, shown_virtual=None):
+    def spy(self, model, people, shown=None, seed=0, shown_virtual=None, asked=None):
         calls.append(people.tolist())
-        return real(self, model, people, shown, seed, shown_virtual)
+        return real(self, model, people, shown, seed, shown_virtual, asked)
 
     patch.setattr(QuestionMaker, "for_people", spy)
     return calls
@@ -514,3 +514,48 @@ def test_thompson_and_people_not_alone_are_asked_from_the_batched_step(
     study.ask("bob"), study.tell("bob", 0)  # a newcomer: the batched step
     study.ask("ann")  # no longer alone
     assert calls[2:] == [[1], [0]]
+
+
+def test_a_small_pool_asks_a_pair_again_only_as_the_repeat_rule_allows():
+    r"""On a pool of 6 items (15 pairs), EUBO at a participant's posterior is
+    drawn back to the pairs they answered; the study asks one again only
+    when no unasked pair carries at least ``max(MIN_INFORMATION, I(repeat) -
+    MIN_INFORMATION)`` nats at that posterior (the loop's rule 3), checked
+    with BALD on the participant's view over every pair."""
+    from prefbo.acquisition import PairwiseBALD
+    from prefbo.loop.repeats import MIN_INFORMATION
+    from prefbo.space import ItemPool, Space
+
+    g = torch.Generator().manual_seed(4)
+    features = torch.rand(6, 2, generator=g, dtype=torch.float64)
+    space = Space([ItemPool("item", list(range(6)), features.tolist())])
+    study = PopulationStudy(space, seed=0)
+    people = _people(3, seed=1)
+    grid = study.box.to_model(space.grid().double())  # 6 items, model points
+    i, j = torch.triu_indices(6, 6, offset=1)
+    asked: dict[str, list[frozenset]] = {name: [] for name in people}
+    repeats = 0
+    for _ in range(8):
+        for name, u in people.items():
+            X = study.ask(name)
+            pair = frozenset(d["item"] for d in space.decode(X))
+            if pair in asked[name] and study.model is not None:
+                repeats += 1
+                with torch.no_grad():
+                    bald = PairwiseBALD(study.participant_model(name))
+                    info = bald(torch.stack([grid[i], grid[j]], 1))
+                keys = [frozenset((a, b)) for a, b in zip(i.tolist(), j.tolist())]
+                own = info[keys.index(pair)]
+                floor = max(MIN_INFORMATION, float(own) - MIN_INFORMATION)
+                fresh = torch.tensor([k not in asked[name] for k in keys])
+                assert float(info[fresh].max()) < floor, (name, sorted(pair))
+            asked[name].append(pair)
+            study.tell(
+                name,
+                int(
+                    u(
+                        study.box.to_model(X) @ torch.eye(2, dtype=torch.float64)
+                    ).argmax()
+                ),
+            )
+    assert sum(len(a) for a in asked.values()) == 24

@@ -428,6 +428,33 @@ def test_the_question_on_screen_is_not_asked_again(engine):
     assert not same
 
 
+def test_the_batched_step_is_given_each_participants_answered_questions(
+    engine, monkeypatch
+):
+    # the repeat rule's input: each participant's told questions as
+    # [winner, loser] model points; a newcomer has none
+    seen = []
+    real = engine.questions.for_people
+
+    def spy(*args, asked=None, **kwargs):
+        seen.append(asked)
+        return real(*args, asked=asked, **kwargs)
+
+    monkeypatch.setattr(engine.questions, "for_people", spy)
+    engine.propose({0: None, 3: None, 77: None})
+    (asked,) = seen
+    for pid, given in zip((0, 3), asked[:2], strict=True):
+        told = engine.told[pid]
+        assert given.shape == (5, 2, 2)
+        for t, pair in zip(told, given, strict=True):
+            assert torch.equal(pair, torch.stack([t.winner, t.loser]))
+    assert asked[2] is None
+    # a new answer is in the next step's
+    engine.update(0, rows_of(0, 6))
+    engine.propose({0: None})
+    assert seen[-1][0].shape == (6, 2, 2)
+
+
 def test_a_follower_never_fits_and_adopts_each_saved_fit(engine, config, fit_calls):
     follower = CollaborativeEngine(config, background=False, fitter=False)
     for pid in range(6):
