@@ -4,10 +4,14 @@ priors assume, are not refused but warned of, as BoTorch's models do."""
 
 from __future__ import annotations
 
+import warnings
+
 import torch
+from botorch.exceptions import InputDataWarning
 from torch import Tensor
 
 from prefbo.exceptions import InputDataError, InputTypeError
+from prefbo.models.collaborative.design_index import design_keys
 from prefbo.models.training_data import warn_outside_unit_cube
 from prefbo.utils.checks import check_int, describe
 
@@ -312,3 +316,35 @@ def pool_item_effects(num_designs: int, num_answers: int, num_inducing: int) -> 
         Both conditions together.
     """
     return num_answers >= num_designs > num_inducing
+
+
+def warn_equal_items(designs: Tensor) -> None:
+    r"""Warn (``botorch.exceptions.InputDataWarning``) where two items of a
+    model with item effects have equal features.
+
+    Each row is an item of its own, with an effect of its own, and answers
+    name items by row; but a design passed to the model (``posterior``,
+    ``next_questions``, BoTorch's acquisition functions) is found by its
+    features, so it is read as the first of the equal rows, with that row's
+    effect.
+    """
+    first: dict[bytes, int] = {}
+    equal = []
+    for row, key in enumerate(design_keys(designs)):
+        if key in first:
+            equal.append((first[key], row))
+        else:
+            first[key] = row
+    if equal:
+        shown = ", ".join(f"{a} and {b}" for a, b in equal[:5])
+        more = f" (and {len(equal) - 5} more pairs)" if len(equal) > 5 else ""
+        warnings.warn(
+            f"designs rows {shown}{more} have equal features. With item effects "
+            "each row is an item of its own, and answers and utility_mean() tell "
+            "them apart, but a design passed to posterior(), next_questions() or "
+            "an acquisition function is read as the first equal row, with its "
+            "effect. Give the items distinct features (e.g. an id column), or "
+            "pass item_effects=False.",
+            InputDataWarning,
+            stacklevel=3,
+        )

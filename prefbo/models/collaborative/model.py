@@ -57,6 +57,7 @@ from prefbo.models.collaborative.checks import (
     check_person_features,
     check_rows,
     pool_item_effects,
+    warn_equal_items,
 )
 from prefbo.models.collaborative.design_index import DesignIndex
 from prefbo.models.collaborative.ep import check_ep_likelihood, ep_people
@@ -159,6 +160,8 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         if item_effects is None:
             item_effects = pool_item_effects(n, len(answers), Z.shape[0])
         self.num_items = n if item_effects else 0
+        if item_effects:
+            warn_equal_items(designs)
         self.register_buffer(
             "items",
             torch.arange(designs.shape[0], device=designs.device)
@@ -396,9 +399,9 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
                 looked up in the item table by exact match).
         """
         b, q, d = X.shape
-        flat = X.reshape(-1, d).to(self.designs)  # read in the model's dtype
         if items is None:
-            items = self.item_ids(flat)
+            items = self.item_ids(X.reshape(-1, d))
+        flat = X.reshape(-1, d).to(self.designs)  # read in the model's dtype
         basis, offset, phi = self.shared.person_rows(flat, items.reshape(-1))
         root = self.shared.roots(basis).reshape(-1, b, q, basis.shape[-1])
         offset, phi = offset.reshape(b, q), phi.reshape(b, q, -1)  # b x q (x D)
@@ -418,10 +421,18 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
 
     def item_ids(self, X: Tensor) -> Tensor:
         r"""Item ids of ``n x d`` designs: the row of the first equal item,
-        else ``-1`` (through the table's hash index: ``O(n)``)."""
+        else ``-1`` (through the table's hash index: ``O(n)``). Designs of a
+        coarser dtype than the model's (float32 designs asked of a float64
+        model) are matched with the items rounded to their dtype: an item
+        passed as ``designs.float()`` is still that item."""
         if not self.num_items:
             return torch.full((X.shape[0],), -1, device=X.device)
-        rows = self._design_index().find(self.designs, X.to(self.designs))
+        ours, theirs = self.designs.dtype, X.dtype
+        if theirs.is_floating_point and torch.finfo(theirs).eps > torch.finfo(ours).eps:
+            items = self.designs[: self.num_items].to(theirs)
+            rows = DesignIndex().find(items, X)  # indexed anew: O(items)
+        else:
+            rows = self._design_index().find(self.designs, X.to(self.designs))
         rows = torch.tensor(rows, dtype=torch.long, device=X.device)
         return torch.where(rows < self.num_items, rows, -1)
 

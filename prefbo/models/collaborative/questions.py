@@ -152,13 +152,13 @@ def next_questions(
         )
     if not bool(torch.isfinite(candidates).all()):
         raise InputDataError("candidates must be finite; got NaN or inf.")
+    if items is None:
+        items = model.item_ids(candidates)
     candidates = candidates.to(model.designs)
     C = candidates.shape[0]
     if C < 2:
         raise InputDataError(f"candidates must hold at least 2 designs; got {C}.")
     people = people.to(model.designs.device)
-    if items is None:
-        items = model.item_ids(candidates)
     items = items.long().to(model.designs.device)
     if items.shape != (C,) or int(items.max()) >= max(model.num_items, 1):
         raise InputDataError(
@@ -214,14 +214,14 @@ def believed_answers(model, people: Tensor, options: Tensor) -> Tensor:
     "kriging believer" answer to a question not answered yet; Ginsbourger
     et al. 2010)."""
     people = people.long().to(model.designs.device)
+    items = model.item_ids(options.reshape(-1, options.shape[-1]))
     options = options.to(model.designs)
     with torch.no_grad(), limited(options.shape[0] * options.shape[1]):
         latent = PersonPosterior(
             model.latent_mean[people], model.latent_precision_chol[people]
         )
         _, offset, phi = model.shared.person_rows(
-            options.reshape(-1, options.shape[-1]),
-            model.item_ids(options.reshape(-1, options.shape[-1])),
+            options.reshape(-1, options.shape[-1]), items
         )
         B, q = options.shape[:2]
         mean = offset.reshape(B, q) + (

@@ -3,6 +3,7 @@ import copy
 import pytest
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+from botorch.exceptions import InputDataWarning
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from prefbo.exceptions import InputDataError, InputTypeError
@@ -14,6 +15,7 @@ from prefbo.models.collaborative import (
     ep_people,
     laplace_people,
 )
+from prefbo.models.collaborative.questions import next_questions
 
 
 def fitted(population, steps=40, **kwargs):
@@ -169,13 +171,14 @@ def test_botorch_eubo_on_a_person(population, tkwargs):
 def test_item_effects_tell_equal_features_apart(population):
     X, answers, _, _ = population(n=6)
     X = torch.zeros_like(X)  # no features: only the items' own effects
-    model = CollaborativePreferenceGP(
-        X[:1].expand(6, -1).clone(),
-        answers,
-        num_tastes=1,
-        item_effects=True,
-        num_residual=0,
-    )
+    with pytest.warns(InputDataWarning, match=r"rows 0 and 1, 0 and 2, "):
+        model = CollaborativePreferenceGP(
+            X[:1].expand(6, -1).clone(),
+            answers,
+            num_tastes=1,
+            item_effects=True,
+            num_residual=0,
+        )
     wins = torch.bincount(answers[:, 1], minlength=6) - torch.bincount(
         answers[:, 2], minlength=6
     )
@@ -204,7 +207,8 @@ def test_item_effects_by_default_for_a_pool_with_more_items_than_inducing_points
     assert items(answers) == 0  # 64 inducing points: every item is one
     assert items(answers, inducing_points=X[:5]) == 20
     twice = torch.cat([X, X])  # 40 rows, 20 distinct: all 20 are inducing points
-    model = CollaborativePreferenceGP(twice, answers)
+    with pytest.warns(InputDataWarning, match=r"rows 0 and 20, 1 and 21"):
+        model = CollaborativePreferenceGP(twice, answers)
     assert model.shared.Z.shape[0] == 20 and model.num_items == 40
     assert items(answers, num_inducing=8, item_effects=False) == 0
     assert items(answers[:5], item_effects=True) == 20
@@ -389,6 +393,48 @@ def test_item_ids_are_exact_matches_among_many_items():
     model = CollaborativePreferenceGP(X, torch.tensor([[0, 0, 1]]), item_effects=True)
     assert torch.equal(model.item_ids(X[:100]), torch.arange(100))
     assert int(model.item_ids(X[:1] + 0.5)[0]) == -1
+
+
+def test_items_of_equal_features_are_warned_of(recwarn):
+    r"""Two items of equal features: each is its own item by row, but a
+    design passed by its features is read as the first."""
+    X = torch.rand(
+        6, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
+    X[4] = X[1]
+    answers = torch.tensor([[0, 1, 2], [0, 4, 3], [1, 0, 5]])
+    with pytest.warns(InputDataWarning, match=r"designs rows 1 and 4 have equal"):
+        model = CollaborativePreferenceGP(X, answers, item_effects=True)
+    assert model.item_ids(X).tolist() == [0, 1, 2, 3, 1, 5]
+    recwarn.clear()
+    CollaborativePreferenceGP(X, answers, item_effects=False)
+    assert not [w for w in recwarn if issubclass(w.category, InputDataWarning)]
+
+
+def test_items_asked_in_a_coarser_dtype_keep_their_effects():
+    r"""A float64 model with item effects asked at its items cast to float32
+    (``designs.float()``) reads them as those items: the same posterior as
+    at the float64 designs, to float32's rounding, and the same next
+    questions; designs that are no item's stay without one."""
+    g = torch.Generator().manual_seed(3)
+    X = torch.rand(80, 2, generator=g, dtype=torch.float64)
+    people = torch.arange(10).repeat_interleave(30)
+    pairs = torch.stack([torch.randperm(80, generator=g)[:2] for _ in people])
+    answers = torch.cat([people.unsqueeze(-1), pairs], -1)
+    model = CollaborativePreferenceGP(X, answers, num_inducing=8, item_effects=True)
+    model.fit(steps=30, seed=0)
+    assert float(model.shared.item_scale.detach()[0]) > 0.05  # the effects matter
+    assert torch.equal(model.item_ids(X.float()), torch.arange(80))
+    assert torch.equal(model.item_ids(X.float() + 0.5), torch.full((80,), -1))
+    with torch.no_grad():
+        exact = model.posterior(X, person=2)
+        cast = model.posterior(X.float(), person=2)
+    torch.testing.assert_close(cast.mean, exact.mean, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(cast.variance, exact.variance, atol=1e-4, rtol=1e-4)
+    ask = torch.tensor([0, 2, 5])
+    assert torch.equal(
+        next_questions(model, ask, X[:20].float()), next_questions(model, ask, X[:20])
+    )
 
 
 def test_duplicate_designs_give_finite_gradients():
