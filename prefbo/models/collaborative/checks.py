@@ -103,8 +103,10 @@ def check_person_features(
         )
     if features.ndim != 2 or features.shape[0] != num_people or features.shape[1] < 1:
         raise InputDataError(
-            f"person_features must be {num_people} x e (one row per person, e >= 1); "
-            f"got shape {tuple(features.shape)}."
+            f"person_features must be {num_people} x e (one row per person, e >= 1: "
+            f"the people are ids 0 to {num_people - 1}, from num_people or the "
+            f"answers' largest person id + 1); got shape {tuple(features.shape)}. "
+            "Number the people 0 to P - 1, or give a row for every id."
         )
     if not bool(torch.isfinite(features).all()):
         raise InputDataError("person_features must be finite; got NaN or inf.")

@@ -230,6 +230,14 @@ def test_errors(population):
         CollaborativePreferenceGP(X, torch.tensor([[0, 1, 20]]))
     with pytest.raises(InputDataError, match="person_features must be 60 x e"):
         CollaborativePreferenceGP(X, answers, person_features=torch.zeros(3, 2))
+    # ids with a gap: the message says where the count of people comes from
+    gapped = torch.tensor([[0, 0, 1], [2, 1, 2]])
+    with pytest.raises(
+        InputDataError,
+        match=r"must be 3 x e .*ids 0 to 2, from num_people or the answers' largest "
+        r"person id \+ 1\); got shape \(2, 2\)\. Number the people 0 to P - 1",
+    ):
+        CollaborativePreferenceGP(X, gapped, person_features=torch.zeros(2, 2))
     model = CollaborativePreferenceGP(X, answers, num_inducing=8)
     with pytest.raises(InputDataError, match="person must be an id below 60; got 60"):
         model.observe(60, torch.tensor([0]), torch.tensor([1]))
