@@ -61,6 +61,7 @@ from prefbo.loop.boundary import (
 from prefbo.loop.box import DesignBox
 from prefbo.loop.people_checks import check_in_box, check_people, check_virtual
 from prefbo.loop.repeats import RepeatRule, near_copy_mask, repeat_mask
+from prefbo.loop.strategies import Thompson
 from prefbo.models.collaborative import CollaborativePreferenceGP
 from prefbo.models.collaborative.people import PersonPosterior
 from prefbo.models.collaborative.person_model import PersonModel
@@ -230,10 +231,10 @@ def ask_people(
         step: The comparisons' step in units of the box's width, or
             ``None``: none.
         asked: ``B`` entries, each the ``k x 2 x d`` questions (model
-            points) person ``b`` was asked and answered, or ``None``. With
-            EUBO, a question that repeats one of them (or holds two options
-            within :data:`~prefbo.loop.repeats.REPEAT_TOL`) is asked only as
-            the single-person loop's :class:`~prefbo.loop.repeats.RepeatRule`
+            points) person ``b`` was asked and answered, or ``None``. A
+            question that repeats one of them (or holds two options within
+            :data:`~prefbo.loop.repeats.REPEAT_TOL`) is asked only as the
+            single-person loop's :class:`~prefbo.loop.repeats.RepeatRule`
             allows (see :func:`repeat_rule`).
 
     Returns:
@@ -287,7 +288,7 @@ def ask_people(
             exclude=exclude[at.cpu()],
         )
         questions[at] = X[pairs]
-        if strategy == "eubo" and asked is not None:
+        if asked is not None:
             for i, b in enumerate(todo):
                 if asked[b] is not None and len(asked[b]):
                     own = PersonPosterior(
@@ -301,6 +302,8 @@ def ask_people(
                         questions[b],
                         asked[b],
                         exclude[b],
+                        strategy,
+                        seed,
                     )
         made = {b: _comparisons(box, questions[b], columns, step) for b in todo}
         todo = [b for b in todo if made[b]]
@@ -327,18 +330,28 @@ def repeat_rule(
     question: Tensor,
     asked: Tensor,
     exclude: Tensor,
+    strategy: str = "eubo",
+    seed: int = 0,
 ) -> Tensor:
-    r"""A person's EUBO question under the loop's repeat rule.
+    r"""A person's question under the loop's repeat rule.
 
     Where ``question`` repeats one of the person's ``k x 2 x d`` ``asked``
     questions or holds near-copies, the rule
     (:class:`~prefbo.loop.repeats.RepeatRule`: a resolved one is not asked,
     an informative one gives way to an unasked question nearly as
-    informative) chooses among the :data:`RULE_PAIRS` pairs of the ``C x d``
-    candidates ``X`` of highest EUBO at ``person``'s posterior ``latent``
-    (one person's, the one the step used), the pair ``exclude`` (candidate
-    rows, ``-1``: none) left out; where it allows none of them,
-    ``question`` stays.
+    informative) chooses, as the loop's strategies do:
+
+    - ``"eubo"``: among the :data:`RULE_PAIRS` pairs of the ``C x d``
+      candidates ``X`` of highest EUBO at ``person``'s posterior ``latent``
+      (one person's, the one the step used);
+    - ``"thompson"``: among up to
+      :attr:`Thompson.max_draws <prefbo.loop.strategies.Thompson.max_draws>`
+      draws of their utility (``question`` the first, then seeds
+      ``seed + 1``, ``seed + 2``, ...), the first allowed one that is no
+      repeat, else by the rule, earlier draws first.
+
+    The pair ``exclude`` (candidate rows, ``-1``: none) is left out; where
+    the rule allows none, ``question`` stays.
 
     Returns:
         The ``2 x d`` question.
@@ -348,6 +361,25 @@ def repeat_rule(
         return question  # nothing for the rule to decide
     view = PersonModel(model, person, latent)
     rule = RepeatRule(view, list(asked.to(question)))
+    if strategy == "thompson":
+        draws = [question]
+        ids = torch.tensor([person], device=model.designs.device)
+        for draw in range(1, Thompson.max_draws):
+            pair = next_questions(
+                model,
+                ids,
+                X,
+                strategy="thompson",
+                seed=seed + draw,
+                latent=latent,
+                exclude=exclude.unsqueeze(0),
+            )[0]
+            draws.append(X[pair])
+            if rule.allowed(draws[-1]) and not rule.is_repeat(draws[-1]):
+                return draws[-1]
+        order = -torch.arange(len(draws), dtype=X.dtype)  # earlier first
+        chosen = rule.choose(torch.stack(draws), order)
+        return question if chosen is None else chosen
     with torch.no_grad():
         post = view.posterior(X)
     mean = post.mean.reshape(1, -1)

@@ -202,9 +202,9 @@ class QuestionMaker:
         comparisons at the box's faces (step: the maker's ``inset``;
         ``None``: none); a person looking at a question is asked at the
         posterior after the comparisons it carries and the answer their
-        model finds likelier, and not that question again; with EUBO, a
-        question that repeats one the person answered (``asked``) is asked
-        only as the single-person loop's repeat rule allows
+        model finds likelier, and not that question again; a question that
+        repeats one the person answered (``asked``) is asked only as the
+        single-person loop's repeat rule allows
         (:func:`~prefbo.loop.people_questions.repeat_rule`). A strategy that
         uses no model (``"random"``) asks :meth:`random` questions, the
         ``b``-th of seed :func:`~prefbo.utils.seeds.batch_question_seed`.

@@ -247,3 +247,31 @@ def test_a_pair_asked_before_gives_way_to_an_unasked_one_nearly_as_informative(
     other = pairs[~same & (info > 0)][-1].unsqueeze(0)
     kept = pq.ask_people(collaborative, people, X, [None], asked=[other]).questions[0]
     assert torch.equal(kept, first)
+
+
+def test_a_thompson_draw_that_repeats_an_answered_pair_is_drawn_again(collaborative):
+    r"""As the loop's Thompson strategy: a draw whose pair the person answered
+    is drawn again (seeds ``seed + 1``, ...), and the first draw that is no
+    repeat is asked."""
+    X = torch.rand(
+        8, 2, generator=torch.Generator().manual_seed(6), dtype=torch.float64
+    )
+    people = torch.tensor([1])
+    first = pq.ask_people(collaborative, people, X, [None], "thompson", seed=4)
+    first = first.questions[0]
+    again = pq.ask_people(
+        collaborative, people, X, [None], "thompson", seed=4, asked=[first[None]]
+    ).questions[0]
+
+    def repeats(pair):
+        same = (pair - first).abs().amax(-1) <= 0.02
+        swapped = (pair - first.flip(0)).abs().amax(-1) <= 0.02
+        return bool(same.all() or swapped.all())
+
+    redraws = [
+        X[next_questions(collaborative, people, X, "thompson", seed=4 + k)[0]]
+        for k in (1, 2, 3)
+    ]
+    fresh = [pair for pair in redraws if not repeats(pair)]
+    assert fresh and not repeats(again)
+    assert torch.equal(again, fresh[0])
