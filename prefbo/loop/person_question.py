@@ -27,7 +27,7 @@ with the batched step without virtual comparisons at the faces and at
 answered too, the next three participants ended worse than with that
 batched step (0.096 against 0.043 on six seeds). The batched step with its
 comparisons was not measured against this path in a study; served, for a
-lone participant, this path ended at 0.057 and the batched step at 0.094
+lone participant, this path ended at 0.057 and the batched step at 0.096
 (``benchmarks/results/serve_lone.md``).
 
 Example:

@@ -30,7 +30,7 @@ holds one :class:`CollaborativeEngine` for the life of its process:
   and an online update at a fixed shared part moves their utility far
   less than a refit. On 20 simulated lone participants (seeds fixed before
   the run) the favourite after 12 answers was 0.057 from their best (mean
-  regret) this way, 0.094 from the batched step with its virtual
+  regret) this way, 0.096 from the batched step with its virtual
   comparisons, the individual kind's 0.059
   (``benchmarks/results/serve_lone.md``).
 - The shared part is fitted off the question path, on a thread
