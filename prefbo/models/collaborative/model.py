@@ -238,20 +238,22 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         return pid
 
     def design_rows(self, designs: Tensor) -> Tensor:
-        r"""Rows of the design table for ``k x d`` designs: the first equal
-        row's (so a pool's item keeps its effect), else a new row appended
-        (once for equal new designs). Found through a hash index of the
-        table (:class:`~prefbo.models.collaborative.design_index.DesignIndex`),
+        r"""Rows of the design table for ``k x d`` designs: an item's row
+        where one matches (:meth:`item_ids`, a coarser dtype included), else
+        the first equal row's, else a new row appended (once for equal new
+        designs). Found through a hash index of the table
+        (:class:`~prefbo.models.collaborative.design_index.DesignIndex`),
         kept as rows are added: ``O(k)``, not ``O(k n)``."""
-        designs = designs.to(self.designs)
+        out = self.item_ids(designs).to(self.designs.device)
+        rest = (out < 0).nonzero().squeeze(-1)
+        designs = designs.to(self.designs)[rest]
         rows, new = self._design_index().add(self.designs, designs)
         if new:
             self.designs = torch.cat([self.designs, designs[new]])
-            self.items = torch.cat(
-                [self.items, torch.full((len(new),), -1, device=self.items.device)]
-            )
+            self.items = torch.cat([self.items, self.items.new_full((len(new),), -1)])
             self._design_index().extended(self.designs)
-        return torch.tensor(rows, dtype=torch.long, device=self.designs.device)
+        out[rest] = torch.tensor(rows, dtype=torch.long, device=out.device)
+        return out
 
     def _design_index(self) -> DesignIndex:
         r"""The design table's index (made at first use)."""
@@ -420,11 +422,9 @@ class CollaborativePreferenceGP(Model, gpytorch.Module):
         return out_mean, cov
 
     def item_ids(self, X: Tensor) -> Tensor:
-        r"""Item ids of ``n x d`` designs: the row of the first equal item,
-        else ``-1`` (through the table's hash index: ``O(n)``). Designs of a
-        coarser dtype than the model's (float32 designs asked of a float64
-        model) are matched with the items rounded to their dtype: an item
-        passed as ``designs.float()`` is still that item."""
+        r"""Item ids of ``n x d`` designs: the first equal item's row, else
+        ``-1`` (the table's hash index: ``O(n)``); designs of a coarser dtype
+        (float32 of a float64 model) match the items rounded to it."""
         if not self.num_items:
             return torch.full((X.shape[0],), -1, device=X.device)
         ours, theirs = self.designs.dtype, X.dtype

@@ -443,6 +443,16 @@ def test_items_asked_in_a_coarser_dtype_keep_their_effects():
     assert torch.equal(
         next_questions(model, ask, X[:20].float()), next_questions(model, ask, X[:20])
     )
+    # answers told by float32 designs are the items' answers: no new rows,
+    # the same posterior as told by rows
+    by_rows, by_designs = copy.deepcopy(model), copy.deepcopy(model)
+    by_rows.observe(4, torch.tensor([10, 3]), torch.tensor([11, 7]))
+    by_designs.observe(4, X[[10, 3]].float(), X[[11, 7]].float())
+    assert by_designs.designs.shape == (80, 2)
+    torch.testing.assert_close(by_designs.utility_mean(4), by_rows.utility_mean(4))
+    other = torch.tensor([[0.123, 0.456]])  # no item's: a new row
+    assert by_designs.design_rows(other.float()).tolist() == [80]
+    assert by_designs.design_rows(torch.cat([X[:1], other])).tolist() == [0, 80]
 
 
 def test_duplicate_designs_give_finite_gradients():
