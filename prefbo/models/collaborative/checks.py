@@ -341,10 +341,11 @@ def warn_equal_items(designs: Tensor) -> None:
         shown = ", ".join(f"{a} and {b}" for a, b in equal[:5])
         more = f" (and {len(equal) - 5} more pairs)" if len(equal) > 5 else ""
         warnings.warn(
-            f"designs rows {shown}{more} have equal features. With item effects "
-            "each row is an item of its own, and answers and utility_mean() tell "
-            "them apart, but a design passed to posterior(), next_questions() or "
-            "an acquisition function is read as the first equal row, with its "
+            f"rows {shown}{more} of designs have equal features. With item "
+            "effects each row is an item of its own, and answers given as rows "
+            "and utility_mean() tell them apart, but a design passed by its "
+            "features (to posterior(), observe(), next_questions() or an "
+            "acquisition function) is read as the first equal row, with its "
             "effect. Give the items distinct features (e.g. an id column), or "
             "pass item_effects=False.",
             InputDataWarning,

@@ -411,7 +411,7 @@ def test_items_of_equal_features_are_warned_of(recwarn):
     )
     X[4] = X[1]
     answers = torch.tensor([[0, 1, 2], [0, 4, 3], [1, 0, 5]])
-    with pytest.warns(InputDataWarning, match=r"designs rows 1 and 4 have equal"):
+    with pytest.warns(InputDataWarning, match=r"rows 1 and 4 of designs have equal"):
         model = CollaborativePreferenceGP(X, answers, item_effects=True)
     assert model.item_ids(X).tolist() == [0, 1, 2, 3, 1, 5]
     recwarn.clear()
