@@ -149,7 +149,7 @@ class CollaborativeEngine:
         self.answered: dict[int, int] = {}
         self.fits: list[int] = []
         self.carried: dict[int, Tensor] = {}
-        self._asked: dict[int, tuple[tuple[int, object], Tensor]] = {}
+        self._asked: dict[int, Tensor] = {}
         self._pool = ThreadPoolExecutor(1) if background else None
         self._job: Future | None = None
         self._job_counts: dict[int, int] = {}
@@ -191,6 +191,7 @@ class CollaborativeEngine:
             a.key == b.key for a, b in zip(old, new, strict=False)
         )
         self.told[pid] = new
+        self._asked.pop(pid, None)  # made again from the new answers
         self.answered[pid] = len(rows)
         if self._job is not None and not kept:
             self._changed_during_job.add(pid)
@@ -198,16 +199,16 @@ class CollaborativeEngine:
 
     def asked(self, pid: int) -> Tensor | None:
         r"""Participant ``pid``'s told questions as ``k x 2 x d`` model points
-        ``[winner, loser]`` (``None``: none told), kept until they change."""
+        ``[winner, loser]`` (``None``: none told), kept until :meth:`update`
+        tells them again."""
         told = self.told.get(pid)
         if not told:
             return None
-        key = (len(told), told[-1].key)
-        kept = self._asked.get(pid)
-        if kept is None or kept[0] != key:
-            stacked = torch.stack([torch.stack([t.winner, t.loser]) for t in told])
-            kept = self._asked[pid] = (key, stacked)
-        return kept[1]
+        if pid not in self._asked:
+            self._asked[pid] = torch.stack(
+                [torch.stack([t.winner, t.loser]) for t in told]
+            )
+        return self._asked[pid]
 
     def _person(self, pid: int) -> int:
         if pid not in self.persons:
