@@ -22,6 +22,13 @@ def agreement(pop: PlantedPopulation) -> float:
     return float((u[person, winner] > u[person, loser]).double().mean())
 
 
+def thurstone_rate(gap: float, noise_std: float) -> float:
+    r"""``P(a ≻ b) = Φ(gap / (√2 · noise_std))``: both utilities read with
+    independent ``N(0, noise_std²)`` noise."""
+    z = gap / (math.sqrt(2) * noise_std)
+    return 0.5 * (1 + math.erf(z / math.sqrt(2)))
+
+
 def test_shapes_and_dtypes_at_the_defaults():
     pop = planted_population()
     assert isinstance(pop, PlantedPopulation) and isinstance(pop, Population)
@@ -106,7 +113,7 @@ def test_probit_rate_of_one_pair_matches_phi():
     gap = float(pop.shared[0] - pop.shared[1])  # every person's f(0) - f(1)
     rate = float((pop.answers[:, 1] == 0).double().mean())
     assert 0.1 < rate < 0.9  # a gap of about -0.75: the noise matters
-    expected = 0.5 * (1 + math.erf(gap / (math.sqrt(2) * 0.5) / math.sqrt(2)))
+    expected = thurstone_rate(gap, noise_std=0.5)
     assert rate == pytest.approx(expected, abs=4 * math.sqrt(0.25 / 4000))
 
 
@@ -222,7 +229,7 @@ def test_ranking_probit_rate_of_one_pair_matches_phi():
     gap = float(pop.shared[0] - pop.shared[1])
     rate = float((pop.answers[:, 1] == 0).double().mean())
     assert 0.1 < rate < 0.9
-    expected = 0.5 * (1 + math.erf(gap / (math.sqrt(2) * 0.5) / math.sqrt(2)))
+    expected = thurstone_rate(gap, noise_std=0.5)
     assert rate == pytest.approx(expected, abs=4 * math.sqrt(0.25 / 4000))
 
 
